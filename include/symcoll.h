@@ -1,0 +1,228 @@
+/*
+ * symcoll: low-latency collectives over symmetric memory.
+ *
+ * One public header. Every handle is opaque; every function returns a
+ * symcoll_status_t (SYMCOLL_OK == 0, errors are negative) unless noted.
+ * Output parameters come last, are suffixed _p, and are written only on success.
+ */
+#ifndef SYMCOLL_H
+#define SYMCOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(SYMCOLL_BUILDING) && defined(__GNUC__)
+#define SYMCOLL_API __attribute__((visibility("default")))
+#else
+#define SYMCOLL_API
+#endif
+
+#define SYMCOLL_VERSION_MAJOR 0
+#define SYMCOLL_VERSION_MINOR 1
+#define SYMCOLL_VERSION_PATCH 0
+#define SYMCOLL_VERSION_CODE \
+  (SYMCOLL_VERSION_MAJOR * 10000 + SYMCOLL_VERSION_MINOR * 100 + SYMCOLL_VERSION_PATCH)
+
+/** Most ranks one communicator may have (ranks of one host). */
+#define SYMCOLL_MAX_RANKS 64
+/** `device` value of a CPU rank. */
+#define SYMCOLL_DEVICE_HOST (-1)
+
+/*
+ * Status codes, as one list: X(name, value, description).
+ * The string table behind symcoll_status_string() is generated from it.
+ */
+#define SYMCOLL_STATUS_MAP(X)                                                        \
+  X(OK, 0, "success")                                                                \
+  X(ERR_INVALID_ARGUMENT, -1, "invalid argument")                                    \
+  X(ERR_UNSUPPORTED, -2, "operation not supported on this communicator or machine")  \
+  X(ERR_SYSTEM, -3, "system call failed")                                            \
+  X(ERR_CUDA, -4, "CUDA error")                                                      \
+  X(ERR_NO_MEMORY, -5, "out of memory")                                              \
+  X(ERR_TIMEOUT, -6, "timed out waiting for a peer")                                 \
+  X(ERR_PEER_LOST, -7, "a peer rank exited or closed its connection")                \
+  X(ERR_ABORTED, -8, "communicator was aborted")                                     \
+  X(ERR_MISMATCH, -9, "ranks disagree on the arguments of a collective")             \
+  X(ERR_INTERNAL, -10, "internal error")
+
+typedef enum {
+#define SYMCOLL__STATUS_ENUM(name, value, text) SYMCOLL_##name = value,
+  SYMCOLL_STATUS_MAP(SYMCOLL__STATUS_ENUM)
+#undef SYMCOLL__STATUS_ENUM
+} symcoll_status_t;
+
+typedef enum {
+  SYMCOLL_FLOAT32 = 0,
+  SYMCOLL_FLOAT16 = 1,
+  SYMCOLL_BFLOAT16 = 2,
+  SYMCOLL_NUM_DTYPES
+} symcoll_dtype_t;
+
+typedef enum { SYMCOLL_SUM = 0, SYMCOLL_MAX = 1, SYMCOLL_MIN = 2, SYMCOLL_NUM_OPS } symcoll_op_t;
+
+typedef enum {
+  SYMCOLL_ALGO_AUTO = 0,     /* chosen per size from the tuning table */
+  SYMCOLL_ALGO_ONE_SHOT = 1, /* every rank reads every peer and reduces: O(n*S) reads */
+  SYMCOLL_ALGO_TWO_SHOT = 2, /* reduce-scatter then all-gather: O(2*S) traffic */
+  SYMCOLL_NUM_ALGOS
+} symcoll_algo_t;
+
+typedef struct symcoll_comm *symcoll_comm_t; /* opaque */
+typedef struct symcoll_mem *symcoll_mem_t;   /* opaque */
+
+/** Communicator configuration. Initialise with symcoll_config_init(). */
+typedef struct {
+  size_t struct_size;       /* sizeof(symcoll_config_t); lets the struct grow compatibly */
+  const char *job_id;       /* names the rendezvous; identical on every rank (<= 64 chars) */
+  int rank;                 /* 0 <= rank < nranks */
+  int nranks;               /* 1 <= nranks <= SYMCOLL_MAX_RANKS */
+  int device;               /* CUDA ordinal, or SYMCOLL_DEVICE_HOST for a CPU rank */
+  size_t workspace_bytes;   /* symmetric scratch for non-symmetric inputs; 0 = default */
+  int timeout_ms;           /* bound on every wait for a peer; 0 = SYMCOLL_TIMEOUT_MS (30000) */
+} symcoll_config_t;
+
+/** Per-call options of symcoll_all_reduce_ex(). Initialise with symcoll_coll_opts_init(). */
+typedef struct {
+  size_t struct_size;       /* sizeof(symcoll_coll_opts_t) */
+  symcoll_algo_t algo;      /* SYMCOLL_ALGO_AUTO: the tuning table decides */
+  int blocks;               /* GPU: grid size, 0 = tuned; ignored on CPU */
+  int threads;              /* GPU: threads per block, 0 = tuned; ignored on CPU */
+} symcoll_coll_opts_t;
+
+/* ---- status and version ------------------------------------------------ */
+
+/** Name and description of a status ("SYMCOLL_ERR_TIMEOUT: timed out ..."). Never NULL. */
+SYMCOLL_API const char *symcoll_status_string(symcoll_status_t status);
+/** Human name of a dtype / op / algo ("bf16", "sum", "oneshot"); "unknown" if out of range. */
+SYMCOLL_API const char *symcoll_dtype_name(symcoll_dtype_t dtype);
+SYMCOLL_API const char *symcoll_op_name(symcoll_op_t op);
+SYMCOLL_API const char *symcoll_algo_name(symcoll_algo_t algo);
+/** Size in bytes of one element of dtype, 0 if unknown. */
+SYMCOLL_API size_t symcoll_dtype_size(symcoll_dtype_t dtype);
+/** SYMCOLL_VERSION_CODE of the library actually loaded. */
+SYMCOLL_API int symcoll_version(void);
+
+/* ---- communicators ------------------------------------------------------ */
+
+/** Fills cfg with defaults: struct_size set, job_id NULL, rank 0, nranks 1, host device. */
+SYMCOLL_API void symcoll_config_init(symcoll_config_t *cfg);
+
+/**
+ * Creates the communicator of one rank (process mode: one process per rank).
+ * Collective over the nranks ranks that pass the same job_id; they rendezvous
+ * over an abstract AF_UNIX socket named from the user id and job_id (nothing on disk).
+ * Errors: INVALID_ARGUMENT (bad config, wrong struct_size), MISMATCH (ranks disagree on
+ * nranks or device kind, or two ranks claim one rank), TIMEOUT, PEER_LOST, SYSTEM,
+ * UNSUPPORTED (devices that cannot reach each other), CUDA.
+ */
+SYMCOLL_API symcoll_status_t symcoll_comm_create(const symcoll_config_t *cfg,
+                                                 symcoll_comm_t *comm_p);
+
+/**
+ * Like symcoll_comm_create, with rank/nranks/job id read from the environment:
+ * SYMCOLL_RANK, SYMCOLL_NRANKS, SYMCOLL_JOB_ID; else torchrun (LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, TORCHELASTIC_RUN_ID or MASTER_ADDR:MASTER_PORT); else Open MPI
+ * (OMPI_COMM_WORLD_LOCAL_RANK/SIZE, OMPI_MCA_orte_hnp_uri or OMPI_MCA_ess_base_jobid);
+ * else Slurm (SLURM_LOCALID, SLURM_NTASKS_PER_NODE or SLURM_NTASKS, SLURM_JOB_ID.SLURM_STEP_ID).
+ * device: CUDA ordinal, SYMCOLL_DEVICE_HOST, or -2 to use the local rank as the ordinal.
+ */
+#define SYMCOLL_DEVICE_LOCAL_RANK (-2)
+SYMCOLL_API symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_comm_t *comm_p);
+
+/**
+ * Thread mode: creates nranks communicators driven by one process (like ncclCommInitAll).
+ * devices[i] is rank i's device (all CUDA ordinals, or all SYMCOLL_DEVICE_HOST); NULL means
+ * all host. Each comms[i] must then be used by its own thread for collectives.
+ */
+SYMCOLL_API symcoll_status_t symcoll_comm_create_all(int nranks, const int *devices,
+                                                     symcoll_comm_t *comms);
+
+/** Releases the communicator. Not collective; frees any symcoll_mem still allocated on it. */
+SYMCOLL_API symcoll_status_t symcoll_comm_destroy(symcoll_comm_t comm);
+
+/**
+ * Makes every wait of this rank (bootstrap, CPU collectives) return SYMCOLL_ERR_ABORTED
+ * promptly. Safe to call from any thread, also while another thread is inside a call.
+ * The communicator can only be destroyed afterwards.
+ */
+SYMCOLL_API symcoll_status_t symcoll_comm_abort(symcoll_comm_t comm);
+
+/**
+ * Returns the communicator's asynchronous error: a GPU kernel that timed out waiting for a
+ * peer records it (and the peer) instead of spinning forever. SYMCOLL_OK if none.
+ */
+SYMCOLL_API symcoll_status_t symcoll_comm_check(symcoll_comm_t comm);
+
+SYMCOLL_API int symcoll_comm_rank(symcoll_comm_t comm);
+SYMCOLL_API int symcoll_comm_nranks(symcoll_comm_t comm);
+SYMCOLL_API int symcoll_comm_device(symcoll_comm_t comm);
+
+/* ---- symmetric memory ----------------------------------------------------- */
+
+/**
+ * Collective: every rank allocates `bytes` (the same on every rank) that every peer maps.
+ * CPU ranks: memfd shared memory; GPU ranks: CUDA VMM memory. Memory is zeroed.
+ */
+SYMCOLL_API symcoll_status_t symcoll_mem_alloc(symcoll_comm_t comm, size_t bytes,
+                                               symcoll_mem_t *mem_p);
+/** Collective: unmaps and releases the allocation on every rank. */
+SYMCOLL_API symcoll_status_t symcoll_mem_free(symcoll_mem_t mem);
+/** This rank's (rank == own rank) or a peer's mapping of mem; NULL if rank is out of range. */
+SYMCOLL_API void *symcoll_mem_ptr(symcoll_mem_t mem, int rank);
+SYMCOLL_API size_t symcoll_mem_size(symcoll_mem_t mem);
+
+/**
+ * What a kernel needs to reach every peer's part of a symmetric allocation: pass it *by value*
+ * as a kernel argument (no pointer tensor, no extra launch). See symcoll_device.cuh.
+ */
+typedef struct {
+  int rank, nranks;
+  void *buf[SYMCOLL_MAX_RANKS];      /* peer r's buffer, as mapped in this rank */
+  uint32_t *pad[SYMCOLL_MAX_RANKS];  /* peer r's signal pad: pad_slots x SYMCOLL_MAX_RANKS words */
+  uint32_t pad_slots;                /* barrier slots (blocks) available */
+  uint32_t *error;                   /* communicator's async error word (host-mapped) */
+  uint64_t timeout_ns;               /* bound for the *_timeout waits */
+} symcoll_device_view_t;
+
+/** Fills *view_p for a GPU allocation. UNSUPPORTED for CPU communicators. */
+SYMCOLL_API symcoll_status_t symcoll_mem_device_view(symcoll_mem_t mem,
+                                                     symcoll_device_view_t *view_p);
+
+/* ---- collectives ---------------------------------------------------------------------- */
+
+/**
+ * recv[i] = op over ranks of send[i], for 0 <= i < count. send == recv is in place.
+ * fp16/bf16 accumulate in fp32; every rank gets bit-identical results.
+ * GPU: enqueues on stream (cudaStream_t, NULL = legacy default stream), never synchronises
+ * the host, launches one kernel, may be captured in a CUDA graph.
+ * CPU: stream must be NULL; returns when recv holds the result.
+ * count == 0 returns SYMCOLL_OK and does nothing. On an error nothing is written.
+ */
+SYMCOLL_API symcoll_status_t symcoll_all_reduce(symcoll_comm_t comm, const void *send,
+                                                void *recv, size_t count,
+                                                symcoll_dtype_t dtype, symcoll_op_t op,
+                                                void *stream);
+
+SYMCOLL_API void symcoll_coll_opts_init(symcoll_coll_opts_t *opts);
+/** symcoll_all_reduce with per-call options (e.g. a forced algorithm); opts may be NULL. */
+SYMCOLL_API symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send,
+                                                   void *recv, size_t count,
+                                                   symcoll_dtype_t dtype, symcoll_op_t op,
+                                                   void *stream,
+                                                   const symcoll_coll_opts_t *opts);
+
+/* ---- environment knobs ------------------------------------------------------------------- */
+
+/** Calls fn once per SYMCOLL_* knob with its name, default and help text. */
+SYMCOLL_API void symcoll_env_foreach(void (*fn)(const char *name, const char *dflt,
+                                                const char *help, void *arg),
+                                     void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SYMCOLL_H */

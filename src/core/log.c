@@ -1,0 +1,132 @@
+/* Logging: levels and subsystems from SYMCOLL_DEBUG / SYMCOLL_DEBUG_SUBSYS. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+int symcoll__log_level = SYMCOLL_LOG_WARN;
+int symcoll__log_subsys = SYMCOLL_SUBSYS_ALL;
+
+static void log_init_once(void) {
+  const char *lvl = getenv("SYMCOLL_DEBUG");
+  if (lvl) {
+    if (!strcasecmp(lvl, "NONE")) symcoll__log_level = SYMCOLL_LOG_NONE;
+    else if (!strcasecmp(lvl, "INFO")) symcoll__log_level = SYMCOLL_LOG_INFO;
+    else if (!strcasecmp(lvl, "TRACE")) symcoll__log_level = SYMCOLL_LOG_TRACE;
+    else symcoll__log_level = SYMCOLL_LOG_WARN;
+  }
+  const char *sub = getenv("SYMCOLL_DEBUG_SUBSYS");
+  if (sub && *sub && strcasecmp(sub, "ALL") != 0) {
+    static const struct { const char *name; int bit; } names[] = {
+        {"INIT", SYMCOLL_SUBSYS_INIT}, {"BOOT", SYMCOLL_SUBSYS_BOOT},
+        {"MEM", SYMCOLL_SUBSYS_MEM},   {"COLL", SYMCOLL_SUBSYS_COLL},
+        {"TUNE", SYMCOLL_SUBSYS_TUNE},
+    };
+    int mask = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", sub);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+      for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcasecmp(tok, names[i].name)) mask |= names[i].bit;
+    symcoll__log_subsys = mask;
+  }
+}
+
+void symcoll__log_init(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, log_init_once);
+}
+
+void symcoll__log_write(int level, int subsys, const char *file, int line, const char *fmt,
+                        ...) {
+  static const char *const level_names[] = {"NONE", "WARN", "INFO", "TRACE"};
+  (void)subsys;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  const char *base = strrchr(file, '/');
+  fprintf(stderr, "symcoll %d %s %s:%d %s\n", (int)getpid(), level_names[level],
+          base ? base + 1 : file, line, msg);
+}
+
+uint64_t symcoll__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+long symcoll__env_long(const char *name, long dflt) {
+  const char *s = getenv(name);
+  if (!s || !*s) return dflt;
+  char *end = NULL;
+  long v = strtol(s, &end, 0);
+  if (end == s) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "ignoring %s=%s: not a number", name, s);
+    return dflt;
+  }
+  return v;
+}
+
+const char *symcoll__env_str(const char *name, const char *dflt) {
+  const char *s = getenv(name);
+  return (s && *s) ? s : dflt;
+}
+
+void symcoll_env_foreach(void (*fn)(const char *, const char *, const char *, void *),
+                         void *arg) {
+  if (!fn) return;
+#define SYMCOLL__ENV_CALL(name, dflt, help) fn(#name, dflt, help, arg);
+  SYMCOLL_ENV_MAP(SYMCOLL__ENV_CALL)
+#undef SYMCOLL__ENV_CALL
+}
+
+/* IEEE half conversions, round to nearest even (matches F16C / CUDA __float2half_rn). */
+float symcoll__f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else { /* subnormal: normalise */
+      int e = -1;
+      do { e++; mant <<= 1; } while (!(mant & 0x400u));
+      bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0);
+  } else {
+    bits = sign | ((exp + 112u) << 23) | (mant << 13);
+  }
+  union { uint32_t u; float f; } v = {.u = bits};
+  return v.f;
+}
+
+uint16_t symcoll__f32_to_f16(float f) {
+  union { uint32_t u; float f; } v = {.f = f};
+  uint32_t x = v.u, sign = (x >> 16) & 0x8000u;
+  uint32_t absx = x & 0x7fffffffu;
+  if (absx > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((absx >> 13) & 0x3ffu)); /* NaN */
+  if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflow to inf */
+  if (absx < 0x38800000u) { /* result is subnormal or zero */
+    if (absx < 0x33000000u) return (uint16_t)sign;
+    uint32_t e = absx >> 23, m = (absx & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - e; /* 14..24 */
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) q++;
+    return (uint16_t)(sign | q);
+  }
+  uint32_t q = ((absx - 0x38000000u) >> 13);
+  uint32_t rem = absx & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (q & 1u))) q++;
+  return (uint16_t)(sign | q);
+}

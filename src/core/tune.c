@@ -1,0 +1,146 @@
+/*
+ * Algorithm selection. At communicator creation a table is loaded (SYMCOLL_TUNE_FILE, else
+ * ~/.cache/symcoll/tune.txt, else the built-in rows below); core then adopts rank 0's table
+ * so every rank picks the same algorithm for the same call. The launch path indexes it by
+ * the size's power-of-two bucket: O(1).
+ *
+ * Table format (plain text, one row per line, '#' starts a comment):
+ *   <backend> <nranks|*> <dtype|*> <max_bytes|inf> <algo> [blocks] [threads]
+ * e.g. "cuda 8 bf16 262144 oneshot 0 512". Rows apply in order of max_bytes; a row covers
+ * sizes above the previous row's max_bytes up to its own.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Built-in rows: measured choices live in tools/tune output; these are the defaults. */
+static const char *const builtin_table =
+    "# backend nranks dtype max_bytes algo blocks threads\n"
+    "host 1 * inf oneshot\n"
+    "host 2 * 4194304 oneshot\n"
+    "host 2 * inf twoshot\n"
+    "host * * 1048576 oneshot\n"
+    "host * * inf twoshot\n"
+    "cuda 1 * inf oneshot\n"
+    "cuda 2 * 1048576 oneshot\n"
+    "cuda 2 * inf twoshot\n"
+    "cuda 3 * 524288 oneshot\n"
+    "cuda 3 * inf twoshot\n"
+    "cuda 4 * 524288 oneshot\n"
+    "cuda 4 * inf twoshot\n"
+    "cuda * * 262144 oneshot\n"
+    "cuda * * inf twoshot\n";
+
+typedef struct {
+  size_t max_bytes;
+  symcoll__tune_entry_t e;
+} row_t;
+
+static int cmp_row(const void *a, const void *b) {
+  size_t x = ((const row_t *)a)->max_bytes, y = ((const row_t *)b)->max_bytes;
+  return x < y ? -1 : x > y;
+}
+
+int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
+  row_t rows[SYMCOLL_NUM_DTYPES][64];
+  int nrows[SYMCOLL_NUM_DTYPES] = {0};
+  int used = 0, line = 0;
+  /* The most specific nranks wins: rows naming our nranks hide '*' rows for that dtype. */
+  bool exact[SYMCOLL_NUM_DTYPES] = {false};
+  for (int pass = 0; pass < 2; pass++) {
+    const char *p = text;
+    line = 0;
+    while (p && *p) {
+      const char *nl = strchr(p, '\n');
+      size_t len = nl ? (size_t)(nl - p) : strlen(p);
+      char buf[256];
+      line++;
+      snprintf(buf, sizeof buf, "%.*s", (int)(len < 255 ? len : 255), p);
+      p = nl ? nl + 1 : NULL;
+      char *hash = strchr(buf, '#');
+      if (hash) *hash = 0;
+      char backend[32], nr[16], dt[16], mb[32], algo[32];
+      int blocks = 0, threads = 0;
+      int k = sscanf(buf, "%31s %15s %15s %31s %31s %d %d", backend, nr, dt, mb, algo, &blocks,
+                     &threads);
+      if (k <= 0) continue;
+      if (k < 5) goto syntax;
+      symcoll_algo_t a = SYMCOLL_NUM_ALGOS;
+      for (int i = 1; i < SYMCOLL_NUM_ALGOS; i++)
+        if (!strcmp(algo, symcoll_algo_name((symcoll_algo_t)i))) a = (symcoll_algo_t)i;
+      if (a == SYMCOLL_NUM_ALGOS || blocks < 0 || threads < 0) goto syntax;
+      size_t max_bytes = SIZE_MAX;
+      if (strcmp(mb, "inf") != 0) {
+        char *end;
+        max_bytes = strtoull(mb, &end, 10);
+        if (*end) goto syntax;
+      }
+      if (strcmp(backend, comm->tp->name) != 0) continue;
+      bool is_exact = strcmp(nr, "*") != 0;
+      if (is_exact && atoi(nr) != comm->nranks) continue;
+      for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
+        if (strcmp(dt, "*") != 0 && strcmp(dt, symcoll_dtype_name((symcoll_dtype_t)d)) != 0)
+          continue;
+        if (pass == 0) {
+          if (is_exact) exact[d] = true;
+          continue;
+        }
+        if (exact[d] != is_exact || nrows[d] >= 64) continue;
+        rows[d][nrows[d]++] = (row_t){max_bytes, {a, blocks, threads}};
+        used++;
+      }
+    }
+  }
+  for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
+    if (nrows[d] == 0) continue;
+    qsort(rows[d], (size_t)nrows[d], sizeof(row_t), cmp_row);
+    for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++) {
+      size_t top = (size_t)1 << b;
+      int i = 0;
+      while (i < nrows[d] - 1 && rows[d][i].max_bytes < top) i++;
+      comm->tune[d].bucket[b] = rows[d][i].e;
+    }
+  }
+  return used;
+syntax:
+  if (line_p) *line_p = line;
+  return -1;
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  char *buf = calloc(1, 1 << 16);
+  if (buf) fread(buf, 1, (1 << 16) - 1, f);
+  fclose(f);
+  return buf;
+}
+
+void symcoll__tune_init(symcoll_comm_t comm) {
+  for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++)
+    for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++)
+      comm->tune[d].bucket[b] = (symcoll__tune_entry_t){SYMCOLL_ALGO_ONE_SHOT, 0, 0};
+  symcoll__tune_parse(comm, builtin_table, NULL);
+  char path[512];
+  const char *file = symcoll__env_str("SYMCOLL_TUNE_FILE", NULL);
+  if (!file && getenv("HOME")) {
+    snprintf(path, sizeof path, "%s/.cache/symcoll/tune.txt", getenv("HOME"));
+    file = path;
+  }
+  char *text = file ? read_file(file) : NULL;
+  if (text) {
+    int line = 0;
+    int n = symcoll__tune_parse(comm, text, &line);
+    if (n < 0)
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_TUNE, "%s:%d: syntax error; table ignored", file, line);
+    else
+      SYMCOLL_INFO(SYMCOLL_SUBSYS_TUNE, "%s: %d rows for %s with %d ranks", file, n,
+                   comm->tp->name, comm->nranks);
+    free(text);
+  } else if (getenv("SYMCOLL_TUNE_FILE")) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_TUNE, "cannot read SYMCOLL_TUNE_FILE=%s: %m", file);
+  }
+}
