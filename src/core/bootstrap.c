@@ -271,7 +271,18 @@ static symcoll_status_t root_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t
     if (s == SYMCOLL_OK) s = root_accept_one(comm, b, deadline, &joined);
     if (s != SYMCOLL_OK) return s;
   }
-  /* Everyone is here: the name disappears, so nothing of ours stays in the namespace. */
+  /* Everyone is here. Refuse whoever is still queued (a second claimant of a rank), then
+   * close: the name disappears, so nothing of ours stays in the namespace. */
+  for (int fd; (fd = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0;) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: refused a late connection: all ranks are here",
+                 comm->job_id);
+    send_msg(comm, fd, SYMCOLL_BOOT_REJECT, SYMCOLL_ERR_MISMATCH, NULL, 0, NULL, 0);
+    /* Closing with its hello unread would reset the connection and lose the refusal. */
+    symcoll__boot_hdr_t h;
+    char hello[sizeof(symcoll__boot_hello_t)];
+    recv_msg(comm, fd, symcoll__now_ns() + 200000000ull, &h, hello, sizeof hello, NULL, NULL);
+    close(fd);
+  }
   close(b->listen_fd);
   b->listen_fd = -1;
   for (int r = 1; r < comm->nranks; r++) {
@@ -282,7 +293,8 @@ static symcoll_status_t root_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t
   return SYMCOLL_OK;
 }
 
-static symcoll_status_t peer_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t deadline) {
+/* Connects to rank 0, retrying until the deadline: rank 0 may not be there yet. */
+static symcoll_status_t peer_connect(symcoll_comm_t comm, uint64_t deadline, int *fd_p) {
   struct sockaddr_un a;
   socklen_t al = make_addr(comm->job_id, &a);
   long backoff_us = 200;
@@ -293,8 +305,8 @@ static symcoll_status_t peer_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t
       return SYMCOLL_ERR_SYSTEM;
     }
     if (connect(fd, (struct sockaddr *)&a, al) == 0) {
-      b->fd[0] = fd;
-      break;
+      *fd_p = fd;
+      return SYMCOLL_OK;
     }
     int err = errno;
     close(fd);
@@ -312,13 +324,29 @@ static symcoll_status_t peer_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t
     poll(&p, 1, (int)(backoff_us / 1000) + 1);
     if (backoff_us < 20000) backoff_us *= 2;
   }
+}
+
+static symcoll_status_t peer_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t deadline) {
   symcoll__boot_hello_t hello = {.rank = comm->rank, .nranks = comm->nranks,
                                  .pid = (int32_t)getpid(), .device_kind = device_kind(comm)};
-  SYMCOLL_CHECK(send_msg(comm, b->fd[0], SYMCOLL_BOOT_HELLO, 0, &hello, sizeof hello, NULL, 0));
   symcoll__boot_hdr_t h;
   pid_t pids[SYMCOLL_MAX_RANKS];
-  symcoll_status_t s = recv_msg(comm, b->fd[0], deadline, &h, pids, sizeof pids, NULL, NULL);
-  if (s != SYMCOLL_OK) return s;
+  for (;;) {
+    SYMCOLL_CHECK(peer_connect(comm, deadline, &b->fd[0]));
+    /* If rank 0 refused us before reading the hello, the send fails but the refusal waits. */
+    symcoll_status_t sent =
+        send_msg(comm, b->fd[0], SYMCOLL_BOOT_HELLO, 0, &hello, sizeof hello, NULL, 0);
+    if (sent != SYMCOLL_OK && sent != SYMCOLL_ERR_PEER_LOST) return sent;
+    symcoll__fault_point(comm->rank, "boot");
+    memset(&h, 0, sizeof h);
+    symcoll_status_t s = recv_msg(comm, b->fd[0], deadline, &h, pids, sizeof pids, NULL, NULL);
+    if (s == SYMCOLL_OK && (sent == SYMCOLL_OK || h.type == SYMCOLL_BOOT_REJECT)) break;
+    if (s != SYMCOLL_OK && s != SYMCOLL_ERR_PEER_LOST) return s;
+    /* Reset before we were welcomed (a rendezvous closing under us): nothing was joined,
+     * so knock again until the deadline. */
+    close(b->fd[0]);
+    b->fd[0] = -1;
+  }
   if (h.type == SYMCOLL_BOOT_REJECT) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: rank 0 refused rank %d: %s", comm->job_id,
                  comm->rank, symcoll_status_string((symcoll_status_t)h.status));

@@ -72,6 +72,7 @@ symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send, vo
   if (s != r) a.send_mem = symcoll__mem_find(comm, send, bytes, &a.send_off);
   if (comm->check_args) SYMCOLL_CHECK(check_agreement(comm, &a));
   comm->coll_seq++;
+  symcoll__fault_point(comm->rank, "coll");
   return comm->tp->all_reduce(comm, &a);
 }
 

@@ -396,6 +396,7 @@ symcoll_status_t symcoll__mem_alloc_internal(symcoll_comm_t comm, size_t bytes,
                    bytes);
       return SYMCOLL_ERR_MISMATCH;
     }
+  symcoll__fault_point(comm->rank, "alloc");
   struct symcoll_mem *m = calloc(1, sizeof *m);
   if (!m) return SYMCOLL_ERR_NO_MEMORY;
   m->comm = comm;

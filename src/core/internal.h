@@ -80,10 +80,15 @@ SYMCOLL_HIDDEN void symcoll__log_write(int level, int subsys, const char *file, 
   X(SYMCOLL_TUNE_FILE, "", "tuning table to load; default ~/.cache/symcoll/tune.txt, else built-in") \
   X(SYMCOLL_RANK, "", "this process's rank (with SYMCOLL_NRANKS, SYMCOLL_JOB_ID)")                  \
   X(SYMCOLL_NRANKS, "", "number of ranks of the job")                                               \
-  X(SYMCOLL_JOB_ID, "", "rendezvous name shared by the ranks of one job")
+  X(SYMCOLL_JOB_ID, "", "rendezvous name shared by the ranks of one job")                          \
+  X(SYMCOLL_FAULT, "", "testing only: POINT:RANK[:N] kills RANK at its Nth boot|alloc|coll point")
 
 SYMCOLL_HIDDEN long symcoll__env_long(const char *name, long dflt);
 SYMCOLL_HIDDEN const char *symcoll__env_str(const char *name, const char *dflt);
+
+/* Fault injection for tests (SYMCOLL_FAULT=point:rank[:n]): SIGKILLs this process at the
+ * n-th time (default 1st) the given rank passes the named point. No cost when unset. */
+SYMCOLL_HIDDEN void symcoll__fault_point(int rank, const char *point);
 
 /* ---- time --------------------------------------------------------------------------- */
 SYMCOLL_HIDDEN uint64_t symcoll__now_ns(void);

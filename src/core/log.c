@@ -1,6 +1,7 @@
 /* Logging: levels and subsystems from SYMCOLL_DEBUG / SYMCOLL_DEBUG_SUBSYS. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,4 +130,19 @@ uint16_t symcoll__f32_to_f16(float f) {
   uint32_t rem = absx & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (q & 1u))) q++;
   return (uint16_t)(sign | q);
+}
+
+void symcoll__fault_point(int rank, const char *point) {
+  static const char *spec;
+  static atomic_int hits;
+  if (!spec) spec = getenv("SYMCOLL_FAULT");
+  if (!spec || !*spec) return;
+  char name[16];
+  int r = -1, n = 1;
+  if (sscanf(spec, "%15[a-z]:%d:%d", name, &r, &n) < 2 || strcmp(name, point) != 0 || r != rank)
+    return;
+  if (atomic_fetch_add(&hits, 1) + 1 == n) {
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_ALL, "SYMCOLL_FAULT: rank %d killed at %s %d", rank, point, n);
+    raise(SIGKILL);
+  }
 }

@@ -35,8 +35,10 @@ typedef struct {
   _Alignas(64) _Atomic uint64_t ready;   /* (epoch << 24) | sub-chunks copied in */
   _Alignas(64) _Atomic uint64_t reduced; /* two-shot: (epoch << 24) | sub-chunks reduced */
   _Alignas(64) _Atomic uint64_t done;    /* last epoch whose reads of peers finished */
-  _Alignas(64) int32_t src_mem;          /* this epoch's input: -1 = own workspace half */
-  uint64_t src_off;
+  /* Where epoch e's input lies, in slot e & 1: a slot is rewritten only two epochs later,
+   * when every peer is provably done with it. src_mem -1 = own workspace. */
+  _Alignas(64) int32_t src_mem[2];
+  uint64_t src_off[2];
 } host_pad_t;
 _Static_assert(sizeof(host_pad_t) <= HOST_PAD_BYTES, "pad too large");
 
@@ -178,8 +180,8 @@ static symcoll_status_t one_shot(symcoll_comm_t comm, host_state_t *hs, const sy
   char *mine = hs->data[me] + (e & 1) * hs->half;
   host_pad_t *pad = hs->pad[me];
   symcoll__reduce_fn reduce = symcoll__host_reduce_fn(a->dtype, a->op);
-  pad->src_mem = zmem ? zmem->id : -1;
-  pad->src_off = zmem ? zoff : (e & 1) * hs->half;
+  pad->src_mem[e & 1] = zmem ? zmem->id : -1;
+  pad->src_off[e & 1] = zmem ? zoff : (e & 1) * hs->half;
   const char *base[SYMCOLL_MAX_RANKS];
   const void *srcs[SYMCOLL_MAX_RANKS];
   for (size_t k = 0, lo = 0; lo < c.n; k++, lo += sub) {
@@ -190,13 +192,15 @@ static symcoll_status_t one_shot(symcoll_comm_t comm, host_state_t *hs, const sy
     if (k == 0) {
       for (int p = 0; p < n; p++) {
         host_pad_t *pp = hs->pad[p];
-        if (pp->src_mem < 0) {
-          base[p] = hs->data[p] + pp->src_off;
+        const int32_t src_mem = pp->src_mem[e & 1];
+        const uint64_t src_off = pp->src_off[e & 1];
+        if (src_mem < 0) {
+          base[p] = hs->data[p] + src_off;
         } else { /* the peer reads from its own symmetric allocation */
           base[p] = NULL;
           for (struct symcoll_mem *m = comm->mems; m; m = m->next)
-            if (m->id == pp->src_mem && pp->src_off + c.n * es <= m->bytes)
-              base[p] = (const char *)m->ptrs[p] + pp->src_off;
+            if (m->id == src_mem && src_off + c.n * es <= m->bytes)
+              base[p] = (const char *)m->ptrs[p] + src_off;
           if (!base[p]) {
             SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "rank %d's input is not in a known allocation", p);
             return SYMCOLL_ERR_MISMATCH;
@@ -222,8 +226,8 @@ static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const sy
   char *mine = hs->data[me] + half_off;
   host_pad_t *pad = hs->pad[me];
   symcoll__reduce_fn reduce = symcoll__host_reduce_fn(a->dtype, a->op);
-  pad->src_mem = -1;
-  pad->src_off = half_off;
+  pad->src_mem[e & 1] = -1;
+  pad->src_off[e & 1] = half_off;
   const void *srcs[SYMCOLL_MAX_RANKS];
   for (size_t k = 0, lo = 0; lo < c.n; k++, lo += sub) {
     size_t cnt = c.n - lo < sub ? c.n - lo : sub;

@@ -1,0 +1,271 @@
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef SYMCOLL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+double th_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void th_job_id(char *buf, size_t n, const char *tag) {
+  static int counter;
+  snprintf(buf, n, "test.%s.%d.%d", tag, (int)getpid(), __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+}
+
+/* ---- values -------------------------------------------------------------------------- */
+
+static uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static float bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+/* Only small integers are stored, so a direct conversion is exact. */
+static uint16_t f32_to_f16_int(float f) {
+  if (f == 0) return signbit(f) ? 0x8000 : 0;
+  uint16_t sign = f < 0 ? 0x8000 : 0;
+  float a = f < 0 ? -f : f;
+  int e = 0;
+  while (a >= 2.0f) { a /= 2; e++; }
+  while (a < 1.0f) { a *= 2; e--; }
+  return (uint16_t)(sign | ((e + 15) << 10) | (uint16_t)((a - 1.0f) * 1024.0f));
+}
+static float f16_to_f32_any(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  float v = e == 0 ? (float)m / 1024.0f / 16384.0f : (1.0f + (float)m / 1024.0f) * ldexpf(1.0f, e - 15);
+  if (e == 31) v = m ? NAN : INFINITY;
+  return (h & 0x8000) ? -v : v;
+}
+
+float th_value(int rank, size_t i, uint32_t seed) {
+  uint32_t x = (uint32_t)i * 2654435761u ^ (uint32_t)rank * 40503u ^ seed;
+  x ^= x >> 15;
+  x *= 2246822519u;
+  x ^= x >> 13;
+  return (float)((int)(x % 17) - 8);
+}
+
+void th_store(void *host, symcoll_dtype_t dt, size_t i, float v) {
+  switch (dt) {
+  case SYMCOLL_FLOAT32: ((float *)host)[i] = v; break;
+  case SYMCOLL_FLOAT16: ((uint16_t *)host)[i] = f32_to_f16_int(v); break;
+  default: ((uint16_t *)host)[i] = f32_to_bf16(v); break;
+  }
+}
+
+float th_load(const void *host, symcoll_dtype_t dt, size_t i) {
+  switch (dt) {
+  case SYMCOLL_FLOAT32: return ((const float *)host)[i];
+  case SYMCOLL_FLOAT16: return f16_to_f32_any(((const uint16_t *)host)[i]);
+  default: return bf16_to_f32(((const uint16_t *)host)[i]);
+  }
+}
+
+void th_fill(void *host, symcoll_dtype_t dt, size_t count, int rank, uint32_t seed) {
+  for (size_t i = 0; i < count; i++) th_store(host, dt, i, th_value(rank, i, seed));
+}
+
+void th_expect(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int nranks,
+               uint32_t seed) {
+  for (size_t i = 0; i < count; i++) {
+    float acc = th_value(0, i, seed);
+    for (int r = 1; r < nranks; r++) {
+      float v = th_value(r, i, seed);
+      acc = op == SYMCOLL_SUM ? acc + v : op == SYMCOLL_MAX ? (v > acc ? v : acc) : (v < acc ? v : acc);
+    }
+    th_store(host, dt, i, acc);
+  }
+}
+
+/* ---- buffers ------------------------------------------------------------------------- */
+
+static void *h_alloc(size_t b) { return malloc(b); }
+static void h_free(void *p) { free(p); }
+static void h_copy(void *d, const void *s, size_t b) { memcpy(d, s, b); }
+static void *h_stream(void) { return NULL; }
+static void h_sync(void) {}
+static int h_bind(int d) { (void)d; return 0; }
+const th_buf_ops_t th_host_ops = {"host", h_alloc, h_free, h_copy, h_copy, h_stream, h_sync, h_bind};
+
+#ifdef SYMCOLL_HAVE_CUDA
+static __thread cudaStream_t tls_stream;
+static void *c_alloc(size_t b) { void *p = NULL; return cudaMalloc(&p, b) == cudaSuccess ? p : NULL; }
+static void c_free(void *p) { cudaFree(p); }
+static void c_to_dev(void *d, const void *s, size_t b) { cudaMemcpy(d, s, b, cudaMemcpyHostToDevice); }
+static void c_to_host(void *d, const void *s, size_t b) {
+  cudaStreamSynchronize(tls_stream);
+  cudaMemcpy(d, s, b, cudaMemcpyDeviceToHost);
+}
+static void *c_stream(void) { return tls_stream; }
+static void c_sync(void) { cudaStreamSynchronize(tls_stream); }
+static int c_bind(int d) {
+  if (cudaSetDevice(d) != cudaSuccess) return -1;
+  return cudaStreamCreateWithFlags(&tls_stream, cudaStreamNonBlocking) == cudaSuccess ? 0 : -1;
+}
+static const th_buf_ops_t cuda_ops = {"cuda", c_alloc, c_free, c_to_dev, c_to_host, c_stream, c_sync, c_bind};
+#endif
+
+int th_cuda_device_count(void) {
+#ifdef SYMCOLL_HAVE_CUDA
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+#else
+  return 0;
+#endif
+}
+
+const th_buf_ops_t *th_cuda_ops(const char **why) {
+#ifdef SYMCOLL_HAVE_CUDA
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    *why = e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device";
+    return NULL;
+  }
+  return &cuda_ops;
+#else
+  *why = "this build has no CUDA transport (nvcc not found at configure time)";
+  return NULL;
+#endif
+}
+
+/* ---- launching ranks ------------------------------------------------------------------ */
+
+typedef struct {
+  const th_launch_t *l;
+  const th_buf_ops_t *ops;
+  th_rank_fn fn;
+  void *arg;
+  symcoll_comm_t comm;
+  int rank, device, failures;
+} rank_arg_t;
+
+static void *rank_thread(void *p) {
+  rank_arg_t *a = p;
+  if (a->ops->bind(a->device) != 0) {
+    a->failures = 1;
+    return NULL;
+  }
+  a->failures = a->fn(a->comm, a->ops, a->arg);
+  return NULL;
+}
+
+static int device_of(int rank) {
+  int n = th_cuda_device_count();
+  return n > 0 ? rank % n : 0;
+}
+
+int th_run(const th_launch_t *l, th_rank_fn fn, void *arg) {
+  const char *why = NULL;
+  const th_buf_ops_t *ops = strcmp(l->backend, "cuda") == 0 ? th_cuda_ops(&why) : &th_host_ops;
+  if (!ops) return -1;
+  bool gpu = ops != &th_host_ops;
+  if (strcmp(l->mode, "thread") == 0) {
+    int devices[SYMCOLL_MAX_RANKS];
+    symcoll_comm_t comms[SYMCOLL_MAX_RANKS];
+    rank_arg_t a[SYMCOLL_MAX_RANKS];
+    pthread_t th[SYMCOLL_MAX_RANKS];
+    for (int r = 0; r < l->nranks; r++) devices[r] = gpu ? device_of(r) : SYMCOLL_DEVICE_HOST;
+    symcoll_status_t s = symcoll_comm_create_all(l->nranks, devices, comms);
+    if (s != SYMCOLL_OK) {
+      fprintf(stderr, "comm_create_all: %s\n", symcoll_status_string(s));
+      return -1;
+    }
+    for (int r = 0; r < l->nranks; r++) {
+      a[r] = (rank_arg_t){l, ops, fn, arg, comms[r], r, devices[r], 0};
+      pthread_create(&th[r], NULL, rank_thread, &a[r]);
+    }
+    int failures = 0;
+    for (int r = 0; r < l->nranks; r++) {
+      pthread_join(th[r], NULL);
+      failures += a[r].failures;
+      symcoll_comm_destroy(comms[r]);
+    }
+    return failures;
+  }
+  char job[64];
+  th_job_id(job, sizeof job, "run");
+  pid_t pids[SYMCOLL_MAX_RANKS];
+  fflush(NULL);
+  for (int r = 0; r < l->nranks; r++) {
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      int dev = gpu ? device_of(r) : SYMCOLL_DEVICE_HOST;
+      if (ops->bind(dev) != 0) _exit(3);
+      symcoll_config_t cfg;
+      symcoll_config_init(&cfg);
+      cfg.job_id = job;
+      cfg.rank = r;
+      cfg.nranks = l->nranks;
+      cfg.device = dev;
+      cfg.timeout_ms = l->timeout_ms;
+      symcoll_comm_t comm;
+      symcoll_status_t s = symcoll_comm_create(&cfg, &comm);
+      if (s != SYMCOLL_OK) {
+        fprintf(stderr, "rank %d: comm_create: %s\n", r, symcoll_status_string(s));
+        _exit(2);
+      }
+      int f = fn(comm, ops, arg);
+      symcoll_comm_destroy(comm);
+      fflush(NULL);
+      _exit(f > 250 ? 250 : f);
+    }
+  }
+  int failures = 0, left = l->nranks;
+  double end = th_now() + (l->wall_s > 0 ? l->wall_s : 600);
+  while (left > 0) {
+    int st;
+    pid_t p = waitpid(-1, &st, WNOHANG);
+    if (p > 0) {
+      left--;
+      if (WIFEXITED(st)) failures += WEXITSTATUS(st);
+      else failures = -1000000;
+      continue;
+    }
+    if (th_now() > end) {
+      fprintf(stderr, "ranks still running after %d s: killing them\n", l->wall_s);
+      for (int r = 0; r < l->nranks; r++) kill(pids[r], SIGKILL);
+      while (wait(NULL) > 0) {
+      }
+      return -1;
+    }
+    usleep(2000);
+  }
+  return failures < 0 ? -1 : failures;
+}
+
+int th_leftovers(const char *job_id) {
+  int found = 0;
+  DIR *d = opendir("/dev/shm");
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (strstr(e->d_name, "symcoll")) found++;
+  if (d) closedir(d);
+  FILE *f = fopen("/proc/net/unix", "r");
+  char line[512], want[128];
+  snprintf(want, sizeof want, "@symcoll.%u.%s", (unsigned)geteuid(), job_id ? job_id : "");
+  while (f && fgets(line, sizeof line, f))
+    if (strstr(line, job_id ? want : "@symcoll.")) found++;
+  if (f) fclose(f);
+  return found;
+}

@@ -1,0 +1,303 @@
+/* API contract: status strings, config validation, bad arguments (specific status, nothing
+ * written), environment discovery, rank conflicts at rendezvous, SYMCOLL_CHECK agreement. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static void test_status_strings(void **state) {
+  (void)state;
+  symcoll_status_t all[] = {SYMCOLL_OK, SYMCOLL_ERR_INVALID_ARGUMENT, SYMCOLL_ERR_UNSUPPORTED,
+                            SYMCOLL_ERR_SYSTEM, SYMCOLL_ERR_CUDA, SYMCOLL_ERR_NO_MEMORY,
+                            SYMCOLL_ERR_TIMEOUT, SYMCOLL_ERR_PEER_LOST, SYMCOLL_ERR_ABORTED,
+                            SYMCOLL_ERR_MISMATCH, SYMCOLL_ERR_INTERNAL};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    const char *s = symcoll_status_string(all[i]);
+    assert_non_null(s);
+    assert_int_equal(strncmp(s, "SYMCOLL_", 8), 0);
+    for (size_t j = 0; j < i; j++) assert_string_not_equal(s, symcoll_status_string(all[j]));
+  }
+  assert_string_equal(symcoll_status_string(SYMCOLL_ERR_TIMEOUT), "SYMCOLL_ERR_TIMEOUT: timed out waiting for a peer");
+  assert_non_null(strstr(symcoll_status_string((symcoll_status_t)-99), "UNKNOWN"));
+  assert_non_null(strstr(symcoll_status_string((symcoll_status_t)5), "UNKNOWN"));
+  assert_string_equal(symcoll_dtype_name(SYMCOLL_BFLOAT16), "bf16");
+  assert_string_equal(symcoll_dtype_name((symcoll_dtype_t)9), "unknown");
+  assert_int_equal(symcoll_dtype_size(SYMCOLL_FLOAT16), 2);
+  assert_int_equal(symcoll_dtype_size((symcoll_dtype_t)9), 0);
+  assert_string_equal(symcoll_algo_name(SYMCOLL_ALGO_TWO_SHOT), "twoshot");
+  assert_int_equal(symcoll_version(), SYMCOLL_VERSION_CODE);
+}
+
+static void expect_create(symcoll_status_t want, void (*edit)(symcoll_config_t *)) {
+  symcoll_config_t cfg;
+  symcoll_config_init(&cfg);
+  cfg.job_id = "api";
+  cfg.nranks = 2;
+  cfg.rank = 1;
+  edit(&cfg);
+  symcoll_comm_t comm = (symcoll_comm_t)0x1234;
+  assert_int_equal(symcoll_comm_create(&cfg, &comm), want);
+  assert_ptr_equal(comm, (symcoll_comm_t)0x1234); /* output untouched on error */
+}
+static void e_size(symcoll_config_t *c) { c->struct_size = sizeof *c - 8; }
+static void e_size_big(symcoll_config_t *c) { c->struct_size = sizeof *c + 8; }
+static void e_n0(symcoll_config_t *c) { c->nranks = 0; c->rank = 0; }
+static void e_nbig(symcoll_config_t *c) { c->nranks = SYMCOLL_MAX_RANKS + 1; }
+static void e_rank_neg(symcoll_config_t *c) { c->rank = -1; }
+static void e_rank_big(symcoll_config_t *c) { c->rank = 2; }
+static void e_job_null(symcoll_config_t *c) { c->job_id = NULL; }
+static void e_job_bad(symcoll_config_t *c) { c->job_id = "a/b"; }
+static void e_job_long(symcoll_config_t *c) {
+  c->job_id = "0123456789012345678901234567890123456789012345678901234567890123456789";
+}
+static void e_dev(symcoll_config_t *c) { c->device = -5; }
+static void e_timeout(symcoll_config_t *c) { c->timeout_ms = -1; }
+
+static void test_config_errors(void **state) {
+  (void)state;
+  symcoll_comm_t comm;
+  assert_int_equal(symcoll_comm_create(NULL, &comm), SYMCOLL_ERR_INVALID_ARGUMENT);
+  symcoll_config_t cfg;
+  symcoll_config_init(&cfg);
+  assert_int_equal(symcoll_comm_create(&cfg, NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
+  void (*edits[])(symcoll_config_t *) = {e_size, e_size_big, e_n0, e_nbig, e_rank_neg, e_rank_big,
+                                          e_job_null, e_job_bad, e_job_long, e_dev, e_timeout};
+  for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++)
+    expect_create(SYMCOLL_ERR_INVALID_ARGUMENT, edits[i]);
+  assert_int_equal(symcoll_comm_create_all(0, NULL, &comm), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_comm_create_all(SYMCOLL_MAX_RANKS + 1, NULL, &comm), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_comm_create_all(2, NULL, NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
+  int mixed[2] = {SYMCOLL_DEVICE_HOST, 0};
+  symcoll_comm_t two[2];
+  assert_int_equal(symcoll_comm_create_all(2, mixed, two), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_comm_destroy(NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_comm_abort(NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_comm_check(NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
+}
+
+static symcoll_comm_t solo(void) {
+  symcoll_config_t cfg;
+  symcoll_config_init(&cfg);
+  symcoll_comm_t comm = NULL;
+  assert_int_equal(symcoll_comm_create(&cfg, &comm), SYMCOLL_OK);
+  return comm;
+}
+
+static void test_bad_collective_args(void **state) {
+  (void)state;
+  symcoll_comm_t comm = solo();
+  enum { N = 64 };
+  float send[N + 4], recv[N + 4], poison[N + 4];
+  for (int i = 0; i < N + 4; i++) send[i] = (float)i;
+  memset(poison, 0xa5, sizeof poison);
+  memcpy(recv, poison, sizeof recv);
+  symcoll_coll_opts_t o;
+  symcoll_coll_opts_init(&o);
+#define EXPECT_BAD(call)                                     \
+  do {                                                       \
+    assert_int_equal((call), SYMCOLL_ERR_INVALID_ARGUMENT);  \
+    assert_memory_equal(recv, poison, sizeof recv);          \
+  } while (0)
+  EXPECT_BAD(symcoll_all_reduce(NULL, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
+  EXPECT_BAD(symcoll_all_reduce(comm, NULL, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
+  EXPECT_BAD(symcoll_all_reduce(comm, send, NULL, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
+  EXPECT_BAD(symcoll_all_reduce(comm, send, recv, N, (symcoll_dtype_t)7, SYMCOLL_SUM, NULL));
+  EXPECT_BAD(symcoll_all_reduce(comm, send, recv, N, (symcoll_dtype_t)-1, SYMCOLL_SUM, NULL));
+  EXPECT_BAD(symcoll_all_reduce(comm, send, recv, N, SYMCOLL_FLOAT32, (symcoll_op_t)3, NULL));
+  EXPECT_BAD(symcoll_all_reduce(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, (void *)send));
+  EXPECT_BAD(symcoll_all_reduce(comm, (char *)send + 1, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
+  EXPECT_BAD(symcoll_all_reduce(comm, send, (char *)recv + 2, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
+  EXPECT_BAD(symcoll_all_reduce(comm, recv, recv + 1, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
+  EXPECT_BAD(symcoll_all_reduce(comm, send, recv, SIZE_MAX / 2, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
+  o.algo = (symcoll_algo_t)9;
+  EXPECT_BAD(symcoll_all_reduce_ex(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o));
+  symcoll_coll_opts_init(&o);
+  o.struct_size = 3;
+  EXPECT_BAD(symcoll_all_reduce_ex(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o));
+  symcoll_coll_opts_init(&o);
+  o.threads = 33;
+  EXPECT_BAD(symcoll_all_reduce_ex(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o));
+  /* count 0 is a no-op that succeeds, even with NULL buffers. */
+  assert_int_equal(symcoll_all_reduce(comm, NULL, NULL, 0, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL), SYMCOLL_OK);
+  assert_int_equal(symcoll_all_reduce(comm, send, recv, 0, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL), SYMCOLL_OK);
+  assert_memory_equal(recv, poison, sizeof recv);
+  /* And the communicator still works. */
+  assert_int_equal(symcoll_all_reduce(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_MAX, NULL), SYMCOLL_OK);
+  assert_memory_equal(recv, send, N * sizeof(float));
+  /* Memory. */
+  symcoll_mem_t mem = (symcoll_mem_t)0x1;
+  assert_int_equal(symcoll_mem_alloc(comm, 0, &mem), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_mem_alloc(NULL, 64, &mem), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_mem_alloc(comm, 64, NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_ptr_equal(mem, (symcoll_mem_t)0x1);
+  assert_int_equal(symcoll_mem_alloc(comm, 100, &mem), SYMCOLL_OK);
+  assert_non_null(symcoll_mem_ptr(mem, 0));
+  assert_null(symcoll_mem_ptr(mem, 1));
+  assert_null(symcoll_mem_ptr(mem, -1));
+  assert_int_equal(symcoll_mem_size(mem), 100);
+  symcoll_device_view_t view;
+  assert_int_equal(symcoll_mem_device_view(mem, &view), SYMCOLL_ERR_UNSUPPORTED);
+  assert_int_equal(symcoll_mem_free(mem), SYMCOLL_OK);
+  assert_int_equal(symcoll_mem_free(NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_comm_rank(comm), 0);
+  assert_int_equal(symcoll_comm_nranks(comm), 1);
+  assert_int_equal(symcoll_comm_device(comm), SYMCOLL_DEVICE_HOST);
+  assert_int_equal(symcoll_comm_check(comm), SYMCOLL_OK);
+  assert_int_equal(symcoll_comm_destroy(comm), SYMCOLL_OK);
+}
+
+static void clear_env(void) {
+  const char *vars[] = {"SYMCOLL_RANK", "SYMCOLL_NRANKS", "SYMCOLL_JOB_ID", "LOCAL_RANK",
+                        "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                        "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_LOCALID", "SLURM_NTASKS"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+}
+
+static void test_from_env(void **state) {
+  (void)state;
+  symcoll_comm_t comm = NULL;
+  clear_env();
+  assert_int_equal(symcoll_comm_create_from_env(SYMCOLL_DEVICE_HOST, &comm), SYMCOLL_ERR_INVALID_ARGUMENT);
+  const char *sets[][3][2] = {
+      {{"SYMCOLL_RANK", "0"}, {"SYMCOLL_NRANKS", "1"}, {"SYMCOLL_JOB_ID", "envtest"}},
+      {{"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "1"}, {"TORCHELASTIC_RUN_ID", "abc"}},
+      {{"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}, {"X_UNUSED", "1"}},
+      {{"SLURM_LOCALID", "0"}, {"SLURM_NTASKS", "1"}, {"X_UNUSED", "1"}},
+  };
+  for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+    clear_env();
+    for (int k = 0; k < 3; k++) setenv(sets[i][k][0], sets[i][k][1], 1);
+    comm = NULL;
+    assert_int_equal(symcoll_comm_create_from_env(SYMCOLL_DEVICE_HOST, &comm), SYMCOLL_OK);
+    assert_int_equal(symcoll_comm_nranks(comm), 1);
+    symcoll_comm_destroy(comm);
+  }
+  clear_env();
+}
+
+/* Forks one process per entry of ranks[]; returns each one's comm_create status. */
+static void rendezvous(const int *ranks, const int *nranks, int nproc, int timeout_ms, int *status) {
+  char job[64];
+  th_job_id(job, sizeof job, "conflict");
+  pid_t pids[8];
+  int pipes[8][2];
+  for (int i = 0; i < nproc; i++) {
+    assert_int_equal(pipe(pipes[i]), 0);
+    if ((pids[i] = fork()) == 0) {
+      symcoll_config_t cfg;
+      symcoll_config_init(&cfg);
+      cfg.job_id = job;
+      cfg.rank = ranks[i];
+      cfg.nranks = nranks[i];
+      cfg.timeout_ms = timeout_ms;
+      symcoll_comm_t comm;
+      int s = symcoll_comm_create(&cfg, &comm);
+      if (s == SYMCOLL_OK) {
+        float x = 1;
+        symcoll_all_reduce(comm, &x, &x, 1, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
+        symcoll_comm_destroy(comm);
+      }
+      if (write(pipes[i][1], &s, sizeof s) != sizeof s) _exit(3);
+      _exit(0);
+    }
+    close(pipes[i][1]);
+  }
+  for (int i = 0; i < nproc; i++) {
+    status[i] = 1;
+    if (read(pipes[i][0], &status[i], sizeof(int)) != sizeof(int)) status[i] = 1;
+    close(pipes[i][0]);
+    waitpid(pids[i], NULL, 0);
+  }
+}
+
+static void test_rank_conflicts(void **state) {
+  (void)state;
+  int st[3];
+  double t0 = th_now();
+  /* Two processes claim rank 1 of 2: the job completes; the other claimant is refused with
+   * MISMATCH, or, if it comes after the job has formed and closed its rendezvous, it finds
+   * nobody and times out. Nobody hangs. */
+  int r1[] = {0, 1, 1}, n1[] = {2, 2, 2};
+#define REFUSED(s) ((s) == SYMCOLL_ERR_MISMATCH || (s) == SYMCOLL_ERR_TIMEOUT)
+  rendezvous(r1, n1, 3, 1500, st);
+  assert_int_equal(st[0], SYMCOLL_OK);
+  assert_true((st[1] == SYMCOLL_OK && REFUSED(st[2])) || (st[2] == SYMCOLL_OK && REFUSED(st[1])));
+  /* Two processes claim rank 0: the second cannot take the name: MISMATCH at once. */
+  int r2[] = {0, 0, 1};
+  rendezvous(r2, n1, 3, 1500, st);
+  assert_int_equal(st[2], SYMCOLL_OK);
+  assert_true((st[0] == SYMCOLL_OK && REFUSED(st[1])) || (st[1] == SYMCOLL_OK && REFUSED(st[0])));
+  /* Disagreement on nranks: the odd one is refused, the other times out, nobody hangs. */
+  int r3[] = {0, 1}, n3[] = {2, 3};
+  t0 = th_now();
+  rendezvous(r3, n3, 2, 1000, st);
+  assert_int_equal(st[0], SYMCOLL_ERR_TIMEOUT);
+  assert_int_equal(st[1], SYMCOLL_ERR_MISMATCH);
+  assert_true(th_now() - t0 < 2.5);
+  assert_int_equal(th_leftovers(NULL), 0);
+}
+
+typedef struct {
+  symcoll_comm_t comm;
+  size_t count;
+  symcoll_status_t status;
+} check_arg_t;
+static void *check_thread(void *p) {
+  check_arg_t *a = p;
+  float buf[16] = {0};
+  a->status = symcoll_all_reduce(a->comm, buf, buf, a->count, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
+  return NULL;
+}
+
+static void test_check_mismatch(void **state) {
+  (void)state;
+  setenv("SYMCOLL_CHECK", "1", 1);
+  symcoll_comm_t comms[2];
+  assert_int_equal(symcoll_comm_create_all(2, NULL, comms), SYMCOLL_OK);
+  unsetenv("SYMCOLL_CHECK");
+  check_arg_t a[2] = {{comms[0], 10, SYMCOLL_OK}, {comms[1], 11, SYMCOLL_OK}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, check_thread, &a[i]);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  assert_int_equal(a[0].status, SYMCOLL_ERR_MISMATCH);
+  assert_int_equal(a[1].status, SYMCOLL_ERR_MISMATCH);
+  a[1].count = 10; /* agreeing calls work afterwards */
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, check_thread, &a[i]);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  assert_int_equal(a[0].status, SYMCOLL_OK);
+  assert_int_equal(a[1].status, SYMCOLL_OK);
+  for (int i = 0; i < 2; i++) symcoll_comm_destroy(comms[i]);
+}
+
+static void count_knob(const char *name, const char *dflt, const char *help, void *arg) {
+  assert_int_equal(strncmp(name, "SYMCOLL_", 8), 0);
+  assert_non_null(dflt);
+  assert_true(strlen(help) > 5);
+  ++*(int *)arg;
+}
+static void test_env_table(void **state) {
+  (void)state;
+  int n = 0;
+  symcoll_env_foreach(count_knob, &n);
+  assert_true(n >= 10);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_status_strings), cmocka_unit_test(test_config_errors),
+      cmocka_unit_test(test_bad_collective_args), cmocka_unit_test(test_from_env),
+      cmocka_unit_test(test_rank_conflicts), cmocka_unit_test(test_check_mismatch),
+      cmocka_unit_test(test_env_table),
+  };
+  return cmocka_run_group_tests_name("api", tests, NULL, NULL);
+}
