@@ -46,3 +46,7 @@ add_test([=[allreduce_cuda_thread_8]=] "/work/main/build/bin/test_allreduce" "--
 set_tests_properties([=[allreduce_cuda_thread_8]=] PROPERTIES  LABELS "gpu" SKIP_RETURN_CODE "77" TIMEOUT "300" _BACKTRACE_TRIPLES "/work/main/tests/CMakeLists.txt;26;add_test;/work/main/tests/CMakeLists.txt;0;")
 add_test([=[api]=] "/work/main/build/bin/test_api")
 set_tests_properties([=[api]=] PROPERTIES  LABELS "host" TIMEOUT "60" _BACKTRACE_TRIPLES "/work/main/tests/CMakeLists.txt;34;add_test;/work/main/tests/CMakeLists.txt;0;")
+add_test([=[fault_host]=] "/work/main/build/bin/test_fault" "--backend" "host")
+set_tests_properties([=[fault_host]=] PROPERTIES  LABELS "host;fault" TIMEOUT "120" _BACKTRACE_TRIPLES "/work/main/tests/CMakeLists.txt;38;add_test;/work/main/tests/CMakeLists.txt;0;")
+add_test([=[fault_cuda]=] "/work/main/build/bin/test_fault" "--backend" "cuda")
+set_tests_properties([=[fault_cuda]=] PROPERTIES  LABELS "gpu;fault" SKIP_RETURN_CODE "77" TIMEOUT "180" _BACKTRACE_TRIPLES "/work/main/tests/CMakeLists.txt;40;add_test;/work/main/tests/CMakeLists.txt;0;")

@@ -1,0 +1,38 @@
+# Front door. `make test` and `make bench` install what is missing, configure, build, run.
+BUILD ?= build
+CMAKE_FLAGS ?=
+JOBS ?= $(shell nproc)
+
+.PHONY: all deps build test test-asan bench install clean
+
+all: build
+
+deps:
+	@scripts/setup-deps build
+
+$(BUILD)/build.ninja: CMakeLists.txt
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+# CPU tests run here; GPU tests report themselves skipped where there is no GPU.
+test: build
+	cd $(BUILD) && ctest --output-on-failure --timeout 300
+
+# The host tests once more under AddressSanitizer and UBSan.
+test-asan: deps
+	cmake -S . -B $(BUILD)-asan -G Ninja -DSYMCOLL_SANITIZE=ON -DSYMCOLL_ENABLE_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD)-asan -j $(JOBS)
+	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L host --timeout 600
+
+# The all-reduce benchmark on whatever this machine has: all its GPUs, else CPU ranks.
+bench: build
+	@scripts/setup-deps bench
+	scripts/bench
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan

@@ -1,0 +1,221 @@
+/*
+ * Faults: ranks killed during bootstrap, during symcoll_mem_alloc and between collectives;
+ * a rank that never calls; an abort from another thread. Each asserts the exact status, a
+ * bound on time, that a fresh communicator works afterwards, and that nothing is left behind.
+ *   test_fault [--backend host|cuda]
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define TIMEOUT_MS 2000
+static const char *backend = "host";
+
+typedef struct {
+  symcoll_status_t create, alloc, coll; /* the first failure of each stage, or OK */
+  int colls_done;
+  double fail_after_s; /* time from the start of the failing call to its return */
+} outcome_t;
+
+/* Each rank: create, allocate, then `ncoll` all-reduces; reports through a pipe. */
+static void run_job(int nranks, const char *fault, int sleep_rank, int ncoll, outcome_t *out) {
+  char job[64];
+  th_job_id(job, sizeof job, "fault");
+  int pipes[SYMCOLL_MAX_RANKS][2];
+  pid_t pids[SYMCOLL_MAX_RANKS];
+  fflush(NULL);
+  for (int r = 0; r < nranks; r++) {
+    if (pipe(pipes[r]) != 0) abort();
+    if ((pids[r] = fork()) == 0) {
+      if (fault) setenv("SYMCOLL_FAULT", fault, 1);
+      outcome_t o = {SYMCOLL_OK, SYMCOLL_OK, SYMCOLL_OK, 0, 0};
+      const th_buf_ops_t *ops = &th_host_ops;
+      const char *why;
+      int dev = SYMCOLL_DEVICE_HOST;
+      if (!strcmp(backend, "cuda")) {
+        ops = th_cuda_ops(&why);
+        dev = 0;
+        ops->bind(0);
+      }
+      symcoll_config_t cfg;
+      symcoll_config_init(&cfg);
+      cfg.job_id = job;
+      cfg.rank = r;
+      cfg.nranks = nranks;
+      cfg.device = dev;
+      cfg.timeout_ms = TIMEOUT_MS;
+      symcoll_comm_t comm = NULL;
+      double t = th_now();
+      o.create = symcoll_comm_create(&cfg, &comm);
+      o.fail_after_s = th_now() - t;
+      symcoll_mem_t mem = NULL;
+      if (o.create == SYMCOLL_OK) {
+        t = th_now();
+        o.alloc = symcoll_mem_alloc(comm, 1 << 16, &mem);
+        o.fail_after_s = th_now() - t;
+      }
+      if (o.create == SYMCOLL_OK && o.alloc == SYMCOLL_OK) {
+        if (r == sleep_rank) {
+          usleep((TIMEOUT_MS + 1500) * 1000); /* never calls the collective */
+        } else {
+          float *buf = ops->alloc(4096 * sizeof(float));
+          for (int i = 0; i < ncoll && o.coll == SYMCOLL_OK; i++) {
+            t = th_now();
+            o.coll = symcoll_all_reduce(comm, buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, ops->stream());
+            ops->sync();
+            if (o.coll == SYMCOLL_OK) o.coll = symcoll_comm_check(comm);
+            o.fail_after_s = th_now() - t;
+            if (o.coll == SYMCOLL_OK) o.colls_done++;
+          }
+          ops->free(buf);
+        }
+      }
+      if (comm) symcoll_comm_destroy(comm);
+      if (write(pipes[r][1], &o, sizeof o) != sizeof o) _exit(3);
+      _exit(0);
+    }
+    close(pipes[r][1]);
+  }
+  for (int r = 0; r < nranks; r++) {
+    memset(&out[r], 0, sizeof out[r]);
+    out[r].create = (symcoll_status_t)1; /* "no report": the rank was killed */
+    if (read(pipes[r][0], &out[r], sizeof out[r]) != sizeof out[r]) out[r].create = (symcoll_status_t)1;
+    close(pipes[r][0]);
+    waitpid(pids[r], NULL, 0);
+  }
+  assert_int_equal(th_leftovers(job), 0);
+  assert_int_equal(th_leftovers(NULL), 0);
+}
+
+#define LOST_OR_TIMEOUT(s) ((s) == SYMCOLL_ERR_PEER_LOST || (s) == SYMCOLL_ERR_TIMEOUT)
+#define BOUND_S (TIMEOUT_MS / 1000.0 + 1.0)
+
+static void test_killed_in_bootstrap(void **state) {
+  (void)state;
+  outcome_t o[3];
+  run_job(3, "boot:2", -1, 1, o);
+  assert_int_equal(o[2].create, 1); /* killed */
+  for (int r = 0; r < 2; r++) {
+    print_message("rank %d: %s after %.3f s\n", r, symcoll_status_string(o[r].create), o[r].fail_after_s);
+    assert_true(LOST_OR_TIMEOUT(o[r].create));
+    assert_true(o[r].fail_after_s < BOUND_S);
+  }
+}
+
+static void test_never_joins(void **state) {
+  (void)state;
+  outcome_t o[3];
+  run_job(3, "boot:2:0", -1, 1, o); /* :0 never fires: everyone joins */
+  for (int r = 0; r < 3; r++) assert_int_equal(o[r].coll, SYMCOLL_OK);
+  /* Rank 2 killed right after it connects, before it is welcomed. */
+  run_job(2, "boot:1", -1, 1, o);
+  print_message("rank 0: %s after %.3f s\n", symcoll_status_string(o[0].create), o[0].fail_after_s);
+  assert_true(LOST_OR_TIMEOUT(o[0].create));
+  assert_true(o[0].fail_after_s < BOUND_S);
+}
+
+static void test_killed_in_alloc(void **state) {
+  (void)state;
+  outcome_t o[3];
+  run_job(3, "alloc:1:2", -1, 1, o); /* 1st alloc is the workspace, 2nd the test's */
+  assert_int_equal(o[1].create, 1);
+  for (int r = 0; r < 3; r += 2) {
+    print_message("rank %d: %s after %.3f s\n", r, symcoll_status_string(o[r].alloc), o[r].fail_after_s);
+    assert_int_equal(o[r].create, SYMCOLL_OK);
+    assert_true(LOST_OR_TIMEOUT(o[r].alloc));
+    assert_true(o[r].fail_after_s < BOUND_S);
+  }
+}
+
+static void test_killed_between_collectives(void **state) {
+  (void)state;
+  outcome_t o[4];
+  run_job(4, "coll:3:20", -1, 50, o);
+  assert_int_equal(o[3].create, 1);
+  for (int r = 0; r < 3; r++) {
+    print_message("rank %d: %d collectives, then %s after %.3f s\n", r, o[r].colls_done,
+                  symcoll_status_string(o[r].coll), o[r].fail_after_s);
+    assert_true(o[r].colls_done >= 18 && o[r].colls_done <= 20);
+    assert_true(LOST_OR_TIMEOUT(o[r].coll));
+    assert_true(o[r].fail_after_s < BOUND_S);
+  }
+}
+
+static void test_rank_never_calls(void **state) {
+  (void)state;
+  outcome_t o[2];
+  run_job(2, NULL, 1, 1, o);
+  print_message("rank 0: %s after %.3f s\n", symcoll_status_string(o[0].coll), o[0].fail_after_s);
+  assert_int_equal(o[0].coll, SYMCOLL_ERR_TIMEOUT);
+  assert_true(o[0].fail_after_s >= TIMEOUT_MS / 1000.0 - 0.05);
+  assert_true(o[0].fail_after_s < BOUND_S);
+}
+
+typedef struct {
+  symcoll_comm_t comm;
+  symcoll_status_t status;
+  double returned;
+} abort_arg_t;
+static void *waiting_rank(void *p) {
+  abort_arg_t *a = p;
+  float x[256] = {0};
+  a->status = symcoll_all_reduce(a->comm, x, x, 256, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
+  a->returned = th_now();
+  return NULL;
+}
+
+static void test_abort_from_thread(void **state) {
+  (void)state;
+  if (strcmp(backend, "host") != 0) skip();
+  symcoll_comm_t comms[2];
+  assert_int_equal(symcoll_comm_create_all(2, NULL, comms), SYMCOLL_OK);
+  abort_arg_t a = {comms[0], SYMCOLL_OK, 0};
+  pthread_t t;
+  pthread_create(&t, NULL, waiting_rank, &a); /* rank 1 never joins the call */
+  usleep(300 * 1000);
+  double t0 = th_now();
+  assert_int_equal(symcoll_comm_abort(comms[0]), SYMCOLL_OK);
+  pthread_join(t, NULL);
+  print_message("abort: %s %.1f ms after symcoll_comm_abort\n", symcoll_status_string(a.status),
+                (a.returned - t0) * 1e3);
+  assert_int_equal(a.status, SYMCOLL_ERR_ABORTED);
+  assert_true(a.returned - t0 < 0.1);
+  assert_int_equal(symcoll_comm_check(comms[0]), SYMCOLL_ERR_ABORTED);
+  for (int r = 0; r < 2; r++) assert_int_equal(symcoll_comm_destroy(comms[r]), SYMCOLL_OK);
+  /* A new communicator in the same process works. */
+  assert_int_equal(symcoll_comm_create_all(2, NULL, comms), SYMCOLL_OK);
+  for (int r = 0; r < 2; r++) symcoll_comm_destroy(comms[r]);
+  outcome_t o[2];
+  run_job(2, NULL, -1, 3, o);
+  for (int r = 0; r < 2; r++) assert_int_equal(o[r].colls_done, 3);
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i + 1 < argc; i++)
+    if (!strcmp(argv[i], "--backend")) backend = argv[i + 1];
+  if (!strcmp(backend, "cuda")) {
+    const char *why;
+    if (!th_cuda_ops(&why)) {
+      printf("SKIPPED: GPU test, %s\n", why);
+      return TH_SKIP;
+    }
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_killed_in_bootstrap), cmocka_unit_test(test_never_joins),
+      cmocka_unit_test(test_killed_in_alloc), cmocka_unit_test(test_killed_between_collectives),
+      cmocka_unit_test(test_rank_never_calls), cmocka_unit_test(test_abort_from_thread),
+  };
+  return cmocka_run_group_tests_name("fault", tests, NULL, NULL);
+}
