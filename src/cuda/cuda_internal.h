@@ -1,0 +1,52 @@
+/* Shared between the CUDA transport's host code (cuda.c) and its kernels (kernels.cu). */
+#ifndef SYMCOLL_CUDA_INTERNAL_H
+#define SYMCOLL_CUDA_INTERNAL_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "symcoll.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Barrier slots per rank: one per block, so at most this many blocks per launch. */
+#define SYMCOLL_CUDA_SLOTS 256
+#define SYMCOLL_CUDA_PAD_BYTES ((size_t)SYMCOLL_CUDA_SLOTS * SYMCOLL_MAX_RANKS * 4)
+
+/* Everything a collective kernel needs, passed by value as its one argument. */
+typedef struct symcoll__cuda_args {
+  char *ws[SYMCOLL_MAX_RANKS];          /* peers' workspaces (staging of inputs) */
+  uint32_t *pad[SYMCOLL_MAX_RANKS];     /* peers' barrier pads */
+  const char *src[SYMCOLL_MAX_RANKS];   /* zero-copy: peers' inputs; unused otherwise */
+  const char *send;
+  char *recv;
+  size_t count;       /* elements */
+  size_t chunk_elems; /* elements staged per round (workspace size) */
+  uint32_t *error;    /* async error word (device memory) */
+  uint64_t timeout_ns;
+  int rank, nranks;
+  int zero_copy;
+} symcoll__cuda_args_t;
+
+typedef struct symcoll__cuda_launch {
+  symcoll_algo_t algo;
+  symcoll_dtype_t dtype;
+  symcoll_op_t op;
+  int vec;     /* 16-byte vector path (send and recv 16-byte aligned) */
+  int blocks, threads;
+} symcoll__cuda_launch_t;
+
+/* Enqueues one kernel on stream; returns a cudaError_t. */
+int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_args_t *a,
+                         void *stream);
+/* The kernel's function pointer, for occupancy queries. */
+const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l);
+/* A tiny kernel that writes `value` into slot `slot` of every peer's pad, for the
+ * reachability probe at communicator creation. */
+int symcoll__cuda_probe(uint32_t *const *pads, int nranks, int rank, uint32_t value, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,202 @@
+/*
+ * GPU-only tests: the device API's pads return to rest after many barriers; collectives
+ * captured in a CUDA graph replay correctly; a rank that never launches makes its peer's
+ * kernel give up with TIMEOUT (reported by symcoll_comm_check) instead of hanging.
+ */
+#include <cstdarg>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <setjmp.h>
+#include <thread>
+#include <vector>
+
+extern "C" {
+#include <cmocka.h>
+}
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <symcoll.h>
+#include <symcoll_device.cuh>
+
+extern "C" {
+#include "harness.h"
+}
+
+#define CK(x) assert_int_equal((int)(x), 0)
+
+static int ngpu;
+static std::vector<int> devices(int n) {
+  std::vector<int> d(n);
+  for (int r = 0; r < n; r++) d[r] = r % ngpu;
+  return d;
+}
+
+__global__ void many_barriers(symcoll_device_view_t v, int rounds, int *failed) {
+  for (int i = 0; i < rounds; i++)
+    if (!symcoll_dev_barrier_block(v, blockIdx.x)) {
+      if (threadIdx.x == 0) atomicAdd(failed, 1);
+      return;
+    }
+  /* point-to-point too: rank r signals r+1 on the last slot, which waits for r-1 */
+  if (blockIdx.x == 0 && threadIdx.x == 0 && v.nranks > 1) {
+    int next = (v.rank + 1) % v.nranks, prev = (v.rank + v.nranks - 1) % v.nranks;
+    if (!symcoll_dev_signal(v, v.pad_slots - 1, next) || !symcoll_dev_wait(v, v.pad_slots - 1, prev))
+      atomicAdd(failed, 1);
+  }
+}
+
+static void pads_rank(symcoll_comm_t comm, int *bad) {
+  cudaSetDevice(symcoll_comm_device(comm));
+  symcoll_mem_t mem;
+  *bad = 1;
+  if (symcoll_mem_alloc(comm, 4096, &mem) != SYMCOLL_OK) return;
+  symcoll_device_view_t v;
+  symcoll_mem_device_view(mem, &v);
+  int *failed;
+  cudaMalloc(&failed, sizeof(int));
+  cudaMemset(failed, 0, sizeof(int));
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  many_barriers<<<8, 64, 0, s>>>(v, 1000, failed);
+  cudaStreamSynchronize(s);
+  int f = -1;
+  cudaMemcpy(&f, failed, sizeof f, cudaMemcpyDeviceToHost);
+  std::vector<uint32_t> pad((size_t)v.pad_slots * SYMCOLL_MAX_RANKS);
+  cudaMemcpy(pad.data(), v.pad[v.rank], pad.size() * 4, cudaMemcpyDeviceToHost);
+  size_t nonzero = 0;
+  for (uint32_t w : pad) nonzero += w != 0;
+  *bad = f != 0 || nonzero != 0 || cudaGetLastError() != cudaSuccess;
+  if (*bad) fprintf(stderr, "rank %d: %d failed waits, %zu pad slots not at rest\n", v.rank, f, nonzero);
+  cudaFree(failed);
+  cudaStreamDestroy(s);
+  symcoll_mem_free(mem);
+}
+
+static void test_pads_at_rest(void **state) {
+  (void)state;
+  for (int n : {1, 2, 4, 8}) {
+    std::vector<symcoll_comm_t> comms(n);
+    CK(symcoll_comm_create_all(n, devices(n).data(), comms.data()));
+    std::vector<int> bad(n, 1);
+    std::vector<std::thread> t;
+    for (int r = 0; r < n; r++) t.emplace_back(pads_rank, comms[r], &bad[r]);
+    for (int r = 0; r < n; r++) {
+      t[r].join();
+      assert_int_equal(bad[r], 0);
+      symcoll_comm_destroy(comms[r]);
+    }
+  }
+}
+
+/* 100 all-reduces of different sizes and algorithms captured in one graph per rank, replayed
+ * twice with fresh inputs each time; every output checked. */
+static void graph_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
+  cudaSetDevice(symcoll_comm_device(comm));
+  const int rank = symcoll_comm_rank(comm), n = symcoll_comm_nranks(comm);
+  const int calls = 100;
+  const size_t maxc = 20000;
+  *bad = 1;
+  char *in, *out;
+  if (cudaMalloc(&in, calls * maxc * 2) != cudaSuccess || cudaMalloc(&out, calls * maxc * 2) != cudaSuccess) return;
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; i++) {
+    symcoll_coll_opts_t o;
+    symcoll_coll_opts_init(&o);
+    o.algo = (symcoll_algo_t)(i % 3);
+    size_t count = 1 + (size_t)i * 199;
+    symcoll_status_t st = symcoll_all_reduce_ex(comm, in + i * maxc * 2, out + i * maxc * 2, count,
+                                                SYMCOLL_BFLOAT16, SYMCOLL_SUM, s, &o);
+    if (st != SYMCOLL_OK) fprintf(stderr, "capture %d: %s\n", i, symcoll_status_string(st));
+  }
+  CK(cudaStreamEndCapture(s, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  std::vector<char> h(calls * maxc * 2), want(maxc * 2);
+  int wrong = 0;
+  for (int rep = 0; rep < 2; rep++) {
+    uint32_t seed = seed0 + rep * 7919;
+    for (int i = 0; i < calls; i++) th_fill(h.data() + i * maxc * 2, SYMCOLL_BFLOAT16, 1 + (size_t)i * 199, rank, seed + i);
+    cudaMemcpy(in, h.data(), h.size(), cudaMemcpyHostToDevice);
+    cudaMemset(out, 0xff, h.size());
+    CK(cudaGraphLaunch(exec, s));
+    CK(cudaStreamSynchronize(s));
+    cudaMemcpy(h.data(), out, h.size(), cudaMemcpyDeviceToHost);
+    for (int i = 0; i < calls; i++) {
+      size_t count = 1 + (size_t)i * 199;
+      th_expect(want.data(), SYMCOLL_BFLOAT16, SYMCOLL_SUM, count, n, seed + i);
+      if (memcmp(want.data(), h.data() + i * maxc * 2, count * 2) != 0) {
+        if (wrong++ < 3) fprintf(stderr, "rank %d replay %d call %d (count %zu): wrong\n", rank, rep, i, count);
+      }
+    }
+  }
+  *bad = wrong != 0 || symcoll_comm_check(comm) != SYMCOLL_OK;
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFree(in);
+  cudaFree(out);
+  cudaStreamDestroy(s);
+}
+
+static void test_graph_replay(void **state) {
+  (void)state;
+  for (int n : {1, 2, 4}) {
+    std::vector<symcoll_comm_t> comms(n);
+    CK(symcoll_comm_create_all(n, devices(n).data(), comms.data()));
+    std::vector<int> bad(n, 1);
+    std::vector<std::thread> t;
+    uint32_t seed = (uint32_t)time(nullptr);
+    for (int r = 0; r < n; r++) t.emplace_back(graph_rank, comms[r], seed, &bad[r]);
+    for (int r = 0; r < n; r++) {
+      t[r].join();
+      assert_int_equal(bad[r], 0);
+      symcoll_comm_destroy(comms[r]);
+    }
+  }
+}
+
+static void test_peer_never_launches(void **state) {
+  (void)state;
+  setenv("SYMCOLL_TIMEOUT_MS", "500", 1);
+  symcoll_comm_t comms[2];
+  CK(symcoll_comm_create_all(2, devices(2).data(), comms));
+  unsetenv("SYMCOLL_TIMEOUT_MS");
+  cudaSetDevice(symcoll_comm_device(comms[0]));
+  float *buf;
+  cudaMalloc(&buf, 4096 * sizeof(float));
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  double t0 = th_now();
+  assert_int_equal(symcoll_all_reduce(comms[0], buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, s), SYMCOLL_OK);
+  assert_int_equal(cudaStreamSynchronize(s), cudaSuccess); /* returns: the kernel gave up */
+  double took = th_now() - t0;
+  print_message("kernel gave up after %.3f s\n", took);
+  assert_true(took >= 0.45 && took < 1.5);
+  assert_int_equal(symcoll_comm_check(comms[0]), SYMCOLL_ERR_TIMEOUT);
+  assert_int_equal(symcoll_comm_check(comms[1]), SYMCOLL_OK);
+  /* Later calls on the failed communicator are refused at once. */
+  assert_int_equal(symcoll_all_reduce(comms[0], buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, s),
+                   SYMCOLL_ERR_TIMEOUT);
+  cudaFree(buf);
+  cudaStreamDestroy(s);
+  for (int r = 0; r < 2; r++) symcoll_comm_destroy(comms[r]);
+}
+
+int main() {
+  const char *why = nullptr;
+  if (!th_cuda_ops(&why)) {
+    printf("SKIPPED: GPU test, %s\n", why);
+    return TH_SKIP;
+  }
+  ngpu = th_cuda_device_count();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_pads_at_rest),
+      cmocka_unit_test(test_graph_replay),
+      cmocka_unit_test(test_peer_never_launches),
+  };
+  return cmocka_run_group_tests_name("device_api", tests, NULL, NULL);
+}
