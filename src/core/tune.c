@@ -114,7 +114,10 @@ static char *read_file(const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) return NULL;
   char *buf = calloc(1, 1 << 16);
-  if (buf) fread(buf, 1, (1 << 16) - 1, f);
+  if (buf && fread(buf, 1, (1 << 16) - 1, f) == 0 && ferror(f)) {
+    free(buf);
+    buf = NULL;
+  }
   fclose(f);
   return buf;
 }
