@@ -125,27 +125,56 @@ static int c_bind(int d) {
 static const th_buf_ops_t cuda_ops = {"cuda", c_alloc, c_free, c_to_dev, c_to_host, c_stream, c_sync, c_bind};
 #endif
 
-int th_cuda_device_count(void) {
+/* CUDA must not be initialised in a process that later forks ranks (a forked child cannot
+ * use its parent's CUDA state), so the parent asks a throw-away child. */
+static int probe_count = -2;
+static char probe_why[128];
+static void probe_cuda(void) {
 #ifdef SYMCOLL_HAVE_CUDA
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
-  return n;
+  if (probe_count != -2) return;
+  int fds[2];
+  if (pipe(fds) != 0) { probe_count = 0; snprintf(probe_why, sizeof probe_why, "pipe failed"); return; }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    char msg[128];
+    snprintf(msg, sizeof msg, "%d %s", e == cudaSuccess ? n : 0,
+             e != cudaSuccess ? cudaGetErrorString(e) : n ? "ok" : "no CUDA device");
+    if (write(fds[1], msg, strlen(msg) + 1) < 0) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  char msg[128] = "0 probe failed";
+  ssize_t got = read(fds[0], msg, sizeof msg - 1);
+  (void)got;
+  close(fds[0]);
+  waitpid(pid, NULL, 0);
+  probe_count = atoi(msg);
+  const char *sp = strchr(msg, ' ');
+  snprintf(probe_why, sizeof probe_why, "%s", sp ? sp + 1 : msg);
 #else
-  return 0;
+  probe_count = 0;
+  snprintf(probe_why, sizeof probe_why, "this build has no CUDA transport (nvcc not found at configure time)");
 #endif
 }
 
+int th_cuda_device_count(void) {
+  probe_cuda();
+  return probe_count > 0 ? probe_count : 0;
+}
+
 const th_buf_ops_t *th_cuda_ops(const char **why) {
-#ifdef SYMCOLL_HAVE_CUDA
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    *why = e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device";
+  probe_cuda();
+  if (probe_count <= 0) {
+    *why = probe_why;
     return NULL;
   }
+#ifdef SYMCOLL_HAVE_CUDA
   return &cuda_ops;
 #else
-  *why = "this build has no CUDA transport (nvcc not found at configure time)";
   return NULL;
 #endif
 }
