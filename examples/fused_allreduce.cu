@@ -44,12 +44,14 @@ static int run_rank(symcoll_comm_t comm, size_t n, int *ok) {
   float *in, *out;
   cudaMalloc(&in, n * sizeof(float));
   cudaMalloc(&out, n * sizeof(float));
-  cudaMemcpy(in, h.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+  /* Copies on the same stream as the kernel: a pageable cudaMemcpy on the legacy stream
+   * may return before its data lands, and a non-blocking stream would not wait for it. */
+  cudaMemcpyAsync(in, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream);
   int blocks = (int)((n + 255) / 256);
   if (blocks > 8) blocks = 8; /* small enough to be co-resident with every other rank */
   scale_and_allreduce<<<blocks, 256, 0, stream>>>(view, in, out, n, 2.0f);
+  cudaMemcpyAsync(h.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost, stream);
   cudaStreamSynchronize(stream);
-  cudaMemcpy(h.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost);
   const float sum_ranks = (float)nranks * (float)(nranks + 1);
   *ok = symcoll_comm_check(comm) == SYMCOLL_OK && cudaGetLastError() == cudaSuccess;
   for (size_t i = 0; i < n && *ok; i++) *ok = h[i] == sum_ranks * (float)(i % 5);

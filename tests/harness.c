@@ -111,10 +111,15 @@ const th_buf_ops_t th_host_ops = {"host", h_alloc, h_free, h_copy, h_copy, h_str
 static __thread cudaStream_t tls_stream;
 static void *c_alloc(size_t b) { void *p = NULL; return cudaMalloc(&p, b) == cudaSuccess ? p : NULL; }
 static void c_free(void *p) { cudaFree(p); }
-static void c_to_dev(void *d, const void *s, size_t b) { cudaMemcpy(d, s, b, cudaMemcpyHostToDevice); }
-static void c_to_host(void *d, const void *s, size_t b) {
+/* Copies go on the rank's own stream and are waited for: a pageable cudaMemcpy on the
+ * legacy stream may return before the data lands, and would race with our kernels. */
+static void c_to_dev(void *d, const void *s, size_t b) {
+  cudaMemcpyAsync(d, s, b, cudaMemcpyHostToDevice, tls_stream);
   cudaStreamSynchronize(tls_stream);
-  cudaMemcpy(d, s, b, cudaMemcpyDeviceToHost);
+}
+static void c_to_host(void *d, const void *s, size_t b) {
+  cudaMemcpyAsync(d, s, b, cudaMemcpyDeviceToHost, tls_stream);
+  cudaStreamSynchronize(tls_stream);
 }
 static void *c_stream(void) { return tls_stream; }
 static void c_sync(void) { cudaStreamSynchronize(tls_stream); }

@@ -56,15 +56,15 @@ static void pads_rank(symcoll_comm_t comm, int *bad) {
   symcoll_mem_device_view(mem, &v);
   int *failed;
   cudaMalloc(&failed, sizeof(int));
-  cudaMemset(failed, 0, sizeof(int));
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaMemsetAsync(failed, 0, sizeof(int), s);
   many_barriers<<<8, 64, 0, s>>>(v, 1000, failed);
-  cudaStreamSynchronize(s);
   int f = -1;
-  cudaMemcpy(&f, failed, sizeof f, cudaMemcpyDeviceToHost);
   std::vector<uint32_t> pad((size_t)v.pad_slots * SYMCOLL_MAX_RANKS);
-  cudaMemcpy(pad.data(), v.pad[v.rank], pad.size() * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpyAsync(&f, failed, sizeof f, cudaMemcpyDeviceToHost, s);
+  cudaMemcpyAsync(pad.data(), v.pad[v.rank], pad.size() * 4, cudaMemcpyDeviceToHost, s);
+  cudaStreamSynchronize(s);
   size_t nonzero = 0;
   for (uint32_t w : pad) nonzero += w != 0;
   *bad = f != 0 || nonzero != 0 || cudaGetLastError() != cudaSuccess;
@@ -121,11 +121,11 @@ static void graph_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
   for (int rep = 0; rep < 2; rep++) {
     uint32_t seed = seed0 + rep * 7919;
     for (int i = 0; i < calls; i++) th_fill(h.data() + i * maxc * 2, SYMCOLL_BFLOAT16, 1 + (size_t)i * 199, rank, seed + i);
-    cudaMemcpy(in, h.data(), h.size(), cudaMemcpyHostToDevice);
-    cudaMemset(out, 0xff, h.size());
+    cudaMemcpyAsync(in, h.data(), h.size(), cudaMemcpyHostToDevice, s);
+    cudaMemsetAsync(out, 0xff, h.size(), s);
     CK(cudaGraphLaunch(exec, s));
+    cudaMemcpyAsync(h.data(), out, h.size(), cudaMemcpyDeviceToHost, s);
     CK(cudaStreamSynchronize(s));
-    cudaMemcpy(h.data(), out, h.size(), cudaMemcpyDeviceToHost);
     for (int i = 0; i < calls; i++) {
       size_t count = 1 + (size_t)i * 199;
       th_expect(want.data(), SYMCOLL_BFLOAT16, SYMCOLL_SUM, count, n, seed + i);
