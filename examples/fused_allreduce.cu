@@ -71,6 +71,12 @@ int main(int argc, char **argv) {
     printf("no GPU: nothing to run\n");
     return 77;
   }
+  /* Load the kernel now: a lazy first launch could wait for a GPU busy with spinning peers. */
+  for (int d = 0; d < ngpu; d++) {
+    cudaSetDevice(d);
+    cudaFuncAttributes attr;
+    cudaFuncGetAttributes(&attr, scale_and_allreduce);
+  }
   std::vector<int> devices(nranks);
   for (int r = 0; r < nranks; r++) devices[r] = r % ngpu;
   std::vector<symcoll_comm_t> comms(nranks);

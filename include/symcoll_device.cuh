@@ -18,6 +18,12 @@
  * on timeout they record SYMCOLL_ERR_TIMEOUT and the missing peer in the communicator's
  * async error word (read by symcoll_comm_check) and return false instead of hanging:
  * the kernel should then return.
+ *
+ * Load your kernel before ranks start waiting on each other (cudaFuncGetAttributes on it once,
+ * or CUDA_MODULE_LOADING=EAGER): with lazy loading, the first launch of a kernel can wait for
+ * the device to go idle, which never happens while a peer's kernel spins waiting for yours.
+ * Launch no more blocks than can be resident together with every other rank's kernel on the
+ * same GPU (ranks sharing a GPU in thread mode or under MPS).
  */
 #ifndef SYMCOLL_DEVICE_CUH
 #define SYMCOLL_DEVICE_CUH

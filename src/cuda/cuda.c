@@ -326,6 +326,7 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   dev_guard_t g;
   SYMCOLL_CHECK(dev_enter(comm, &g));
   CUDA_GOTO(cudaFree(0), s, out); /* the primary context */
+  CUDA_GOTO((cudaError_t)symcoll__cuda_preload(), s, out);
   CUDA_GOTO(cudaStreamCreateWithFlags(&cs->side, cudaStreamNonBlocking), s, out);
   CUDA_GOTO(cudaDeviceGetAttribute(&cs->sms, cudaDevAttrMultiProcessorCount, comm->device), s, out);
   /* Which ranks share our GPU, and can every pair of GPUs reach each other? */

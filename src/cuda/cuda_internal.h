@@ -42,6 +42,8 @@ int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_ar
                          void *stream);
 /* The kernel's function pointer, for occupancy queries. */
 const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l);
+/* Loads every kernel of the library (see kernels.cu); returns a cudaError_t. */
+int symcoll__cuda_preload(void);
 /* A tiny kernel that writes `value` into slot `slot` of every peer's pad, for the
  * reachability probe at communicator creation. */
 int symcoll__cuda_probe(uint32_t *const *pads, int nranks, int rank, uint32_t value, void *stream);

@@ -219,6 +219,22 @@ extern "C" int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symco
                                dim3((unsigned)l->threads), args, 0, (cudaStream_t)stream);
 }
 
+/* Loads every kernel now. With lazy loading (the default) the first launch of a kernel can
+ * wait for the device to go idle, which never happens while a peer's kernel spins waiting
+ * for ours: a deadlock until the timeout. */
+extern "C" int symcoll__cuda_preload(void) {
+  cudaFuncAttributes attr;
+  for (int algo = SYMCOLL_ALGO_ONE_SHOT; algo <= SYMCOLL_ALGO_TWO_SHOT; algo++)
+    for (int dt = 0; dt < SYMCOLL_NUM_DTYPES; dt++)
+      for (int op = 0; op < SYMCOLL_NUM_OPS; op++)
+        for (int vec = 0; vec < 2; vec++) {
+          symcoll__cuda_launch_t l = {(symcoll_algo_t)algo, (symcoll_dtype_t)dt, (symcoll_op_t)op, vec, 0, 0};
+          cudaError_t e = cudaFuncGetAttributes(&attr, symcoll__cuda_kernel(&l));
+          if (e != cudaSuccess) return (int)e;
+        }
+  return (int)cudaFuncGetAttributes(&attr, ProbePeers);
+}
+
 extern "C" int symcoll__cuda_probe(uint32_t *const *pads, int nranks, int rank, uint32_t value,
                                    void *stream) {
   symcoll__cuda_args_t a = {};
