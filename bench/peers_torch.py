@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""PyTorch peers of symcoll-bench: torch symmetric memory one-shot / two-shot all-reduce and
+torch.distributed (NCCL), timed like symcoll-bench's GPU columns (CUDA-graph replays of -n
+calls, device events, median of -r replays) and written in its CSV columns, so that
+`symcoll-bench --merge` joins both into one table.
+
+    python3 bench/peers_torch.py -b 8K -e 128M -f 2 -d bf16 --csv torch.csv          # world = 1
+    torchrun --nproc-per-node 8 bench/peers_torch.py -b 8K -e 128M --csv torch.csv   # 8 GPUs
+Multicast stays off: TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NCCL_NVLS_ENABLE=0 are set here.
+"""
+import argparse
+import os
+import statistics
+import sys
+
+os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
+os.environ["NCCL_NVLS_ENABLE"] = "0"
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
+
+
+def size(s):
+    m = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    return int(float(s[:-1]) * m[s[-1].lower()]) if s[-1].lower() in m else int(s)
+
+
+def timed(fn, iters, reps, warmup=3):
+    s = torch.cuda.current_stream()
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(iters):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(reps):
+        if dist.get_world_size() > 1:
+            dist.barrier()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record(s)
+        g.replay()
+        e1.record(s)
+        e1.synchronize()
+        out.append(e0.elapsed_time(e1) * 1e3 / iters)
+    t = torch.tensor([statistics.median(out)], device="cuda")
+    if dist.get_world_size() > 1:
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("-b", default="8K")
+    p.add_argument("-e", default="2M")
+    p.add_argument("-f", type=int, default=2)
+    p.add_argument("-d", default="bf16", choices=["bf16", "fp16", "fp32"])
+    p.add_argument("-n", type=int, default=20)
+    p.add_argument("-r", type=int, default=20)
+    p.add_argument("--csv")
+    a = p.parse_args()
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.d]
+    es = torch.tensor([], dtype=dtype).element_size()
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    if world == 1:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", local))
+    group = dist.group.WORLD.group_name
+    if hasattr(symm_mem, "enable_symm_mem_for_group"):
+        try:
+            symm_mem.enable_symm_mem_for_group(group)
+        except Exception:
+            pass
+    cols = ["torch_one_shot", "torch_two_shot", "torch_nccl"]
+    rows = []
+    if rank == 0:
+        print(f"# torch {torch.__version__}, world {world}, {a.d}, graph replays of {a.n} calls, median of {a.r}")
+        print(f"{'bytes':>12} {'elements':>10} " + " ".join(f"{c:>15}" for c in cols))
+    b = size(a.b)
+    while b <= size(a.e):
+        n = b // es
+        inp = symm_mem.empty(n, dtype=dtype, device="cuda")
+        hdl = symm_mem.rendezvous(inp, group)
+        inp.copy_(torch.randint(-8, 9, (n,), device="cuda").to(dtype))
+        out = torch.empty_like(inp)
+        ref = inp.clone()
+        dist.all_reduce(ref)
+        res = {}
+        try:
+            torch.ops.symm_mem.one_shot_all_reduce_out(inp, "sum", group, out)
+            ok = torch.equal(out, ref)
+            res["torch_one_shot"] = timed(lambda: torch.ops.symm_mem.one_shot_all_reduce_out(inp, "sum", group, out), a.n, a.r) if ok else None
+        except Exception as e:  # noqa: BLE001
+            print(f"# one_shot at {b} bytes: {e}", file=sys.stderr)
+            res["torch_one_shot"] = None
+        try:
+            res["torch_two_shot"] = timed(lambda: torch.ops.symm_mem.two_shot_all_reduce_(inp, "sum", group), a.n, a.r)
+        except Exception as e:  # noqa: BLE001
+            print(f"# two_shot at {b} bytes: {e}", file=sys.stderr)
+            res["torch_two_shot"] = None
+        x = torch.empty(n, dtype=dtype, device="cuda")
+        res["torch_nccl"] = timed(lambda: dist.all_reduce(x), a.n, a.r)
+        del hdl
+        rows.append((b, n, res))
+        if rank == 0:
+            print(f"{b:>12} {n:>10} " + " ".join(f"{res[c]:>15.2f}" if res[c] is not None else f"{'n/a':>15}" for c in cols), flush=True)
+        b *= a.f
+    if rank == 0 and a.csv:
+        with open(a.csv, "w") as f:
+            f.write("bytes,elements,dtype,nranks,backend," + ",".join(c + "_us" for c in cols) + ",busbw_GBps,wrong\n")
+            for b, n, res in rows:
+                f.write(f"{b},{n},{a.d},{world},cuda," + ",".join("" if res[c] is None else f"{res[c]:.3f}" for c in cols) + ",,0\n")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

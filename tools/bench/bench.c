@@ -1,0 +1,570 @@
+/*
+ * symcoll-bench: all-reduce latency of symcoll's algorithms and of peers, side by side, in
+ * the same processes and the same run, with one timing method for every column:
+ * GPU: CUDA-graph replays of -n calls timed with device events (median of -r replays);
+ * CPU: -n back-to-back calls after a barrier, timed with the monotonic clock (median of -r).
+ * Every column's result is checked against exact-result inputs (#wrong).
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef SYMCOLL_BENCH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "bench.h"
+
+typedef struct {
+  size_t min_bytes, max_bytes, step;
+  symcoll_dtype_t dtype;
+  symcoll_op_t op;
+  int iters, warmup, reps;
+  int graph;
+  const char *backend, *mode;
+  int nranks;
+  char algos[256], peers[128];
+  const char *csv, *json, *plot;
+  bool inplace;
+  bool send_symmetric; /* inputs in a symcoll allocation: symcoll's zero-copy path */
+} opts_t;
+static opts_t O;
+
+/* ---- utilities -------------------------------------------------------------------------- */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static size_t parse_size(const char *s) {
+  char *end;
+  double v = strtod(s, &end);
+  switch (*end) {
+  case 'k': case 'K': v *= 1024; break;
+  case 'm': case 'M': v *= 1024 * 1024; break;
+  case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
+  }
+  return (size_t)v;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Control communicator helpers: a float all-reduce doubles as a barrier. */
+void bench_barrier(bctx_t *c) {
+  float x = 0;
+  symcoll_all_reduce(c->ctl, &x, &x, 1, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
+}
+static void ctl_reduce(bctx_t *c, double *v, int n, symcoll_op_t op) {
+  float f[MAX_COLS * 2];
+  for (int i = 0; i < n; i++) f[i] = (float)v[i];
+  symcoll_all_reduce(c->ctl, f, f, (size_t)n, SYMCOLL_FLOAT32, op, NULL);
+  for (int i = 0; i < n; i++) v[i] = f[i];
+}
+void bench_bcast(bctx_t *c, void *buf, size_t bytes) {
+  if (c->rank == 0) memcpy(symcoll_mem_ptr(c->ctl_mem, c->rank), buf, bytes);
+  bench_barrier(c);
+  if (c->rank != 0) memcpy(buf, symcoll_mem_ptr(c->ctl_mem, 0), bytes);
+  bench_barrier(c);
+}
+
+/* ---- exact-result data ------------------------------------------------------------------ */
+
+static float value(int rank, size_t i) { return (float)((int)((i * 7 + (size_t)rank * 13) % 17) - 8); }
+static void store(void *h, symcoll_dtype_t dt, size_t i, float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  if (dt == SYMCOLL_FLOAT32) ((float *)h)[i] = v;
+  else if (dt == SYMCOLL_BFLOAT16) ((uint16_t *)h)[i] = (uint16_t)(u >> 16); /* exact for small ints */
+  else { /* fp16 of a small integer */
+    uint16_t sign = v < 0 ? 0x8000 : 0;
+    float a = fabsf(v);
+    uint16_t bits = 0;
+    if (a != 0) {
+      int e = 0;
+      while (a >= 2) { a /= 2; e++; }
+      bits = (uint16_t)(((e + 15) << 10) | (uint16_t)((a - 1) * 1024));
+    }
+    ((uint16_t *)h)[i] = sign | bits;
+  }
+}
+
+/* ---- buffers on the device under test --------------------------------------------------- */
+
+static void *dev_alloc(bctx_t *c, size_t b) {
+#ifdef SYMCOLL_BENCH_CUDA
+  if (c->gpu) {
+    void *p = NULL;
+    return cudaMalloc(&p, b) == cudaSuccess ? p : NULL;
+  }
+#endif
+  (void)c;
+  void *p = NULL;
+  return posix_memalign(&p, 64, b) == 0 ? p : NULL;
+}
+static void dev_free(bctx_t *c, void *p) {
+#ifdef SYMCOLL_BENCH_CUDA
+  if (c->gpu) { cudaFree(p); return; }
+#endif
+  (void)c;
+  free(p);
+}
+static void copy(bctx_t *c, void *d, const void *s, size_t b, int to_dev) {
+#ifdef SYMCOLL_BENCH_CUDA
+  if (c->gpu) {
+    cudaMemcpyAsync(d, s, b, to_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, (cudaStream_t)c->stream);
+    cudaStreamSynchronize((cudaStream_t)c->stream);
+    return;
+  }
+#endif
+  (void)c;
+  (void)to_dev;
+  memcpy(d, s, b);
+}
+
+/* ---- symcoll columns ------------------------------------------------------------------- */
+
+static int sc_init(bctx_t *c, column_t *col) { (void)c; (void)col; return 0; }
+static int sc_run(bctx_t *c, column_t *col, const void *send, void *recv, size_t count,
+                  symcoll_dtype_t dt, symcoll_op_t op) {
+  symcoll_coll_opts_t o;
+  symcoll_coll_opts_init(&o);
+  o.algo = col->algo;
+  return symcoll_all_reduce_ex(c->comm, send, recv, count, dt, op, c->stream, &o) != SYMCOLL_OK;
+}
+
+/* ---- timing -------------------------------------------------------------------------------- */
+
+/* Median microseconds per call of `col` at `count`, on this rank. */
+static double time_column(bctx_t *c, column_t *col, void *send, void *recv, size_t count) {
+  double t[256];
+  int reps = O.reps > 256 ? 256 : O.reps;
+#ifdef SYMCOLL_BENCH_CUDA
+  if (c->gpu) {
+    cudaStream_t s = (cudaStream_t)c->stream;
+    for (int i = 0; i < O.warmup; i++) col->run(c, col, send, recv, count, O.dtype, O.op);
+    cudaStreamSynchronize(s);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    cudaGraphExec_t exec = NULL;
+    if (O.graph) {
+      cudaGraph_t g;
+      cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+      for (int i = 0; i < O.iters; i++) col->run(c, col, send, recv, count, O.dtype, O.op);
+      if (cudaStreamEndCapture(s, &g) != cudaSuccess || cudaGraphInstantiate(&exec, g, 0) != cudaSuccess)
+        return NAN;
+      cudaGraphDestroy(g);
+      cudaGraphLaunch(exec, s); /* warm replay */
+      cudaStreamSynchronize(s);
+    }
+    for (int r = 0; r < reps; r++) {
+      bench_barrier(c);
+      cudaEventRecord(e0, s);
+      if (exec) cudaGraphLaunch(exec, s);
+      else
+        for (int i = 0; i < O.iters; i++) col->run(c, col, send, recv, count, O.dtype, O.op);
+      cudaEventRecord(e1, s);
+      cudaEventSynchronize(e1);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, e0, e1);
+      t[r] = 1e3 * ms / O.iters;
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
+    return t[reps / 2];
+  }
+#endif
+  for (int i = 0; i < O.warmup; i++) col->run(c, col, send, recv, count, O.dtype, O.op);
+  for (int r = 0; r < reps; r++) {
+    bench_barrier(c);
+    double t0 = now_s();
+    for (int i = 0; i < O.iters; i++) col->run(c, col, send, recv, count, O.dtype, O.op);
+    t[r] = 1e6 * (now_s() - t0) / O.iters;
+  }
+  qsort(t, (size_t)reps, sizeof t[0], cmp_double);
+  return t[reps / 2];
+}
+
+/* Elements of recv that differ from the exact result (recv poisoned first). */
+static double check_column(bctx_t *c, column_t *col, void *send, void *recv, size_t count, char *h,
+                           char *want) {
+  const size_t es = symcoll_dtype_size(O.dtype);
+  for (size_t i = 0; i < count; i++) store(h, O.dtype, i, value(c->rank, i));
+  copy(c, send, h, count * es, 1);
+  memset(h, 0xff, count * es);
+  if (!O.inplace) copy(c, recv, h, count * es, 1);
+  if (col->run(c, col, send, recv, count, O.dtype, O.op) != 0) return (double)count;
+  copy(c, h, recv, count * es, 0);
+  double wrong = 0;
+  for (size_t i = 0; i < count; i++) wrong += memcmp(h + i * es, want + i * es, es) != 0;
+  return wrong;
+}
+
+/* ---- the run on one rank --------------------------------------------------------------------- */
+
+typedef struct {
+  int ncols;
+  column_t cols[MAX_COLS];
+} table_t;
+
+static void build_columns(table_t *t) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", O.algos);
+  for (char *save = NULL, *a = strtok_r(buf, ",", &save); a && t->ncols < MAX_COLS; a = strtok_r(NULL, ",", &save)) {
+    column_t *col = &t->cols[t->ncols];
+    memset(col, 0, sizeof *col);
+    col->algo = SYMCOLL_NUM_ALGOS;
+    for (int k = 0; k < SYMCOLL_NUM_ALGOS; k++)
+      if (!strcmp(a, symcoll_algo_name((symcoll_algo_t)k))) col->algo = (symcoll_algo_t)k;
+    if (col->algo == SYMCOLL_NUM_ALGOS) {
+      fprintf(stderr, "unknown algorithm %s\n", a);
+      exit(2);
+    }
+    col->name = symcoll_algo_name(col->algo);
+    col->is_symcoll = true;
+    col->init = sc_init;
+    col->run = sc_run;
+    t->ncols++;
+  }
+  snprintf(buf, sizeof buf, "%s", O.peers);
+  for (char *save = NULL, *p = strtok_r(buf, ",", &save); p && t->ncols < MAX_COLS; p = strtok_r(NULL, ",", &save)) {
+    column_t *col = &t->cols[t->ncols];
+    int ok = !strcmp(p, "nccl") ? peer_nccl_column(col) : !strcmp(p, "mpi") ? peer_mpi_column(col) : -1;
+    if (ok < 0) {
+      fprintf(stderr, "unknown peer %s (nccl, mpi)\n", p);
+      exit(2);
+    }
+    if (ok == 0) continue; /* not built in: say nothing, as nccl-tests does for missing peers */
+    t->ncols++;
+  }
+}
+
+static void print_header(FILE *f, const table_t *t, bool csv) {
+  if (csv) {
+    fprintf(f, "bytes,elements,dtype,nranks,backend");
+    for (int i = 0; i < t->ncols; i++) fprintf(f, ",%s_us", t->cols[i].name);
+    fprintf(f, ",busbw_GBps,wrong\n");
+    return;
+  }
+  fprintf(f, "%12s %10s %5s", "bytes", "elements", "dtype");
+  for (int i = 0; i < t->ncols; i++) fprintf(f, " %9s", t->cols[i].name);
+  fprintf(f, " %11s %7s %8s %s\n", "busbw(GB/s)", "#wrong", "speedup", "best");
+}
+
+static void run_rank(bctx_t *c) {
+  table_t t = {0};
+  build_columns(&t);
+  for (int i = 0; i < t.ncols; i++)
+    if (t.cols[i].init(c, &t.cols[i]) != 0) t.cols[i].run = NULL;
+  const size_t es = symcoll_dtype_size(O.dtype);
+  size_t maxc = O.max_bytes / es;
+  symcoll_mem_t send_mem = NULL;
+  char *send = NULL;
+  if (O.send_symmetric && symcoll_mem_alloc(c->comm, maxc * es + 64, &send_mem) == SYMCOLL_OK)
+    send = symcoll_mem_ptr(send_mem, c->rank);
+  else
+    send = dev_alloc(c, maxc * es + 64);
+  char *recv = O.inplace ? send : dev_alloc(c, maxc * es + 64);
+  char *h = malloc(maxc * es + 64), *want = malloc(maxc * es + 64);
+  FILE *csv = NULL;
+  if (c->rank == 0) {
+    const char *mode = c->gpu ? (O.graph ? "CUDA-graph replays, device events" : "stream launches, device events")
+                              : "back-to-back calls, monotonic clock";
+    printf("# symcoll-bench: all-reduce %s %s, backend %s, %d ranks (%s mode)%s\n", symcoll_dtype_name(O.dtype),
+           symcoll_op_name(O.op), c->gpu ? "cuda" : "host", c->nranks, O.mode,
+           c->gpu && !strcmp(O.mode, "thread") && c->nranks > 1 ? ", EMULATION: ranks share GPUs, not a measure of NVLink" : "");
+    printf("# time: median over %d reps of %d calls (%s), µs per call; %s%s\n", O.reps, O.iters, mode,
+           O.inplace ? "in place" : "out of place",
+           O.send_symmetric ? "; inputs in symmetric memory (zero-copy)" : "; inputs in ordinary memory (copied in)");
+    for (int i = 0; i < t.ncols; i++)
+      if (!t.cols[i].run) printf("# %s: %s\n", t.cols[i].name, t.cols[i].na);
+    print_header(stdout, &t, false);
+    if (O.csv && (csv = fopen(O.csv, "w"))) print_header(csv, &t, true);
+  }
+  for (size_t bytes = O.min_bytes; bytes <= O.max_bytes; bytes = O.step > 1 ? bytes * O.step : bytes + 1) {
+    size_t count = bytes / es;
+    if (count == 0) continue;
+    for (size_t i = 0; i < count; i++) {
+      float acc = value(0, i);
+      for (int r = 1; r < c->nranks; r++) {
+        float v = value(r, i);
+        acc = O.op == SYMCOLL_SUM ? acc + v : O.op == SYMCOLL_MAX ? fmaxf(acc, v) : fminf(acc, v);
+      }
+      store(want, O.dtype, i, acc);
+    }
+    double us[MAX_COLS], wrong = 0;
+    for (int i = 0; i < t.ncols; i++) {
+      us[i] = NAN;
+      if (!t.cols[i].run) continue;
+      double w = check_column(c, &t.cols[i], send, recv, count, h, want);
+      ctl_reduce(c, &w, 1, SYMCOLL_SUM);
+      wrong += w;
+      us[i] = time_column(c, &t.cols[i], send, recv, count);
+    }
+    /* The slowest rank's median is the collective's time. */
+    double slow[MAX_COLS];
+    for (int i = 0; i < t.ncols; i++) slow[i] = isnan(us[i]) ? -1 : us[i];
+    ctl_reduce(c, slow, t.ncols, SYMCOLL_MAX);
+    if (c->rank != 0) continue;
+    int best = -1, best_sc = -1, base = -1;
+    for (int i = 0; i < t.ncols; i++) {
+      if (slow[i] < 0) continue;
+      if (best < 0 || slow[i] < slow[best]) best = i;
+      if (t.cols[i].is_symcoll && (best_sc < 0 || slow[i] < slow[best_sc])) best_sc = i;
+      if (t.cols[i].is_baseline && base < 0) base = i;
+    }
+    double busbw = best_sc >= 0 ? (double)bytes / (slow[best_sc] * 1e3) * 2.0 * (c->nranks - 1) / c->nranks : 0;
+    printf("%12zu %10zu %5s", bytes, count, symcoll_dtype_name(O.dtype));
+    for (int i = 0; i < t.ncols; i++)
+      if (slow[i] < 0) printf(" %9s", "n/a");
+      else printf(" %9.2f", slow[i]);
+    char speed[16] = "-";
+    if (base >= 0 && best_sc >= 0) snprintf(speed, sizeof speed, "%.3f", slow[base] / slow[best_sc]);
+    printf(" %11.2f %7.0f %8s %s\n", busbw, wrong, speed, best >= 0 ? t.cols[best].name : "-");
+    fflush(stdout);
+    if (csv) {
+      fprintf(csv, "%zu,%zu,%s,%d,%s", bytes, count, symcoll_dtype_name(O.dtype), c->nranks, c->gpu ? "cuda" : "host");
+      for (int i = 0; i < t.ncols; i++)
+        if (slow[i] < 0) fprintf(csv, ",");
+        else fprintf(csv, ",%.3f", slow[i]);
+      fprintf(csv, ",%.3f,%.0f\n", busbw, wrong);
+    }
+    fprintf(stderr, "\r[bench] %zu / %zu bytes", bytes, O.max_bytes);
+  }
+  if (c->rank == 0) fprintf(stderr, "\n");
+  if (csv) fclose(csv);
+  for (int i = 0; i < t.ncols; i++)
+    if (t.cols[i].run && t.cols[i].fini) t.cols[i].fini(c, &t.cols[i]);
+  if (!O.inplace) dev_free(c, recv);
+  if (send_mem) symcoll_mem_free(send_mem);
+  else dev_free(c, send);
+  free(h);
+  free(want);
+}
+
+/* ---- launching ranks --------------------------------------------------------------------------- */
+
+static int rank_device(int rank) {
+  if (strcmp(O.backend, "cuda") != 0) return SYMCOLL_DEVICE_HOST;
+#ifdef SYMCOLL_BENCH_CUDA
+  int n = 0;
+  cudaGetDeviceCount(&n);
+  return n > 0 ? rank % n : 0;
+#else
+  return rank;
+#endif
+}
+
+static void rank_setup(bctx_t *c) {
+  c->gpu = c->device != SYMCOLL_DEVICE_HOST;
+#ifdef SYMCOLL_BENCH_CUDA
+  if (c->gpu) {
+    cudaSetDevice(c->device);
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    c->stream = s;
+  }
+#endif
+  if (symcoll_mem_alloc(c->ctl, 4096, &c->ctl_mem) != SYMCOLL_OK) {
+    fprintf(stderr, "rank %d: control memory failed\n", c->rank);
+    exit(1);
+  }
+}
+
+typedef struct {
+  bctx_t c;
+} thread_arg_t;
+static void *rank_thread(void *p) {
+  bctx_t *c = p;
+  rank_setup(c);
+  run_rank(c);
+  return NULL;
+}
+
+static int run_threads(void) {
+  int n = O.nranks, devs[SYMCOLL_MAX_RANKS];
+  symcoll_comm_t comms[SYMCOLL_MAX_RANKS], ctls[SYMCOLL_MAX_RANKS];
+  for (int r = 0; r < n; r++) devs[r] = rank_device(r);
+  symcoll_status_t s = symcoll_comm_create_all(n, devs, comms);
+  if (s == SYMCOLL_OK) s = symcoll_comm_create_all(n, NULL, ctls);
+  if (s != SYMCOLL_OK) {
+    fprintf(stderr, "symcoll_comm_create_all: %s\n", symcoll_status_string(s));
+    return 1;
+  }
+  bctx_t c[SYMCOLL_MAX_RANKS];
+  pthread_t th[SYMCOLL_MAX_RANKS];
+  for (int r = 0; r < n; r++) {
+    c[r] = (bctx_t){.comm = comms[r], .ctl = ctls[r], .rank = r, .nranks = n, .device = devs[r]};
+    pthread_create(&th[r], NULL, rank_thread, &c[r]);
+  }
+  for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < n; r++) {
+    symcoll_comm_destroy(comms[r]);
+    symcoll_comm_destroy(ctls[r]);
+  }
+  return 0;
+}
+
+static int run_one_process(const char *job, int rank, int n) {
+  symcoll_config_t cfg;
+  symcoll_config_init(&cfg);
+  char ctl_job[96];
+  snprintf(ctl_job, sizeof ctl_job, "%s.ctl", job);
+  cfg.job_id = ctl_job;
+  cfg.rank = rank;
+  cfg.nranks = n;
+  bctx_t c = {.rank = rank, .nranks = n, .device = rank_device(rank)};
+  symcoll_status_t s = symcoll_comm_create(&cfg, &c.ctl);
+  cfg.job_id = job;
+  cfg.device = c.device;
+#ifdef SYMCOLL_BENCH_CUDA
+  if (c.device >= 0) cudaSetDevice(c.device);
+#endif
+  if (s == SYMCOLL_OK) s = symcoll_comm_create(&cfg, &c.comm);
+  if (s != SYMCOLL_OK) {
+    fprintf(stderr, "rank %d: symcoll_comm_create: %s\n", rank, symcoll_status_string(s));
+    return 1;
+  }
+  rank_setup(&c);
+  run_rank(&c);
+  symcoll_comm_destroy(c.comm);
+  symcoll_comm_destroy(c.ctl);
+  return 0;
+}
+
+static int run_processes(void) {
+  /* Joined from a launcher (mpirun, torchrun, SYMCOLL_RANK): this process is one rank. */
+  const char *envs[][3] = {{"SYMCOLL_RANK", "SYMCOLL_NRANKS", "SYMCOLL_JOB_ID"},
+                           {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_ess_base_jobid"},
+                           {"LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID"}};
+  for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++)
+    if (getenv(envs[i][0]) && getenv(envs[i][1])) {
+      char job[80];
+      snprintf(job, sizeof job, "bench.%s", getenv(envs[i][2]) ? getenv(envs[i][2]) : "env");
+      for (char *p = job; *p; p++)
+        if (*p == '/' || *p == ' ') *p = '_';
+      return run_one_process(job, atoi(getenv(envs[i][0])), atoi(getenv(envs[i][1])));
+    }
+  char job[64];
+  snprintf(job, sizeof job, "bench.%d", (int)getpid());
+  fflush(NULL);
+  for (int r = 0; r < O.nranks; r++)
+    if (fork() == 0) _exit(run_one_process(job, r, O.nranks));
+  int st, bad = 0;
+  while (wait(&st) > 0) bad |= !WIFEXITED(st) || WEXITSTATUS(st);
+  return bad;
+}
+
+/* ---- merge and plot ------------------------------------------------------------------------------- */
+
+int bench_merge(int nfiles, char **files, const char *out_csv, const char *plot);
+int bench_plot(const char *csv, const char *png);
+
+static void print_env(const char *name, const char *dflt, const char *help, void *arg) {
+  (void)arg;
+  printf("%-26s %-8s %s\n", name, *dflt ? dflt : "(unset)", help);
+}
+
+static void usage(const char *argv0) {
+  printf("usage: %s [options]\n"
+         "  -b SIZE / -e SIZE / -f FACTOR   size range in bytes (K, M, G suffixes) and step factor\n"
+         "  -d fp32|fp16|bf16  -o sum|max|min  -n ITERS  -w WARMUP  -r REPS\n"
+         "  -G 0|1             CUDA-graph mode (default 1)\n"
+         "  --algo LIST        symcoll columns: auto,oneshot,twoshot (default all)\n"
+         "  --peers LIST       peer columns: nccl (GPU), mpi (CPU, under mpirun)\n"
+         "  --backend cuda|host  --ranks N  --mode process|thread  --inplace\n"
+         "  --send-symmetric   inputs in symmetric memory (symcoll's zero-copy one-shot)\n"
+         "  --csv FILE  --plot FILE.png  --merge A.csv B.csv ... (joins tables of one run)\n"
+         "  --env              print every SYMCOLL_* knob with its default and help\n", argv0);
+}
+
+int main(int argc, char **argv) {
+  peer_mpi_init(&argc, &argv);
+  int ngpu = 0;
+#ifdef SYMCOLL_BENCH_CUDA
+  if (cudaGetDeviceCount(&ngpu) != cudaSuccess) ngpu = 0;
+#endif
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  O = (opts_t){.min_bytes = 8192, .max_bytes = 2 << 20, .step = 2, .dtype = SYMCOLL_BFLOAT16,
+               .op = SYMCOLL_SUM, .iters = 20, .warmup = 5, .reps = 20, .graph = 1,
+               .backend = ngpu > 0 ? "cuda" : "host", .mode = "process"};
+  snprintf(O.algos, sizeof O.algos, "oneshot,twoshot,auto");
+  snprintf(O.peers, sizeof O.peers, "%s", peer_mpi_active() ? "mpi" : "nccl");
+  O.nranks = ngpu > 0 ? ngpu : (int)(cores < 2 ? 2 : cores > 8 ? 8 : cores);
+  char **merge = NULL;
+  int nmerge = 0, warmup_set = 0, reps_set = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define TAKE (i++, v)
+    if (!strcmp(a, "-b") && v) O.min_bytes = parse_size(TAKE);
+    else if (!strcmp(a, "-e") && v) O.max_bytes = parse_size(TAKE);
+    else if (!strcmp(a, "-f") && v) O.step = (size_t)atoi(TAKE);
+    else if (!strcmp(a, "-n") && v) O.iters = atoi(TAKE);
+    else if (!strcmp(a, "-w") && v) O.warmup = atoi(TAKE), warmup_set = 1;
+    else if (!strcmp(a, "-r") && v) O.reps = atoi(TAKE), reps_set = 1;
+    else if (!strcmp(a, "-G") && v) O.graph = atoi(TAKE);
+    else if (!strcmp(a, "-d") && v) {
+      const char *d = TAKE;
+      O.dtype = !strcmp(d, "fp32") || !strcmp(d, "float") ? SYMCOLL_FLOAT32 : !strcmp(d, "fp16") ? SYMCOLL_FLOAT16 : SYMCOLL_BFLOAT16;
+    } else if (!strcmp(a, "-o") && v) {
+      const char *o = TAKE;
+      O.op = !strcmp(o, "max") ? SYMCOLL_MAX : !strcmp(o, "min") ? SYMCOLL_MIN : SYMCOLL_SUM;
+    } else if (!strcmp(a, "--algo") && v) snprintf(O.algos, sizeof O.algos, "%s", TAKE);
+    else if (!strcmp(a, "--peers") && v) snprintf(O.peers, sizeof O.peers, "%s", TAKE);
+    else if (!strcmp(a, "--backend") && v) O.backend = TAKE;
+    else if (!strcmp(a, "--ranks") && v) O.nranks = atoi(TAKE);
+    else if (!strcmp(a, "--mode") && v) O.mode = TAKE;
+    else if (!strcmp(a, "--csv") && v) O.csv = TAKE;
+    else if (!strcmp(a, "--json") && v) O.json = TAKE;
+    else if (!strcmp(a, "--plot") && v) O.plot = TAKE;
+    else if (!strcmp(a, "--inplace")) O.inplace = true;
+    else if (!strcmp(a, "--send-symmetric")) O.send_symmetric = true;
+    else if (!strcmp(a, "--env")) {
+      symcoll_env_foreach(print_env, NULL);
+      return 0;
+    } else if (!strcmp(a, "--merge")) {
+      merge = &argv[i + 1];
+      while (i + 1 < argc && argv[i + 1][0] != '-') { i++; nmerge++; }
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(argv[0]);
+      return 0;
+    } else {
+      fprintf(stderr, "unknown option %s\n", a);
+      usage(argv[0]);
+      return 2;
+    }
+  }
+  if (merge) return bench_merge(nmerge, merge, O.csv, O.plot);
+  if (O.iters < 1 || O.reps < 1 || O.nranks < 1 || O.nranks > SYMCOLL_MAX_RANKS || O.min_bytes < 1 ||
+      O.max_bytes < O.min_bytes) {
+    usage(argv[0]);
+    return 2;
+  }
+  if (!strcmp(O.backend, "cuda") && ngpu == 0) {
+    fprintf(stderr, "no GPU here: use --backend host\n");
+    return 2;
+  }
+  if (strcmp(O.backend, "cuda") != 0) {
+    O.graph = 0;
+    if (!warmup_set) O.warmup = 20; /* first touches of new pages dominate otherwise */
+    if (!reps_set) O.reps = 100;
+  }
+  int rc = !strcmp(O.mode, "thread") ? run_threads() : run_processes();
+  peer_mpi_finalize();
+  if (rc == 0 && O.plot && O.csv && !getenv("OMPI_COMM_WORLD_RANK")) rc = bench_plot(O.csv, O.plot);
+  else if (rc == 0 && O.plot && O.csv && atoi(getenv("OMPI_COMM_WORLD_RANK")) == 0) rc = bench_plot(O.csv, O.plot);
+  return rc;
+}
