@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@ typedef struct {
   const char *csv, *json, *plot;
   bool inplace;
   bool send_symmetric; /* inputs in a symcoll allocation: symcoll's zero-copy path */
+  bool bind;           /* pin rank r to the r-th allowed CPU */
 } opts_t;
 static opts_t O;
 
@@ -368,8 +370,25 @@ static int rank_device(int rank) {
 #endif
 }
 
+/* One core per rank, as mpirun binds by default: a rank that shares a core with its peer
+ * waits for the scheduler instead of the peer. */
+static void bind_rank(int rank) {
+  if (!O.bind) return;
+  cpu_set_t all, one;
+  if (sched_getaffinity(0, sizeof all, &all) != 0) return;
+  int n = CPU_COUNT(&all), k = rank % (n > 0 ? n : 1);
+  for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+    if (CPU_ISSET(cpu, &all) && k-- == 0) {
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      sched_setaffinity(0, sizeof one, &one);
+      return;
+    }
+}
+
 static void rank_setup(bctx_t *c) {
   c->gpu = c->device != SYMCOLL_DEVICE_HOST;
+  bind_rank(c->rank);
 #ifdef SYMCOLL_BENCH_CUDA
   if (c->gpu) {
     cudaSetDevice(c->device);
@@ -486,6 +505,7 @@ static void usage(const char *argv0) {
          "  --algo LIST        symcoll columns: auto,oneshot,twoshot (default all)\n"
          "  --peers LIST       peer columns: nccl (GPU), mpi (CPU, under mpirun)\n"
          "  --backend cuda|host  --ranks N  --mode process|thread  --inplace\n"
+         "  --no-bind          do not pin rank r to the r-th allowed CPU\n"
          "  --send-symmetric   inputs in symmetric memory (symcoll's zero-copy one-shot)\n"
          "  --csv FILE  --plot FILE.png  --merge A.csv B.csv ... (joins tables of one run)\n"
          "  --env              print every SYMCOLL_* knob with its default and help\n", argv0);
@@ -500,7 +520,7 @@ int main(int argc, char **argv) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   O = (opts_t){.min_bytes = 8192, .max_bytes = 2 << 20, .step = 2, .dtype = SYMCOLL_BFLOAT16,
                .op = SYMCOLL_SUM, .iters = 20, .warmup = 5, .reps = 20, .graph = 1,
-               .backend = ngpu > 0 ? "cuda" : "host", .mode = "process"};
+               .backend = ngpu > 0 ? "cuda" : "host", .mode = "process", .bind = true};
   snprintf(O.algos, sizeof O.algos, "oneshot,twoshot,auto");
   snprintf(O.peers, sizeof O.peers, "%s", peer_mpi_active() ? "mpi" : "nccl");
   O.nranks = ngpu > 0 ? ngpu : (int)(cores < 2 ? 2 : cores > 8 ? 8 : cores);
@@ -532,6 +552,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--plot") && v) O.plot = TAKE;
     else if (!strcmp(a, "--inplace")) O.inplace = true;
     else if (!strcmp(a, "--send-symmetric")) O.send_symmetric = true;
+    else if (!strcmp(a, "--no-bind")) O.bind = false;
     else if (!strcmp(a, "--env")) {
       symcoll_env_foreach(print_env, NULL);
       return 0;

@@ -94,11 +94,12 @@ int bench_merge(int nfiles, char **files, const char *out_csv, const char *plot)
   merged_t *m = calloc(1, sizeof *m);
   for (int i = 0; i < nfiles; i++)
     if (read_csv(m, files[i]) != 0) return 1;
-  int base = -1;
+  /* The baseline of a row: the first of these peers measured in that row. */
+  int bases[3], nb = 0;
   const char *baselines[] = {"nccl", "torch_nccl", "mpi"};
-  for (size_t b = 0; b < 3 && base < 0; b++)
+  for (size_t b = 0; b < 3; b++)
     for (int c = 0; c < m->ncols; c++)
-      if (!strcmp(m->names[c], baselines[b])) base = c;
+      if (!strcmp(m->names[c], baselines[b])) bases[nb++] = c;
   printf("%12s %10s %5s", "bytes", "elements", "dtype");
   for (int c = 0; c < m->ncols; c++) printf(" %13s", m->names[c]);
   printf(" %7s %8s %s\n", "#wrong", "speedup", "best");
@@ -119,8 +120,11 @@ int bench_merge(int nfiles, char **files, const char *out_csv, const char *plot)
       if (best < 0 || u < m->us[r][best]) best = c;
       if (is_symcoll(m->names[c]) && (best_sc < 0 || u < m->us[r][best_sc])) best_sc = c;
     }
+    int base = -1;
+    for (int b = 0; b < nb && base < 0; b++)
+      if (!isnan(m->us[r][bases[b]])) base = bases[b];
     char speed[16] = "-";
-    if (base >= 0 && best_sc >= 0 && !isnan(m->us[r][base]))
+    if (base >= 0 && best_sc >= 0)
       snprintf(speed, sizeof speed, "%.3f", m->us[r][base] / m->us[r][best_sc]);
     printf(" %7.0f %8s %s\n", m->wrong[r], speed, best >= 0 ? m->names[best] : "-");
     if (out) {
