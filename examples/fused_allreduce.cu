@@ -35,15 +35,17 @@ static int run_rank(symcoll_comm_t comm, size_t n, int *ok) {
   cudaSetDevice(symcoll_comm_device(comm));
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  /* Plain CUDA allocations before the collective one: they can block while a peer's kernel
+   * spins, and peers may start spinning as soon as symcoll_mem_alloc returns. */
+  float *in, *out;
+  cudaMalloc(&in, n * sizeof(float));
+  cudaMalloc(&out, n * sizeof(float));
   symcoll_mem_t mem;
   if (symcoll_mem_alloc(comm, n * sizeof(float), &mem) != SYMCOLL_OK) return 1;
   symcoll_device_view_t view;
   symcoll_mem_device_view(mem, &view);
   std::vector<float> h(n);
   for (size_t i = 0; i < n; i++) h[i] = (float)(rank + 1) * (float)(i % 5);
-  float *in, *out;
-  cudaMalloc(&in, n * sizeof(float));
-  cudaMalloc(&out, n * sizeof(float));
   /* Copies on the same stream as the kernel: a pageable cudaMemcpy on the legacy stream
    * may return before its data lands, and a non-blocking stream would not wait for it. */
   cudaMemcpyAsync(in, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream);

@@ -22,6 +22,8 @@
  * Load your kernel before ranks start waiting on each other (cudaFuncGetAttributes on it once,
  * or CUDA_MODULE_LOADING=EAGER): with lazy loading, the first launch of a kernel can wait for
  * the device to go idle, which never happens while a peer's kernel spins waiting for yours.
+ * Likewise make CUDA allocations (cudaMalloc, streams) before the ranks start waiting: such
+ * calls can block while a peer's kernel spins.
  * Launch no more blocks than can be resident together with every other rank's kernel on the
  * same GPU (ranks sharing a GPU in thread mode or under MPS).
  */

@@ -49,15 +49,17 @@ __global__ void many_barriers(symcoll_device_view_t v, int rounds, int *failed) 
 
 static void pads_rank(symcoll_comm_t comm, int *bad) {
   cudaSetDevice(symcoll_comm_device(comm));
+  /* CUDA allocations and streams first: such calls can block while a peer's kernel spins,
+   * and peers start spinning as soon as the collective allocation below returns. */
+  int *failed;
+  cudaMalloc(&failed, sizeof(int));
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   symcoll_mem_t mem;
   *bad = 1;
   if (symcoll_mem_alloc(comm, 4096, &mem) != SYMCOLL_OK) return;
   symcoll_device_view_t v;
   symcoll_mem_device_view(mem, &v);
-  int *failed;
-  cudaMalloc(&failed, sizeof(int));
-  cudaStream_t s;
-  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   cudaMemsetAsync(failed, 0, sizeof(int), s);
   many_barriers<<<8, 64, 0, s>>>(v, 1000, failed);
   int f = -1;

@@ -359,15 +359,10 @@ static void run_rank(bctx_t *c) {
 
 /* ---- launching ranks --------------------------------------------------------------------------- */
 
+static int ngpus;
 static int rank_device(int rank) {
   if (strcmp(O.backend, "cuda") != 0) return SYMCOLL_DEVICE_HOST;
-#ifdef SYMCOLL_BENCH_CUDA
-  int n = 0;
-  cudaGetDeviceCount(&n);
-  return n > 0 ? rank % n : 0;
-#else
-  return rank;
-#endif
+  return ngpus > 0 ? rank % ngpus : 0;
 }
 
 /* One core per rank, as mpirun binds by default: a rank that shares a core with its peer
@@ -511,12 +506,32 @@ static void usage(const char *argv0) {
          "  --env              print every SYMCOLL_* knob with its default and help\n", argv0);
 }
 
+/* GPUs here, asked of a throw-away child: a process that initialises CUDA and then forks
+ * ranks leaves them unable to use CUDA. */
+static int gpu_count(void) {
+#ifdef SYMCOLL_BENCH_CUDA
+  int fds[2], n = 0;
+  if (pipe(fds) != 0) return 0;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int k = 0;
+    if (cudaGetDeviceCount(&k) != cudaSuccess) k = 0;
+    _exit(write(fds[1], &k, sizeof k) == sizeof k ? 0 : 1);
+  }
+  close(fds[1]);
+  if (read(fds[0], &n, sizeof n) != sizeof n) n = 0;
+  close(fds[0]);
+  waitpid(pid, NULL, 0);
+  return n;
+#else
+  return 0;
+#endif
+}
+
 int main(int argc, char **argv) {
   peer_mpi_init(&argc, &argv);
-  int ngpu = 0;
-#ifdef SYMCOLL_BENCH_CUDA
-  if (cudaGetDeviceCount(&ngpu) != cudaSuccess) ngpu = 0;
-#endif
+  int ngpu = gpu_count();
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   O = (opts_t){.min_bytes = 8192, .max_bytes = 2 << 20, .step = 2, .dtype = SYMCOLL_BFLOAT16,
                .op = SYMCOLL_SUM, .iters = 20, .warmup = 5, .reps = 20, .graph = 1,
@@ -574,6 +589,7 @@ int main(int argc, char **argv) {
     usage(argv[0]);
     return 2;
   }
+  ngpus = ngpu;
   if (!strcmp(O.backend, "cuda") && ngpu == 0) {
     fprintf(stderr, "no GPU here: use --backend host\n");
     return 2;
