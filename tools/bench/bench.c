@@ -147,57 +147,74 @@ static int sc_run(bctx_t *c, column_t *col, const void *send, void *recv, size_t
 
 /* ---- timing -------------------------------------------------------------------------------- */
 
-/* Median microseconds per call of `col` at `count`, on this rank. */
-static double time_column(bctx_t *c, column_t *col, void *send, void *recv, size_t count) {
-  double t[256];
+/* Median microseconds per call of every usable column at `count`, on this rank. The columns
+ * take turns rep by rep, so a change in the machine's state (a noisy neighbour, a migration)
+ * hits all of them alike instead of whichever column happened to be running. */
+static void time_columns(bctx_t *c, column_t *cols, int ncols, void *send, void *recv, size_t count,
+                         double *us) {
+  static double t[MAX_COLS][256];
   int reps = O.reps > 256 ? 256 : O.reps;
 #ifdef SYMCOLL_BENCH_CUDA
+  cudaGraphExec_t exec[MAX_COLS] = {0};
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  cudaStream_t s = (cudaStream_t)c->stream;
   if (c->gpu) {
-    cudaStream_t s = (cudaStream_t)c->stream;
-    for (int i = 0; i < O.warmup; i++) col->run(c, col, send, recv, count, O.dtype, O.op);
-    cudaStreamSynchronize(s);
-    cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
-    cudaGraphExec_t exec = NULL;
-    if (O.graph) {
-      cudaGraph_t g;
-      cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
-      for (int i = 0; i < O.iters; i++) col->run(c, col, send, recv, count, O.dtype, O.op);
-      if (cudaStreamEndCapture(s, &g) != cudaSuccess || cudaGraphInstantiate(&exec, g, 0) != cudaSuccess)
-        return NAN;
-      cudaGraphDestroy(g);
-      cudaGraphLaunch(exec, s); /* warm replay */
-      cudaStreamSynchronize(s);
-    }
-    for (int r = 0; r < reps; r++) {
-      bench_barrier(c);
-      cudaEventRecord(e0, s);
-      if (exec) cudaGraphLaunch(exec, s);
-      else
-        for (int i = 0; i < O.iters; i++) col->run(c, col, send, recv, count, O.dtype, O.op);
-      cudaEventRecord(e1, s);
-      cudaEventSynchronize(e1);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, e0, e1);
-      t[r] = 1e3 * ms / O.iters;
-    }
-    if (exec) cudaGraphExecDestroy(exec);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-    return t[reps / 2];
   }
 #endif
-  for (int i = 0; i < O.warmup; i++) col->run(c, col, send, recv, count, O.dtype, O.op);
-  for (int r = 0; r < reps; r++) {
-    bench_barrier(c);
-    double t0 = now_s();
-    for (int i = 0; i < O.iters; i++) col->run(c, col, send, recv, count, O.dtype, O.op);
-    t[r] = 1e6 * (now_s() - t0) / O.iters;
+  for (int k = 0; k < ncols; k++) {
+    if (!cols[k].run) continue;
+    for (int i = 0; i < O.warmup; i++) cols[k].run(c, &cols[k], send, recv, count, O.dtype, O.op);
+#ifdef SYMCOLL_BENCH_CUDA
+    if (c->gpu && O.graph) {
+      cudaGraph_t g;
+      cudaStreamSynchronize(s);
+      cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+      for (int i = 0; i < O.iters; i++) cols[k].run(c, &cols[k], send, recv, count, O.dtype, O.op);
+      if (cudaStreamEndCapture(s, &g) == cudaSuccess) {
+        if (cudaGraphInstantiate(&exec[k], g, 0) != cudaSuccess) exec[k] = NULL;
+        cudaGraphDestroy(g);
+      }
+      if (exec[k]) cudaGraphLaunch(exec[k], s); /* warm replay */
+    }
+    if (c->gpu) cudaStreamSynchronize(s);
+#endif
   }
-  qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-  return t[reps / 2];
+  for (int r = 0; r < reps; r++)
+    for (int k = 0; k < ncols; k++) {
+      if (!cols[k].run) continue;
+      bench_barrier(c);
+#ifdef SYMCOLL_BENCH_CUDA
+      if (c->gpu) {
+        cudaEventRecord(e0, s);
+        if (exec[k]) cudaGraphLaunch(exec[k], s);
+        else
+          for (int i = 0; i < O.iters; i++) cols[k].run(c, &cols[k], send, recv, count, O.dtype, O.op);
+        cudaEventRecord(e1, s);
+        cudaEventSynchronize(e1);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        t[k][r] = 1e3 * ms / O.iters;
+        continue;
+      }
+#endif
+      double t0 = now_s();
+      for (int i = 0; i < O.iters; i++) cols[k].run(c, &cols[k], send, recv, count, O.dtype, O.op);
+      t[k][r] = 1e6 * (now_s() - t0) / O.iters;
+    }
+  for (int k = 0; k < ncols; k++) {
+    us[k] = NAN;
+    if (!cols[k].run) continue;
+    qsort(t[k], (size_t)reps, sizeof t[k][0], cmp_double);
+    us[k] = t[k][reps / 2];
+  }
+#ifdef SYMCOLL_BENCH_CUDA
+  for (int k = 0; k < ncols; k++)
+    if (exec[k]) cudaGraphExecDestroy(exec[k]);
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+#endif
 }
 
 /* Elements of recv that differ from the exact result (recv poisoned first). */
@@ -288,7 +305,7 @@ static void run_rank(bctx_t *c) {
     printf("# symcoll-bench: all-reduce %s %s, backend %s, %d ranks (%s mode)%s\n", symcoll_dtype_name(O.dtype),
            symcoll_op_name(O.op), c->gpu ? "cuda" : "host", c->nranks, O.mode,
            c->gpu && !strcmp(O.mode, "thread") && c->nranks > 1 ? ", EMULATION: ranks share GPUs, not a measure of NVLink" : "");
-    printf("# time: median over %d reps of %d calls (%s), µs per call; %s%s\n", O.reps, O.iters, mode,
+    printf("# time: median over %d reps of %d calls (%s; columns take turns), µs per call; %s%s\n", O.reps, O.iters, mode,
            O.inplace ? "in place" : "out of place",
            O.send_symmetric ? "; inputs in symmetric memory (zero-copy)" : "; inputs in ordinary memory (copied in)");
     for (int i = 0; i < t.ncols; i++)
@@ -309,13 +326,12 @@ static void run_rank(bctx_t *c) {
     }
     double us[MAX_COLS], wrong = 0;
     for (int i = 0; i < t.ncols; i++) {
-      us[i] = NAN;
       if (!t.cols[i].run) continue;
       double w = check_column(c, &t.cols[i], send, recv, count, h, want);
       ctl_reduce(c, &w, 1, SYMCOLL_SUM);
       wrong += w;
-      us[i] = time_column(c, &t.cols[i], send, recv, count);
     }
+    time_columns(c, t.cols, t.ncols, send, recv, count, us);
     /* The slowest rank's median is the collective's time. */
     double slow[MAX_COLS];
     for (int i = 0; i < t.ncols; i++) slow[i] = isnan(us[i]) ? -1 : us[i];
