@@ -27,8 +27,10 @@ test-asan: deps
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L host --timeout 600
 
 # The all-reduce benchmark on whatever this machine has: all its GPUs, else CPU ranks.
-bench: build
+bench: deps
 	@scripts/setup-deps bench
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
 	scripts/bench
 
 install: build

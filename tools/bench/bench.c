@@ -360,9 +360,9 @@ static void run_rank(bctx_t *c) {
         else fprintf(csv, ",%.3f", slow[i]);
       fprintf(csv, ",%.3f,%.0f\n", busbw, wrong);
     }
-    fprintf(stderr, "\r[bench] %zu / %zu bytes", bytes, O.max_bytes);
+    if (isatty(2)) fprintf(stderr, "\r[bench] %zu / %zu bytes", bytes, O.max_bytes);
   }
-  if (c->rank == 0) fprintf(stderr, "\n");
+  if (c->rank == 0 && isatty(2)) fprintf(stderr, "\n");
   if (csv) fclose(csv);
   for (int i = 0; i < t.ncols; i++)
     if (t.cols[i].run && t.cols[i].fini) t.cols[i].fini(c, &t.cols[i]);
