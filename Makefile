@@ -3,7 +3,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build test test-asan bench install clean
+.PHONY: all deps build test test-asan bench install clean fuzz
 
 all: build
 
@@ -38,3 +38,13 @@ install: build
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan
+
+# The bootstrap parser under libFuzzer for FUZZ_SECONDS (default 60).
+FUZZ_SECONDS ?= 60
+fuzz:
+	@scripts/setup-deps fuzz
+	mkdir -p $(BUILD)-fuzz/corpus
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -DSYMCOLL_BUILDING \
+	  tests/fuzz_boot.c src/core/bootstrap.c src/core/log.c src/core/status.c \
+	  -o $(BUILD)-fuzz/fuzz_boot -lpthread
+	$(BUILD)-fuzz/fuzz_boot -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)-fuzz/corpus 2>&1 | tail -15

@@ -279,6 +279,95 @@ static void test_check_mismatch(void **state) {
   for (int i = 0; i < 2; i++) symcoll_comm_destroy(comms[i]);
 }
 
+/* Two jobs at once on one host, each checking its own sums: no interference. */
+static void test_two_jobs_at_once(void **state) {
+  (void)state;
+  pid_t a = fork();
+  if (a == 0) {
+    int st[2], r[] = {0, 1}, n[] = {2, 2};
+    rendezvous(r, n, 2, 5000, st);
+    _exit(st[0] != SYMCOLL_OK || st[1] != SYMCOLL_OK);
+  }
+  int st[3], r[] = {0, 1, 2}, n[] = {3, 3, 3};
+  rendezvous(r, n, 3, 5000, st);
+  int ws;
+  waitpid(a, &ws, 0);
+  for (int i = 0; i < 3; i++) assert_int_equal(st[i], SYMCOLL_OK);
+  assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+}
+
+/* A stranger at the rendezvous: one that sends garbage, and (when we can become another user)
+ * one of another uid. Both are refused and logged; the job goes on. */
+#include <sys/socket.h>
+#include <sys/un.h>
+static void stranger(const char *job, int other_uid) {
+  /* The name carries the job's uid: the stranger knocks on that door, as itself. */
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "symcoll.%u.%s", (unsigned)geteuid(), job);
+  if (other_uid && setuid(65534) != 0) _exit(0);
+  for (int i = 0; i < 200; i++) {
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    if (connect(fd, (struct sockaddr *)&addr,
+                (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(addr.sun_path + 1))) == 0) {
+      const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+      if (write(fd, junk, sizeof junk) < 0) _exit(1);
+      usleep(100000);
+      close(fd);
+      _exit(0);
+    }
+    close(fd);
+    usleep(5000);
+  }
+  _exit(0);
+}
+
+static void test_strangers_refused(void **state) {
+  (void)state;
+  for (int other_uid = 0; other_uid < 2; other_uid++) {
+    if (other_uid && geteuid() != 0) {
+      print_message("not root: the other-uid case is skipped\n");
+      continue;
+    }
+    char job[64];
+    th_job_id(job, sizeof job, "stranger");
+    pid_t ranks[2];
+    int pipes[2][2];
+    for (int r = 0; r < 2; r++) {
+      assert_int_equal(pipe(pipes[r]), 0);
+      if ((ranks[r] = fork()) == 0) {
+        if (r == 1) usleep(300000); /* let the stranger in first */
+        symcoll_config_t cfg;
+        symcoll_config_init(&cfg);
+        cfg.job_id = job;
+        cfg.rank = r;
+        cfg.nranks = 2;
+        cfg.timeout_ms = 5000;
+        symcoll_comm_t comm;
+        int s = symcoll_comm_create(&cfg, &comm);
+        if (s == SYMCOLL_OK) {
+          float x = 1;
+          s = symcoll_all_reduce(comm, &x, &x, 1, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
+          if (s == SYMCOLL_OK && x != 2) s = SYMCOLL_ERR_INTERNAL;
+          symcoll_comm_destroy(comm);
+        }
+        if (write(pipes[r][1], &s, sizeof s) != sizeof s) _exit(3);
+        _exit(0);
+      }
+      close(pipes[r][1]);
+    }
+    pid_t st = fork();
+    if (st == 0) stranger(job, other_uid);
+    for (int r = 0; r < 2; r++) {
+      int s = 1;
+      if (read(pipes[r][0], &s, sizeof s) != sizeof s) s = 1;
+      close(pipes[r][0]);
+      waitpid(ranks[r], NULL, 0);
+      assert_int_equal(s, SYMCOLL_OK);
+    }
+    waitpid(st, NULL, 0);
+  }
+}
+
 static void count_knob(const char *name, const char *dflt, const char *help, void *arg) {
   assert_int_equal(strncmp(name, "SYMCOLL_", 8), 0);
   assert_non_null(dflt);
@@ -297,7 +386,8 @@ int main(void) {
       cmocka_unit_test(test_status_strings), cmocka_unit_test(test_config_errors),
       cmocka_unit_test(test_bad_collective_args), cmocka_unit_test(test_from_env),
       cmocka_unit_test(test_rank_conflicts), cmocka_unit_test(test_check_mismatch),
-      cmocka_unit_test(test_env_table),
+      cmocka_unit_test(test_env_table), cmocka_unit_test(test_two_jobs_at_once),
+      cmocka_unit_test(test_strangers_refused),
   };
   return cmocka_run_group_tests_name("api", tests, NULL, NULL);
 }

@@ -217,8 +217,8 @@ static symcoll_status_t root_accept_one(symcoll_comm_t comm, boot_t *b, uint64_t
   }
   if (s == SYMCOLL_OK) s = symcoll__boot_hello_parse(&h, payload, &hello);
   if (s != SYMCOLL_OK) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: refused pid %d: no valid hello (%s)", comm->job_id,
-                 (int)cred.pid, symcoll_status_string(s));
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: refused pid %d: %s", comm->job_id, (int)cred.pid,
+                 s == SYMCOLL_ERR_TIMEOUT ? "said nothing within 1 s" : "did not send a symcoll hello");
     close(fd);
     return SYMCOLL_OK;
   }
