@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +36,7 @@ typedef struct {
   bool inplace;
   bool send_symmetric; /* inputs in a symcoll allocation: symcoll's zero-copy path */
   bool bind;           /* pin rank r to the r-th allowed CPU */
+  const char *tune;    /* write the fastest symcoll column per size as a tuning table */
 } opts_t;
 static opts_t O;
 
@@ -142,6 +144,8 @@ static int sc_run(bctx_t *c, column_t *col, const void *send, void *recv, size_t
   symcoll_coll_opts_t o;
   symcoll_coll_opts_init(&o);
   o.algo = col->algo;
+  o.blocks = col->blocks;
+  o.threads = col->threads;
   return symcoll_all_reduce_ex(c->comm, send, recv, count, dt, op, c->stream, &o) != SYMCOLL_OK;
 }
 
@@ -239,12 +243,55 @@ typedef struct {
   column_t cols[MAX_COLS];
 } table_t;
 
+/* --tune FILE: the fastest symcoll column per size, written as a tuning table (docs/tuning.md). */
+typedef struct {
+  size_t bytes;
+  int best, second;
+  double best_us, second_us;
+} tune_row_t;
+static tune_row_t tune_rows[64];
+static int ntune;
+
+static void write_tune(bctx_t *c, const table_t *t) {
+  FILE *f = fopen(O.tune, "w");
+  if (!f) {
+    fprintf(stderr, "cannot write %s\n", O.tune);
+    return;
+  }
+  const char *backend = c->gpu ? "cuda" : "host", *dt = symcoll_dtype_name(O.dtype);
+  fprintf(f, "# symcoll tuning table, written by symcoll-tune: %s, %d ranks, %s\n", backend, c->nranks, dt);
+  fprintf(f, "# backend nranks dtype max_bytes algo blocks threads\n");
+  printf("\n# chosen per size (runner-up in brackets) -> %s\n", O.tune);
+  for (int i = 0; i < ntune; i++) {
+    const column_t *b = &t->cols[tune_rows[i].best];
+    /* A row covers its power-of-two bucket; the last one covers everything above. */
+    if (i + 1 < ntune) fprintf(f, "%s %d %s %zu %s %d %d\n", backend, c->nranks, dt, tune_rows[i].bytes,
+                               symcoll_algo_name(b->algo), b->blocks, b->threads);
+    else fprintf(f, "%s %d %s inf %s %d %d\n", backend, c->nranks, dt, symcoll_algo_name(b->algo), b->blocks, b->threads);
+    printf("%12zu  %-18s %8.2f us", tune_rows[i].bytes, b->label, tune_rows[i].best_us);
+    if (tune_rows[i].second >= 0)
+      printf("   [%s %.2f us]", t->cols[tune_rows[i].second].label, tune_rows[i].second_us);
+    printf("\n");
+  }
+  fclose(f);
+}
+
 static void build_columns(table_t *t) {
   char buf[256];
   snprintf(buf, sizeof buf, "%s", O.algos);
   for (char *save = NULL, *a = strtok_r(buf, ",", &save); a && t->ncols < MAX_COLS; a = strtok_r(NULL, ",", &save)) {
     column_t *col = &t->cols[t->ncols];
     memset(col, 0, sizeof *col);
+    /* "algo" or "algo@blocks:threads" (a GPU launch shape to try) */
+    char *shape = strchr(a, '@');
+    snprintf(col->label, sizeof col->label, "%s", a);
+    if (shape) {
+      *shape = 0;
+      if (sscanf(shape + 1, "%d:%d", &col->blocks, &col->threads) != 2) {
+        fprintf(stderr, "bad launch shape in %s (want algo@blocks:threads)\n", col->label);
+        exit(2);
+      }
+    }
     col->algo = SYMCOLL_NUM_ALGOS;
     for (int k = 0; k < SYMCOLL_NUM_ALGOS; k++)
       if (!strcmp(a, symcoll_algo_name((symcoll_algo_t)k))) col->algo = (symcoll_algo_t)k;
@@ -252,7 +299,7 @@ static void build_columns(table_t *t) {
       fprintf(stderr, "unknown algorithm %s\n", a);
       exit(2);
     }
-    col->name = symcoll_algo_name(col->algo);
+    col->name = col->label;
     col->is_symcoll = true;
     col->init = sc_init;
     col->run = sc_run;
@@ -344,6 +391,14 @@ static void run_rank(bctx_t *c) {
       if (t.cols[i].is_symcoll && (best_sc < 0 || slow[i] < slow[best_sc])) best_sc = i;
       if (t.cols[i].is_baseline && base < 0) base = i;
     }
+    if (O.tune && best_sc >= 0 && ntune < 64) {
+      int second = -1;
+      for (int i = 0; i < t.ncols; i++)
+        if (i != best_sc && t.cols[i].is_symcoll && t.cols[i].algo != SYMCOLL_ALGO_AUTO && slow[i] >= 0 &&
+            (second < 0 || slow[i] < slow[second]))
+          second = i;
+      tune_rows[ntune++] = (tune_row_t){bytes, best_sc, second, slow[best_sc], second >= 0 ? slow[second] : 0};
+    }
     double busbw = best_sc >= 0 ? (double)bytes / (slow[best_sc] * 1e3) * 2.0 * (c->nranks - 1) / c->nranks : 0;
     printf("%12zu %10zu %5s", bytes, count, symcoll_dtype_name(O.dtype));
     for (int i = 0; i < t.ncols; i++)
@@ -364,6 +419,8 @@ static void run_rank(bctx_t *c) {
   }
   if (c->rank == 0 && isatty(2)) fprintf(stderr, "\n");
   if (csv) fclose(csv);
+  if (c->rank == 0 && O.tune) write_tune(c, &t);
+  fflush(stdout);
   for (int i = 0; i < t.ncols; i++)
     if (t.cols[i].run && t.cols[i].fini) t.cols[i].fini(c, &t.cols[i]);
   if (!O.inplace) dev_free(c, recv);
@@ -519,6 +576,7 @@ static void usage(const char *argv0) {
          "  --no-bind          do not pin rank r to the r-th allowed CPU\n"
          "  --send-symmetric   inputs in symmetric memory (symcoll's zero-copy one-shot)\n"
          "  --csv FILE  --plot FILE.png  --merge A.csv B.csv ... (joins tables of one run)\n"
+         "  --tune FILE        write the fastest symcoll column per size as a tuning table\n"
          "  --env              print every SYMCOLL_* knob with its default and help\n", argv0);
 }
 
@@ -556,12 +614,15 @@ int main(int argc, char **argv) {
   snprintf(O.peers, sizeof O.peers, "%s", peer_mpi_active() ? "mpi" : "nccl");
   O.nranks = ngpu > 0 ? ngpu : (int)(cores < 2 ? 2 : cores > 8 ? 8 : cores);
   char **merge = NULL;
-  int nmerge = 0, warmup_set = 0, reps_set = 0;
+  int nmerge = 0, warmup_set = 0, reps_set = 0, algos_set = 0, peers_set = 0, range_set = 0;
+  (void)algos_set;
+  (void)peers_set;
+  (void)range_set;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define TAKE (i++, v)
-    if (!strcmp(a, "-b") && v) O.min_bytes = parse_size(TAKE);
-    else if (!strcmp(a, "-e") && v) O.max_bytes = parse_size(TAKE);
+    if (!strcmp(a, "-b") && v) O.min_bytes = parse_size(TAKE), range_set = 1;
+    else if (!strcmp(a, "-e") && v) O.max_bytes = parse_size(TAKE), range_set = 1;
     else if (!strcmp(a, "-f") && v) O.step = (size_t)atoi(TAKE);
     else if (!strcmp(a, "-n") && v) O.iters = atoi(TAKE);
     else if (!strcmp(a, "-w") && v) O.warmup = atoi(TAKE), warmup_set = 1;
@@ -584,6 +645,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--inplace")) O.inplace = true;
     else if (!strcmp(a, "--send-symmetric")) O.send_symmetric = true;
     else if (!strcmp(a, "--no-bind")) O.bind = false;
+    else if (!strcmp(a, "--tune") && v) O.tune = TAKE;
     else if (!strcmp(a, "--env")) {
       symcoll_env_foreach(print_env, NULL);
       return 0;
@@ -600,6 +662,32 @@ int main(int argc, char **argv) {
     }
   }
   if (merge) return bench_merge(nmerge, merge, O.csv, O.plot);
+#ifdef SYMCOLL_TUNE_TOOL
+  /* symcoll-tune: candidates only, a wide size range, the table where the library looks. */
+  static char default_tune[512];
+  if (!O.tune) {
+    const char *home = getenv("HOME") ? getenv("HOME") : ".";
+    snprintf(default_tune, sizeof default_tune, "%s/.cache/symcoll", home);
+    for (char *p = default_tune + 1; *p; p++) /* mkdir -p */
+      if (*p == '/') {
+        *p = 0;
+        mkdir(default_tune, 0755);
+        *p = '/';
+      }
+    mkdir(default_tune, 0755);
+    strncat(default_tune, "/tune.txt", sizeof default_tune - strlen(default_tune) - 1);
+    O.tune = default_tune;
+  }
+  if (!algos_set)
+    snprintf(O.algos, sizeof O.algos, "%s",
+             !strcmp(O.backend, "cuda") ? "oneshot,twoshot,oneshot@0:256,twoshot@0:256,oneshot@0:1024,twoshot@0:1024"
+                                         : "oneshot,twoshot");
+  if (!peers_set) O.peers[0] = 0;
+  if (!range_set) {
+    O.min_bytes = 1024;
+    O.max_bytes = 64u << 20;
+  }
+#endif
   if (O.iters < 1 || O.reps < 1 || O.nranks < 1 || O.nranks > SYMCOLL_MAX_RANKS || O.min_bytes < 1 ||
       O.max_bytes < O.min_bytes) {
     usage(argv[0]);

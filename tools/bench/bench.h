@@ -24,6 +24,8 @@ struct column {
   bool is_symcoll;  /* counts for "best symcoll column" */
   bool is_baseline; /* the peer speedups are measured against */
   symcoll_algo_t algo;
+  int blocks, threads; /* GPU launch shape of a symcoll column ("oneshot@8:256"); 0 = tuned */
+  char label[32];
   /* init: 0 = usable; else column is n/a with `na` set. Collective over ranks. */
   int (*init)(bctx_t *c, column_t *col);
   int (*run)(bctx_t *c, column_t *col, const void *send, void *recv, size_t count,
