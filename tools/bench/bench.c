@@ -330,6 +330,8 @@ static void print_header(FILE *f, const table_t *t, bool csv) {
   fprintf(f, " %11s %7s %8s %s\n", "busbw(GB/s)", "#wrong", "speedup", "best");
 }
 
+static double total_wrong; /* rank 0: wrong elements over all columns and sizes */
+
 static void run_rank(bctx_t *c) {
   table_t t = {0};
   build_columns(&t);
@@ -345,7 +347,8 @@ static void run_rank(bctx_t *c) {
     send = dev_alloc(c, maxc * es + 64);
   char *recv = O.inplace ? send : dev_alloc(c, maxc * es + 64);
   char *h = malloc(maxc * es + 64), *want = malloc(maxc * es + 64);
-  FILE *csv = NULL;
+  FILE *csv = NULL, *json = NULL;
+  int json_rows = 0;
   if (c->rank == 0) {
     const char *mode = c->gpu ? (O.graph ? "CUDA-graph replays, device events" : "stream launches, device events")
                               : "back-to-back calls, monotonic clock";
@@ -359,6 +362,11 @@ static void run_rank(bctx_t *c) {
       if (!t.cols[i].run) printf("# %s: %s\n", t.cols[i].name, t.cols[i].na);
     print_header(stdout, &t, false);
     if (O.csv && (csv = fopen(O.csv, "w"))) print_header(csv, &t, true);
+    if (O.json && (json = fopen(O.json, "w")))
+      fprintf(json, "{\"collective\": \"all_reduce\", \"backend\": \"%s\", \"nranks\": %d, \"mode\": \"%s\", "
+                    "\"dtype\": \"%s\", \"op\": \"%s\", \"graph\": %d, \"iters\": %d, \"reps\": %d, \"rows\": [",
+              c->gpu ? "cuda" : "host", c->nranks, O.mode, symcoll_dtype_name(O.dtype), symcoll_op_name(O.op),
+              c->gpu && O.graph, O.iters, O.reps);
   }
   for (size_t bytes = O.min_bytes; bytes <= O.max_bytes; bytes = O.step > 1 ? bytes * O.step : bytes + 1) {
     size_t count = bytes / es;
@@ -384,6 +392,7 @@ static void run_rank(bctx_t *c) {
     for (int i = 0; i < t.ncols; i++) slow[i] = isnan(us[i]) ? -1 : us[i];
     ctl_reduce(c, slow, t.ncols, SYMCOLL_MAX);
     if (c->rank != 0) continue;
+    total_wrong += wrong;
     int best = -1, best_sc = -1, base = -1;
     for (int i = 0; i < t.ncols; i++) {
       if (slow[i] < 0) continue;
@@ -415,10 +424,21 @@ static void run_rank(bctx_t *c) {
         else fprintf(csv, ",%.3f", slow[i]);
       fprintf(csv, ",%.3f,%.0f\n", busbw, wrong);
     }
+    if (json) {
+      fprintf(json, "%s\n  {\"bytes\": %zu, \"elements\": %zu, \"us\": {", json_rows++ ? "," : "", bytes, count);
+      for (int i = 0, k = 0; i < t.ncols; i++)
+        if (slow[i] >= 0) fprintf(json, "%s\"%s\": %.3f", k++ ? ", " : "", t.cols[i].name, slow[i]);
+      fprintf(json, "}, \"busbw_GBps\": %.3f, \"wrong\": %.0f, \"best\": \"%s\"}", busbw, wrong,
+              best >= 0 ? t.cols[best].name : "");
+    }
     if (isatty(2)) fprintf(stderr, "\r[bench] %zu / %zu bytes", bytes, O.max_bytes);
   }
   if (c->rank == 0 && isatty(2)) fprintf(stderr, "\n");
   if (csv) fclose(csv);
+  if (json) {
+    fprintf(json, "\n]}\n");
+    fclose(json);
+  }
   if (c->rank == 0 && O.tune) write_tune(c, &t);
   fflush(stdout);
   for (int i = 0; i < t.ncols; i++)
@@ -502,7 +522,7 @@ static int run_threads(void) {
     symcoll_comm_destroy(comms[r]);
     symcoll_comm_destroy(ctls[r]);
   }
-  return 0;
+  return total_wrong > 0 ? 3 : 0;
 }
 
 static int run_one_process(const char *job, int rank, int n) {
@@ -529,7 +549,7 @@ static int run_one_process(const char *job, int rank, int n) {
   run_rank(&c);
   symcoll_comm_destroy(c.comm);
   symcoll_comm_destroy(c.ctl);
-  return 0;
+  return total_wrong > 0 ? 3 : 0;
 }
 
 static int run_processes(void) {
@@ -575,7 +595,7 @@ static void usage(const char *argv0) {
          "  --backend cuda|host  --ranks N  --mode process|thread  --inplace\n"
          "  --no-bind          do not pin rank r to the r-th allowed CPU\n"
          "  --send-symmetric   inputs in symmetric memory (symcoll's zero-copy one-shot)\n"
-         "  --csv FILE  --plot FILE.png  --merge A.csv B.csv ... (joins tables of one run)\n"
+         "  --csv FILE  --json FILE  --plot FILE.png  --merge A.csv B.csv ... (joins tables of one run)\n"
          "  --tune FILE        write the fastest symcoll column per size as a tuning table\n"
          "  --env              print every SYMCOLL_* knob with its default and help\n", argv0);
 }
@@ -695,8 +715,8 @@ int main(int argc, char **argv) {
   }
   ngpus = ngpu;
   if (!strcmp(O.backend, "cuda") && ngpu == 0) {
-    fprintf(stderr, "no GPU here: use --backend host\n");
-    return 2;
+    printf("SKIPPED: no GPU here (use --backend host)\n");
+    return 77;
   }
   if (strcmp(O.backend, "cuda") != 0) {
     O.graph = 0;
