@@ -141,7 +141,9 @@ SYMCOLL_API symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_co
 SYMCOLL_API symcoll_status_t symcoll_comm_create_all(int nranks, const int *devices,
                                                      symcoll_comm_t *comms);
 
-/** Releases the communicator. Not collective; frees any symcoll_mem still allocated on it. */
+/** Releases the communicator. Not collective; frees any symcoll_mem still allocated on it.
+ * Destroy a rank only once its peers no longer run collectives with it (or after an abort):
+ * peers' kernels may still read its memory. */
 SYMCOLL_API symcoll_status_t symcoll_comm_destroy(symcoll_comm_t comm);
 
 /**
