@@ -258,17 +258,15 @@ static symcoll_status_t host_all_reduce(symcoll_comm_t comm, const symcoll__coll
   host_state_t *hs = comm->tp_state;
   const size_t es = symcoll_dtype_size(a->dtype);
   symcoll_status_t s = SYMCOLL_OK;
-  if (a->algo == SYMCOLL_ALGO_ONE_SHOT && a->send_mem) {
-    chunk_t c = {a->send, a->recv, a->count};
-    s = one_shot(comm, hs, a, c, a->send_mem, a->send_off);
-  } else {
-    const size_t per = hs->half / es;
-    for (size_t lo = 0; lo < a->count && s == SYMCOLL_OK; lo += per) {
-      chunk_t c = {(const char *)a->send + lo * es, (char *)a->recv + lo * es,
-                   a->count - lo < per ? a->count - lo : per};
-      s = a->algo == SYMCOLL_ALGO_TWO_SHOT ? two_shot(comm, hs, a, c)
-                                           : one_shot(comm, hs, a, c, NULL, 0);
-    }
+  /* Zero-copy inputs are cut into the same chunks as staged ones, so every rank counts the
+   * same epochs whichever kind of input each one passes. */
+  struct symcoll_mem *zmem = a->algo == SYMCOLL_ALGO_ONE_SHOT ? a->send_mem : NULL;
+  const size_t per = hs->half / es;
+  for (size_t lo = 0; lo < a->count && s == SYMCOLL_OK; lo += per) {
+    chunk_t c = {(const char *)a->send + lo * es, (char *)a->recv + lo * es,
+                 a->count - lo < per ? a->count - lo : per};
+    s = a->algo == SYMCOLL_ALGO_TWO_SHOT ? two_shot(comm, hs, a, c)
+                                         : one_shot(comm, hs, a, c, zmem, a->send_off + lo * es);
   }
   if (s != SYMCOLL_OK) symcoll__comm_fail(comm, s == SYMCOLL_ERR_ABORTED ? SYMCOLL_OK : s);
   return s;
