@@ -26,7 +26,6 @@ typedef struct team {
   symcoll_status_t broken; /* a rank timed out or aborted: every later exchange fails */
   const void *slot[SYMCOLL_MAX_RANKS];
   size_t bytes[SYMCOLL_MAX_RANKS];
-  symcoll_comm_t comms[SYMCOLL_MAX_RANKS];
 } team_t;
 
 static team_t *team_of(symcoll_comm_t comm) { return (team_t *)comm->oob_state; }
@@ -138,7 +137,6 @@ symcoll_status_t symcoll__team_init(int nranks, symcoll_comm_t *comms) {
   pthread_condattr_destroy(&ca);
   pthread_mutex_init(&t->mu, NULL);
   for (int r = 0; r < nranks; r++) {
-    t->comms[r] = comms[r];
     comms[r]->oob = &team_oob;
     comms[r]->oob_state = t;
     comms[r]->pids[r] = getpid();

@@ -491,9 +491,6 @@ static void rank_setup(bctx_t *c) {
   }
 }
 
-typedef struct {
-  bctx_t c;
-} thread_arg_t;
 static void *rank_thread(void *p) {
   bctx_t *c = p;
   rank_setup(c);
