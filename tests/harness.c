@@ -289,6 +289,8 @@ int th_run(const th_launch_t *l, th_rank_fn fn, void *arg) {
   return failures < 0 ? -1 : failures;
 }
 
+/* job_id NULL: any job this test process started (names "test.<tag>.<pid>.<n>"), so that
+ * another test run on the same machine does not count. */
 int th_leftovers(const char *job_id) {
   int found = 0;
   DIR *d = opendir("/dev/shm");
@@ -296,10 +298,13 @@ int th_leftovers(const char *job_id) {
     if (strstr(e->d_name, "symcoll")) found++;
   if (d) closedir(d);
   FILE *f = fopen("/proc/net/unix", "r");
-  char line[512], want[128];
-  snprintf(want, sizeof want, "@symcoll.%u.%s", (unsigned)geteuid(), job_id ? job_id : "");
-  while (f && fgets(line, sizeof line, f))
-    if (strstr(line, job_id ? want : "@symcoll.")) found++;
+  char line[512], want[128], mine[32];
+  snprintf(want, sizeof want, "@symcoll.%u.%s", (unsigned)geteuid(), job_id ? job_id : "test.");
+  snprintf(mine, sizeof mine, ".%d.", (int)getpid());
+  while (f && fgets(line, sizeof line, f)) {
+    const char *at = strstr(line, want);
+    if (at && (job_id || strstr(at, mine))) found++;
+  }
   if (f) fclose(f);
   return found;
 }
