@@ -217,6 +217,15 @@ SYMCOLL_API symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const vo
                                                    void *stream,
                                                    const symcoll_coll_opts_t *opts);
 
+/**
+ * The algorithm symcoll_all_reduce would use for `count` elements of `dtype` on this
+ * communicator (the same on every rank: all ranks use rank 0's tuning table), written to
+ * *algo_p. SYMCOLL_ALGO, when set, is taken into account.
+ */
+SYMCOLL_API symcoll_status_t symcoll_all_reduce_algo(symcoll_comm_t comm, size_t count,
+                                                     symcoll_dtype_t dtype,
+                                                     symcoll_algo_t *algo_p);
+
 /* ---- environment knobs ------------------------------------------------------------------- */
 
 /** Calls fn once per SYMCOLL_* knob with its name, default and help text. */

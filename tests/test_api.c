@@ -368,6 +368,92 @@ static void test_strangers_refused(void **state) {
   }
 }
 
+/* The tuning table decides AUTO; a bad table is ignored; every rank adopts rank 0's table. */
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void test_tuning_table(void **state) {
+  (void)state;
+  char good[64], bad[64];
+  snprintf(good, sizeof good, "/tmp/symcoll-tune-good.%d", (int)getpid());
+  snprintf(bad, sizeof bad, "/tmp/symcoll-tune-bad.%d", (int)getpid());
+  write_file(good, "# test table\nhost * fp32 4096 twoshot\nhost * fp32 65536 oneshot\n"
+                   "host * fp32 inf twoshot\nhost 1 bf16 inf twoshot\ncuda * * inf oneshot\n");
+  write_file(bad, "host * fp32 4096 twoshot\nhost * fp32 banana oneshot\n");
+  symcoll_algo_t a;
+  symcoll_comm_t comm;
+  setenv("SYMCOLL_TUNE_FILE", good, 1);
+  comm = solo();
+  assert_int_equal(symcoll_all_reduce_algo(comm, 1024, SYMCOLL_FLOAT32, &a), SYMCOLL_OK);
+  assert_int_equal(a, SYMCOLL_ALGO_TWO_SHOT); /* 4 KB */
+  assert_int_equal(symcoll_all_reduce_algo(comm, 1025, SYMCOLL_FLOAT32, &a), SYMCOLL_OK);
+  assert_int_equal(a, SYMCOLL_ALGO_ONE_SHOT); /* just above: next bucket */
+  assert_int_equal(symcoll_all_reduce_algo(comm, 16384, SYMCOLL_FLOAT32, &a), SYMCOLL_OK);
+  assert_int_equal(a, SYMCOLL_ALGO_ONE_SHOT);
+  assert_int_equal(symcoll_all_reduce_algo(comm, 1 << 20, SYMCOLL_FLOAT32, &a), SYMCOLL_OK);
+  assert_int_equal(a, SYMCOLL_ALGO_TWO_SHOT);
+  assert_int_equal(symcoll_all_reduce_algo(comm, 7, SYMCOLL_BFLOAT16, &a), SYMCOLL_OK);
+  assert_int_equal(a, SYMCOLL_ALGO_TWO_SHOT); /* the exact-nranks row */
+  assert_int_equal(symcoll_all_reduce_algo(comm, 7, (symcoll_dtype_t)5, &a), SYMCOLL_ERR_INVALID_ARGUMENT);
+  symcoll_comm_destroy(comm);
+  setenv("SYMCOLL_ALGO", "oneshot", 1); /* the environment overrides the table */
+  comm = solo();
+  assert_int_equal(symcoll_all_reduce_algo(comm, 1024, SYMCOLL_FLOAT32, &a), SYMCOLL_OK);
+  assert_int_equal(a, SYMCOLL_ALGO_ONE_SHOT);
+  symcoll_comm_destroy(comm);
+  unsetenv("SYMCOLL_ALGO");
+  setenv("SYMCOLL_TUNE_FILE", bad, 1); /* ignored whole: built-in rows (1 rank: oneshot) */
+  comm = solo();
+  assert_int_equal(symcoll_all_reduce_algo(comm, 1024, SYMCOLL_FLOAT32, &a), SYMCOLL_OK);
+  assert_int_equal(a, SYMCOLL_ALGO_ONE_SHOT);
+  symcoll_comm_destroy(comm);
+  /* Rank consistency: rank 0 reads the good table, rank 1 the bad one; both pick rank 0's. */
+  char job[64];
+  th_job_id(job, sizeof job, "tune");
+  int pipes[2][2];
+  pid_t pids[2];
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(pipe(pipes[r]), 0);
+    if ((pids[r] = fork()) == 0) {
+      setenv("SYMCOLL_TUNE_FILE", r == 0 ? good : bad, 1);
+      symcoll_config_t cfg;
+      symcoll_config_init(&cfg);
+      cfg.job_id = job;
+      cfg.rank = r;
+      cfg.nranks = 2;
+      cfg.timeout_ms = 5000;
+      int picks[2] = {-1, -1};
+      symcoll_comm_t c;
+      if (symcoll_comm_create(&cfg, &c) == SYMCOLL_OK) {
+        symcoll_algo_t x;
+        symcoll_all_reduce_algo(c, 1024, SYMCOLL_FLOAT32, &x);
+        picks[0] = x;
+        symcoll_all_reduce_algo(c, 16384, SYMCOLL_FLOAT32, &x);
+        picks[1] = x;
+        symcoll_comm_destroy(c);
+      }
+      if (write(pipes[r][1], picks, sizeof picks) != sizeof picks) _exit(3);
+      _exit(0);
+    }
+    close(pipes[r][1]);
+  }
+  for (int r = 0; r < 2; r++) {
+    int picks[2] = {-1, -1};
+    if (read(pipes[r][0], picks, sizeof picks) != sizeof picks) picks[0] = -1;
+    close(pipes[r][0]);
+    waitpid(pids[r], NULL, 0);
+    assert_int_equal(picks[0], SYMCOLL_ALGO_TWO_SHOT);
+    assert_int_equal(picks[1], SYMCOLL_ALGO_ONE_SHOT);
+  }
+  unsetenv("SYMCOLL_TUNE_FILE");
+  unlink(good);
+  unlink(bad);
+}
+
 static void count_knob(const char *name, const char *dflt, const char *help, void *arg) {
   assert_int_equal(strncmp(name, "SYMCOLL_", 8), 0);
   assert_non_null(dflt);
@@ -387,7 +473,7 @@ int main(void) {
       cmocka_unit_test(test_bad_collective_args), cmocka_unit_test(test_from_env),
       cmocka_unit_test(test_rank_conflicts), cmocka_unit_test(test_check_mismatch),
       cmocka_unit_test(test_env_table), cmocka_unit_test(test_two_jobs_at_once),
-      cmocka_unit_test(test_strangers_refused),
+      cmocka_unit_test(test_strangers_refused), cmocka_unit_test(test_tuning_table),
   };
   return cmocka_run_group_tests_name("api", tests, NULL, NULL);
 }

@@ -76,6 +76,17 @@ symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send, vo
   return comm->tp->all_reduce(comm, &a);
 }
 
+symcoll_status_t symcoll_all_reduce_algo(symcoll_comm_t comm, size_t count, symcoll_dtype_t dtype,
+                                         symcoll_algo_t *algo_p) {
+  if (!comm || !algo_p || (unsigned)dtype >= SYMCOLL_NUM_DTYPES) return SYMCOLL_ERR_INVALID_ARGUMENT;
+  size_t esize = symcoll_dtype_size(dtype);
+  if (count > SIZE_MAX / esize) return SYMCOLL_ERR_INVALID_ARGUMENT;
+  *algo_p = comm->forced_algo != SYMCOLL_ALGO_AUTO
+                ? comm->forced_algo
+                : comm->tune[dtype].bucket[symcoll__tune_bucket(count * esize)].algo;
+  return SYMCOLL_OK;
+}
+
 symcoll_status_t symcoll_all_reduce(symcoll_comm_t comm, const void *send, void *recv,
                                     size_t count, symcoll_dtype_t dtype, symcoll_op_t op,
                                     void *stream) {
