@@ -68,6 +68,8 @@ typedef enum {
   SYMCOLL_ALGO_AUTO = 0,     /* chosen per size from the tuning table */
   SYMCOLL_ALGO_ONE_SHOT = 1, /* every rank reads every peer and reduces: O(n*S) reads */
   SYMCOLL_ALGO_TWO_SHOT = 2, /* reduce-scatter then all-gather: O(2*S) traffic */
+  SYMCOLL_ALGO_ONE_SHOT_DB = 3, /* one-shot through double-buffered staging: no trailing
+                                   barrier (GPU); on CPU ranks the same as ONE_SHOT */
   SYMCOLL_NUM_ALGOS
 } symcoll_algo_t;
 

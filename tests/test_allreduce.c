@@ -43,7 +43,8 @@ static int rank_matrix(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) 
   }
   char *dsym = symcoll_mem_ptr(mem, rank);
   memset(hpoison, 0xff, maxb); /* NaN in every dtype */
-  static const symcoll_algo_t algos[] = {SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_AUTO};
+  static const symcoll_algo_t algos[] = {SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT,
+                                         SYMCOLL_ALGO_ONE_SHOT_DB, SYMCOLL_ALGO_AUTO};
   static const char *const placement_names[] = {"out-of-place", "in-place", "misaligned out-of-place",
                                                 "misaligned in-place", "zero-copy symmetric send"};
   int calls = 0;
@@ -55,7 +56,7 @@ static int rank_matrix(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) 
       th_fill(hsend, (symcoll_dtype_t)dt, count, rank, seed);
       for (int op = 0; op < SYMCOLL_NUM_OPS; op++) {
         th_expect(hexp, (symcoll_dtype_t)dt, (symcoll_op_t)op, count, n, seed);
-        for (int ai = 0; ai < 3; ai++) {
+        for (int ai = 0; ai < (int)(sizeof algos / sizeof algos[0]); ai++) {
           for (int pl = 0; pl < 5; pl++) {
             /* Offsets in elements; misaligned ones break 16-byte alignment. */
             size_t soff = pl == 2 ? 1 : pl == 3 ? 1 : pl == 4 ? 2 : GUARD;

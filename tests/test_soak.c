@@ -58,7 +58,7 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
     symcoll_op_t op = (symcoll_op_t)(next(&rng) % 3);
     symcoll_coll_opts_t o;
     symcoll_coll_opts_init(&o);
-    o.algo = (symcoll_algo_t)(next(&rng) % 3);
+    o.algo = (symcoll_algo_t)(next(&rng) % SYMCOLL_NUM_ALGOS);
     int inplace = next(&rng) % 2;
     size_t es = symcoll_dtype_size(dt), off = next(&rng) % 4;
     uint32_t seed = next(&rng);

@@ -24,6 +24,8 @@
 
 #define AUX_BYTES 4096
 #define AUX_ERR 0       /* offset of the async error word */
+#define AUX_DB_EPOCH 64  /* ONE_SHOT_DB: this rank's call counter */
+#define AUX_DB_ARRIVE 128 /* ONE_SHOT_DB: blocks done with the current call */
 #define AUX_PROBE 256   /* offset of the probe words, one per rank */
 #define PROBE_MAGIC 0x5c000000u
 #define CUDA_DEFAULT_WS (64u << 20)
@@ -112,7 +114,7 @@ typedef struct {
   int dev, sms;
   int devs[SYMCOLL_MAX_RANKS]; /* thread mode: every rank's ordinal */
   struct symcoll_mem *ws;
-  size_t ws_bytes;
+  size_t ws_bytes, db_half;
   uint32_t *err;            /* this rank's async error word (device memory) */
   cudaStream_t side;        /* private stream: probe, error reads */
   symcoll__cuda_args_t args; /* the constant part of every launch */
@@ -358,7 +360,9 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   if (s != SYMCOLL_OK) goto out;
   cs->ws_bytes = (comm->workspace_bytes ? comm->workspace_bytes : CUDA_DEFAULT_WS) & ~(size_t)255;
   if (cs->ws_bytes < 4096) cs->ws_bytes = 4096;
-  SYMCOLL_CHECK_GOTO(symcoll__mem_alloc_internal(comm, cs->ws_bytes, &cs->ws), s, out);
+  /* [staging of ONE_SHOT / TWO_SHOT | two halves of a quarter each for ONE_SHOT_DB] */
+  cs->db_half = (cs->ws_bytes / 4) & ~(size_t)255;
+  SYMCOLL_CHECK_GOTO(symcoll__mem_alloc_internal(comm, cs->ws_bytes + 2 * cs->db_half, &cs->ws), s, out);
   comm->workspace = cs->ws;
   cuda_mem_t *cm = cs->ws->tp;
   cs->err = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_ERR);
@@ -366,8 +370,12 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   symcoll__cuda_args_t *a = &cs->args;
   for (int r = 0; r < comm->nranks; r++) {
     a->ws[r] = cs->ws->ptrs[r];
+    a->db[r] = (char *)cs->ws->ptrs[r] + cs->ws_bytes;
     a->pad[r] = (uint32_t *)((char *)cs->ws->ptrs[r] + cm->pad_off);
   }
+  a->db_half_bytes = cs->db_half;
+  a->db_epoch = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_DB_EPOCH);
+  a->db_arrive = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_DB_ARRIVE);
   a->error = cs->err;
   a->timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
   a->rank = comm->rank;
@@ -435,12 +443,13 @@ static symcoll_status_t cuda_all_reduce(symcoll_comm_t comm, const symcoll__coll
   k.chunk_elems = cs->ws_bytes / es;
   symcoll__cuda_launch_t l = {.algo = a->algo, .dtype = a->dtype, .op = a->op};
   l.vec = (((uintptr_t)a->send | (uintptr_t)a->recv) & 15) == 0;
-  if (a->send_mem && a->algo == SYMCOLL_ALGO_ONE_SHOT) {
+  if (a->send_mem && a->algo == SYMCOLL_ALGO_ONE_SHOT) { /* ONE_SHOT_DB always stages */
     k.zero_copy = 1;
     for (int r = 0; r < comm->nranks; r++) k.src[r] = (const char *)a->send_mem->ptrs[r] + a->send_off;
   }
   const size_t per_vec = l.vec ? 16 / es : 1;
-  size_t round = k.zero_copy ? a->count : (a->count < k.chunk_elems ? a->count : k.chunk_elems);
+  size_t per_round = a->algo == SYMCOLL_ALGO_ONE_SHOT_DB ? cs->db_half / es : k.chunk_elems;
+  size_t round = k.zero_copy ? a->count : (a->count < per_round ? a->count : per_round);
   size_t work = round / per_vec;
   if (a->algo == SYMCOLL_ALGO_TWO_SHOT) work = (work + (size_t)comm->nranks - 1) / (size_t)comm->nranks;
   l.threads = a->threads ? a->threads : DEFAULT_THREADS;

@@ -27,6 +27,12 @@ typedef struct symcoll__cuda_args {
   uint64_t timeout_ns;
   int rank, nranks;
   int zero_copy;
+  /* ONE_SHOT_DB: peers' double-buffered staging areas, this rank's call counter and the
+   * counter of blocks done with the current call (both device memory, this rank's). */
+  char *db[SYMCOLL_MAX_RANKS];
+  size_t db_half_bytes;
+  uint32_t *db_epoch;
+  uint32_t *db_arrive;
 } symcoll__cuda_args_t;
 
 typedef struct symcoll__cuda_launch {

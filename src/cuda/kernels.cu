@@ -134,6 +134,52 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShot(const symcoll__cuda_ar
   }
 }
 
+/*
+ * AllReduce_OneShotDB: one-shot staged through two alternating halves, with no trailing
+ * barrier. Call d (counted per rank in *db_epoch, the same count on every rank) uses half
+ * d & 1. When this rank's kernel starts, its previous kernel has finished, and that kernel
+ * met every peer's previous kernel at a barrier; so every peer has finished the kernel before
+ * that, the last one that may have read the half we are about to overwrite. Rounds inside one
+ * kernel reuse the half, so they keep a barrier between them.
+ */
+template <typename T, int OP, bool VEC>
+__global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_args_t a) {
+  constexpr int E = Pack<T, VEC>::E;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const uint32_t epoch = *(volatile uint32_t *)a.db_epoch;
+  const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
+  const size_t round = a.db_half_bytes / sizeof(T);
+  const char *srcs[SYMCOLL_MAX_RANKS];
+  for (int r = 0; r < a.nranks; r++) srcs[r] = a.db[r] + half;
+  char *mine = a.db[a.rank] + half;
+  for (size_t base = 0; base < a.count; base += round) {
+    if (base > 0) BARRIER(a); /* peers are done with the previous round's staging */
+    const size_t n = a.count - base < round ? a.count - base : round;
+    const size_t nvec = n / E, tail = n - nvec * E;
+    const char *in = a.send + base * sizeof(T);
+    char *out = a.recv + base * sizeof(T);
+    for (size_t v = first; v < nvec; v += stride) store<T, VEC>(mine, v, load_cg<T, VEC>(in, v));
+    if (blockIdx.x == 0)
+      for (size_t i = threadIdx.x; i < tail; i += blockDim.x)
+        reinterpret_cast<T *>(mine)[nvec * E + i] = reinterpret_cast<const T *>(in)[nvec * E + i];
+    BARRIER(a);
+    for (size_t v = first; v < nvec; v += stride)
+      store<T, VEC>(out, v, reduce_at<T, OP, VEC>(srcs, a.nranks, v));
+    reduce_tail<T, OP>(srcs, a.nranks, out, nvec * E, tail);
+  }
+  /* The last block to finish advances the call counter for the next kernel on this stream. */
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(a.db_arrive, 1u) == gridDim.x - 1) {
+      *a.db_arrive = 0;
+      *(volatile uint32_t *)a.db_epoch = epoch + 1;
+      __threadfence();
+    }
+  }
+}
+
 template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_args_t a) {
   constexpr int E = Pack<T, VEC>::E;
@@ -178,8 +224,11 @@ __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_ar
 
 template <typename T, int OP, bool VEC>
 const void *pick(symcoll_algo_t algo) {
-  return algo == SYMCOLL_ALGO_TWO_SHOT ? (const void *)AllReduce_TwoShot<T, OP, VEC>
-                                       : (const void *)AllReduce_OneShot<T, OP, VEC>;
+  switch (algo) {
+  case SYMCOLL_ALGO_TWO_SHOT: return (const void *)AllReduce_TwoShot<T, OP, VEC>;
+  case SYMCOLL_ALGO_ONE_SHOT_DB: return (const void *)AllReduce_OneShotDB<T, OP, VEC>;
+  default: return (const void *)AllReduce_OneShot<T, OP, VEC>;
+  }
 }
 
 template <typename T, int OP>
@@ -224,7 +273,7 @@ extern "C" int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symco
  * for ours: a deadlock until the timeout. */
 extern "C" int symcoll__cuda_preload(void) {
   cudaFuncAttributes attr;
-  for (int algo = SYMCOLL_ALGO_ONE_SHOT; algo <= SYMCOLL_ALGO_TWO_SHOT; algo++)
+  for (int algo = SYMCOLL_ALGO_ONE_SHOT; algo < SYMCOLL_NUM_ALGOS; algo++)
     for (int dt = 0; dt < SYMCOLL_NUM_DTYPES; dt++)
       for (int op = 0; op < SYMCOLL_NUM_OPS; op++)
         for (int vec = 0; vec < 2; vec++) {
