@@ -167,24 +167,31 @@ static void time_columns(bctx_t *c, column_t *cols, int ncols, void *send, void 
     cudaEventCreate(&e1);
   }
 #endif
-  for (int k = 0; k < ncols; k++) {
-    if (!cols[k].run) continue;
-    for (int i = 0; i < O.warmup; i++) cols[k].run(c, &cols[k], send, recv, count, O.dtype, O.op);
+  /* Phases separated by host barriers: CUDA calls that set things up (graph instantiation,
+   * destruction) may wait for the GPU, which must not be busy with a peer's kernel spinning
+   * for ours (ranks sharing a GPU). */
+  for (int k = 0; k < ncols; k++)
+    for (int i = 0; cols[k].run && i < O.warmup; i++) cols[k].run(c, &cols[k], send, recv, count, O.dtype, O.op);
 #ifdef SYMCOLL_BENCH_CUDA
-    if (c->gpu && O.graph) {
+  if (c->gpu) {
+    cudaStreamSynchronize(s);
+    bench_barrier(c);
+    for (int k = 0; O.graph && k < ncols; k++) {
+      if (!cols[k].run) continue;
       cudaGraph_t g;
-      cudaStreamSynchronize(s);
       cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
       for (int i = 0; i < O.iters; i++) cols[k].run(c, &cols[k], send, recv, count, O.dtype, O.op);
       if (cudaStreamEndCapture(s, &g) == cudaSuccess) {
         if (cudaGraphInstantiate(&exec[k], g, 0) != cudaSuccess) exec[k] = NULL;
         cudaGraphDestroy(g);
       }
-      if (exec[k]) cudaGraphLaunch(exec[k], s); /* warm replay */
     }
-    if (c->gpu) cudaStreamSynchronize(s);
-#endif
+    bench_barrier(c);
+    for (int k = 0; k < ncols; k++)
+      if (exec[k]) cudaGraphLaunch(exec[k], s); /* warm replays */
+    cudaStreamSynchronize(s);
   }
+#endif
   for (int r = 0; r < reps; r++)
     for (int k = 0; k < ncols; k++) {
       if (!cols[k].run) continue;
@@ -214,6 +221,10 @@ static void time_columns(bctx_t *c, column_t *cols, int ncols, void *send, void 
     us[k] = t[k][reps / 2];
   }
 #ifdef SYMCOLL_BENCH_CUDA
+  if (c->gpu) {
+    cudaStreamSynchronize(s);
+    bench_barrier(c);
+  }
   for (int k = 0; k < ncols; k++)
     if (exec[k]) cudaGraphExecDestroy(exec[k]);
   if (e0) cudaEventDestroy(e0);
@@ -347,6 +358,7 @@ static void run_rank(bctx_t *c) {
     send = dev_alloc(c, maxc * es + 64);
   char *recv = O.inplace ? send : dev_alloc(c, maxc * es + 64);
   char *h = malloc(maxc * es + 64), *want = malloc(maxc * es + 64);
+  bench_barrier(c); /* every rank has allocated before any collective runs (see time_columns) */
   FILE *csv = NULL, *json = NULL;
   int json_rows = 0;
   if (c->rank == 0) {
