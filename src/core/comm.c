@@ -88,6 +88,9 @@ static symcoll_status_t comm_new(const symcoll_config_t *cfg, symcoll_comm_t *co
   }
   for (int r = 0; r < SYMCOLL_MAX_RANKS; r++) c->pidfds[r] = -1;
   c->ranks_on_my_device = 1;
+  /* More CPU ranks than cores: a spinning rank holds the core its peer needs, so yield early. */
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  c->spin_before_yield = cfg->device == SYMCOLL_DEVICE_HOST && cores > 0 && cfg->nranks > cores ? 64 : 4096;
   long ws = symcoll__env_long("SYMCOLL_WORKSPACE_BYTES", 0);
   c->workspace_bytes = cfg->workspace_bytes ? cfg->workspace_bytes : (ws > 0 ? (size_t)ws : 0);
   c->check_args = symcoll__env_long("SYMCOLL_CHECK", 0) != 0;
@@ -370,7 +373,7 @@ symcoll_status_t symcoll__waiter_slow(symcoll__waiter_t *w) {
   symcoll_comm_t c = w->comm;
   if (atomic_load_explicit(&c->aborted, memory_order_relaxed)) return SYMCOLL_ERR_ABORTED;
   /* Ranks may outnumber cores: after a short spin, give the core away. */
-  if (w->spins > 4096) sched_yield();
+  if (w->spins > c->spin_before_yield) sched_yield();
   uint64_t now = symcoll__now_ns();
   if (now >= w->next_peer_check_ns) {
     w->next_peer_check_ns = now + 2000000ull;

@@ -166,6 +166,7 @@ struct symcoll_comm {
   pid_t pids[SYMCOLL_MAX_RANKS];
   int pidfds[SYMCOLL_MAX_RANKS]; /* process mode: peers' pidfds (-1 if unavailable) */
   int ranks_on_my_device;        /* ranks sharing this rank's GPU (co-residency bound) */
+  uint32_t spin_before_yield;    /* polls before a waiting rank gives its core away */
 
   const symcoll__oob_t *oob;
   void *oob_state;
