@@ -24,7 +24,7 @@
 
 #define AUX_BYTES 4096
 #define AUX_ERR 0       /* offset of the async error word */
-#define AUX_DB_EPOCH 64  /* ONE_SHOT_DB: this rank's call counter */
+#define AUX_DB_EPOCH 4   /* ONE_SHOT_DB: this rank's call counter (same line as the error word) */
 #define AUX_DB_ARRIVE 128 /* ONE_SHOT_DB: blocks done with the current call */
 #define AUX_PROBE 256   /* offset of the probe words, one per rank */
 #define PROBE_MAGIC 0x5c000000u
