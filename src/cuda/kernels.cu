@@ -147,11 +147,17 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
   constexpr int E = Pack<T, VEC>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  /* Both words share a cache line. After an error the counter may be stale on some ranks:
-   * give up at once rather than stage into a half a peer may still read. */
-  const uint32_t error = *(volatile uint32_t *)a.error;
-  const uint32_t epoch = *(volatile uint32_t *)a.db_epoch;
-  if (error != 0) return;
+  /* Thread 0 reads both words (one cache line) for the whole block, so every thread takes
+   * the same branch. After an error the counter may be stale on some ranks: give up at once
+   * rather than stage into a half a peer may still read. */
+  __shared__ uint32_t s_epoch, s_error;
+  if (threadIdx.x == 0) {
+    s_error = *(volatile uint32_t *)a.error;
+    s_epoch = *(volatile uint32_t *)a.db_epoch;
+  }
+  __syncthreads();
+  const uint32_t epoch = s_epoch;
+  if (s_error != 0) return;
   const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
   const size_t round = a.db_half_bytes / sizeof(T);
   const char *srcs[SYMCOLL_MAX_RANKS];
