@@ -454,6 +454,54 @@ static void test_tuning_table(void **state) {
   unlink(bad);
 }
 
+/* One rank's input lies in symmetric memory (zero-copy), the other's does not; inputs span many
+ * workspace rounds. Every rank must count the same rounds, and results must be exact. */
+typedef struct {
+  symcoll_comm_t comm;
+  int bad;
+} mixed_arg_t;
+static void *mixed_rank(void *p) {
+  mixed_arg_t *a = p;
+  const int rank = symcoll_comm_rank(a->comm);
+  const size_t n = 100000; /* 400 KB of fp32 through an 8 KB workspace */
+  symcoll_mem_t mem;
+  a->bad = symcoll_mem_alloc(a->comm, n * sizeof(float), &mem) != SYMCOLL_OK;
+  if (a->bad) return NULL;
+  float *sym = symcoll_mem_ptr(mem, rank), *plain = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
+  for (int call = 0; call < 6 && !a->bad; call++) {
+    float *in = (rank + call) % 2 == 0 ? sym : plain; /* who is zero-copy alternates */
+    for (size_t i = 0; i < n; i++) in[i] = (float)((i + (size_t)call) % 13) * (float)(rank + 1);
+    memset(out, 0xff, n * sizeof(float));
+    symcoll_coll_opts_t o;
+    symcoll_coll_opts_init(&o);
+    o.algo = SYMCOLL_ALGO_ONE_SHOT;
+    if (symcoll_all_reduce_ex(a->comm, in, out, n, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o) != SYMCOLL_OK)
+      a->bad = 1;
+    for (size_t i = 0; i < n && !a->bad; i++)
+      if (out[i] != (float)((i + (size_t)call) % 13) * 3.0f) a->bad = 1;
+  }
+  free(plain);
+  free(out);
+  symcoll_mem_free(mem);
+  return NULL;
+}
+
+static void test_mixed_zero_copy(void **state) {
+  (void)state;
+  setenv("SYMCOLL_WORKSPACE_BYTES", "8192", 1);
+  symcoll_comm_t comms[2];
+  assert_int_equal(symcoll_comm_create_all(2, NULL, comms), SYMCOLL_OK);
+  unsetenv("SYMCOLL_WORKSPACE_BYTES");
+  mixed_arg_t a[2] = {{comms[0], 1}, {comms[1], 1}};
+  pthread_t t[2];
+  for (int r = 0; r < 2; r++) pthread_create(&t[r], NULL, mixed_rank, &a[r]);
+  for (int r = 0; r < 2; r++) pthread_join(t[r], NULL);
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(a[r].bad, 0);
+    symcoll_comm_destroy(comms[r]);
+  }
+}
+
 static void count_knob(const char *name, const char *dflt, const char *help, void *arg) {
   assert_int_equal(strncmp(name, "SYMCOLL_", 8), 0);
   assert_non_null(dflt);
@@ -474,6 +522,7 @@ int main(void) {
       cmocka_unit_test(test_rank_conflicts), cmocka_unit_test(test_check_mismatch),
       cmocka_unit_test(test_env_table), cmocka_unit_test(test_two_jobs_at_once),
       cmocka_unit_test(test_strangers_refused), cmocka_unit_test(test_tuning_table),
+      cmocka_unit_test(test_mixed_zero_copy),
   };
   return cmocka_run_group_tests_name("api", tests, NULL, NULL);
 }
