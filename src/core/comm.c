@@ -14,8 +14,6 @@
 
 #include "internal.h"
 
-SYMCOLL_HIDDEN void symcoll__team_wake(symcoll_comm_t comm);
-
 void symcoll_config_init(symcoll_config_t *cfg) {
   if (!cfg) return;
   memset(cfg, 0, sizeof *cfg);

@@ -216,6 +216,8 @@ SYMCOLL_HIDDEN symcoll_status_t symcoll__mem_alloc_internal(symcoll_comm_t comm,
 /* ---- bootstrap (bootstrap.c) and thread teams (team.c) ------------------------------- */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__bootstrap_init(symcoll_comm_t comm);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__team_init(int nranks, symcoll_comm_t *comms);
+/* Wakes a thread team's waiters after symcoll_comm_abort. */
+SYMCOLL_HIDDEN void symcoll__team_wake(symcoll_comm_t comm);
 
 /* Bootstrap wire format: exposed for the parser fuzz target and tests. */
 #define SYMCOLL_BOOT_MAGIC 0x4c435953u /* "SYCL" little endian */

@@ -145,8 +145,6 @@ symcoll_status_t symcoll__team_init(int nranks, symcoll_comm_t *comms) {
   return SYMCOLL_OK;
 }
 
-/* Wakes the team's waiters after an abort (called by symcoll_comm_abort). */
-SYMCOLL_HIDDEN void symcoll__team_wake(symcoll_comm_t comm);
 void symcoll__team_wake(symcoll_comm_t comm) {
   team_t *t = team_of(comm);
   if (!t || comm->oob != &team_oob) return;
