@@ -157,7 +157,8 @@ SYMCOLL_API symcoll_status_t symcoll_comm_abort(symcoll_comm_t comm);
 
 /**
  * Returns the communicator's asynchronous error: a GPU kernel that timed out waiting for a
- * peer records it (and the peer) instead of spinning forever. SYMCOLL_OK if none.
+ * peer records it (and the peer) instead of spinning forever; in process mode a watcher
+ * thread reports a peer's death (PEER_LOST) even while no call is waiting. SYMCOLL_OK if none.
  */
 SYMCOLL_API symcoll_status_t symcoll_comm_check(symcoll_comm_t comm);
 
@@ -191,6 +192,12 @@ typedef struct {
   uint32_t *error;                   /* communicator's async error word (host-mapped) */
   uint64_t timeout_ns;               /* bound for the *_timeout waits */
 } symcoll_device_view_t;
+
+/* The async error word of view.error: zero while no error; else bit 31 set, bits 0..7 =
+ * -status, 8..15 = the rank waited for, 16..23 = the rank that gave up (0xff: not a wait). */
+#define SYMCOLL_DEV_ERR_WORD(status, peer, rank) \
+  (0x80000000u | ((uint32_t)(-(int)(status)) & 0xffu) | (((uint32_t)(peer) & 0xffu) << 8) | \
+   (((uint32_t)(rank) & 0xffu) << 16))
 
 /** Fills *view_p for a GPU allocation. UNSUPPORTED for CPU communicators. */
 SYMCOLL_API symcoll_status_t symcoll_mem_device_view(symcoll_mem_t mem,

@@ -34,12 +34,6 @@
 
 #include "symcoll.h"
 
-/* Async error word layout: bits 0..7 = -status, 8..15 = missing peer, 16..23 = this rank,
- * bit 31 set. Zero while no error. */
-#define SYMCOLL_DEV_ERR_WORD(status, peer, rank) \
-  (0x80000000u | ((uint32_t)(-(int)(status)) & 0xffu) | (((uint32_t)(peer) & 0xffu) << 8) | \
-   (((uint32_t)(rank) & 0xffu) << 16))
-
 #include "symcoll/impl/device_impl.cuh"
 
 /* Signal `peer` on `slot`. Prior writes of the calling thread (and, after a __syncthreads,

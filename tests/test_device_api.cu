@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <setjmp.h>
+#include <unistd.h>
 #include <thread>
 #include <vector>
 
@@ -188,6 +189,33 @@ static void test_peer_never_launches(void **state) {
   for (int r = 0; r < 2; r++) symcoll_comm_destroy(comms[r]);
 }
 
+/* symcoll_comm_abort from another thread makes a kernel waiting for a peer give up at once. */
+static void test_abort_gpu(void **state) {
+  (void)state;
+  symcoll_comm_t comms[2];
+  CK(symcoll_comm_create_all(2, devices(2).data(), comms));
+  cudaSetDevice(symcoll_comm_device(comms[0]));
+  float *buf;
+  cudaMalloc(&buf, 4096 * sizeof(float));
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  assert_int_equal(symcoll_all_reduce(comms[0], buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, s), SYMCOLL_OK);
+  std::thread aborter([&] {
+    usleep(200000);
+    symcoll_comm_abort(comms[0]);
+  });
+  double t0 = th_now();
+  assert_int_equal(cudaStreamSynchronize(s), cudaSuccess);
+  double took = th_now() - t0;
+  aborter.join();
+  print_message("kernel gave up %.1f ms after the start, 200 ms after which the abort came\n", took * 1e3);
+  assert_true(took < 0.3 + 0.1);
+  assert_int_equal(symcoll_comm_check(comms[0]), SYMCOLL_ERR_ABORTED);
+  cudaFree(buf);
+  cudaStreamDestroy(s);
+  for (int r = 0; r < 2; r++) symcoll_comm_destroy(comms[r]);
+}
+
 int main() {
   const char *why = nullptr;
   if (!th_cuda_ops(&why)) {
@@ -204,6 +232,7 @@ int main() {
       cmocka_unit_test(test_pads_at_rest),
       cmocka_unit_test(test_graph_replay),
       cmocka_unit_test(test_peer_never_launches),
+      cmocka_unit_test(test_abort_gpu),
   };
   return cmocka_run_group_tests_name("device_api", tests, NULL, NULL);
 }

@@ -163,6 +163,43 @@ static void test_rank_never_calls(void **state) {
   assert_true(o[0].fail_after_s < BOUND_S);
 }
 
+/* A peer's death is reported by symcoll_comm_check even while no call waits for it. */
+static void test_check_reports_dead_peer(void **state) {
+  (void)state;
+  if (strcmp(backend, "host") != 0) skip();
+  char job[64];
+  th_job_id(job, sizeof job, "check");
+  fflush(NULL);
+  pid_t peer = fork();
+  if (peer == 0) {
+    symcoll_config_t cfg;
+    symcoll_config_init(&cfg);
+    cfg.job_id = job;
+    cfg.rank = 1;
+    cfg.nranks = 2;
+    symcoll_comm_t comm;
+    if (symcoll_comm_create(&cfg, &comm) == SYMCOLL_OK) raise(SIGKILL);
+    _exit(1);
+  }
+  symcoll_config_t cfg;
+  symcoll_config_init(&cfg);
+  cfg.job_id = job;
+  cfg.rank = 0;
+  cfg.nranks = 2;
+  symcoll_comm_t comm;
+  assert_int_equal(symcoll_comm_create(&cfg, &comm), SYMCOLL_OK);
+  waitpid(peer, NULL, 0);
+  double t0 = th_now();
+  symcoll_status_t s = SYMCOLL_OK;
+  while ((s = symcoll_comm_check(comm)) == SYMCOLL_OK && th_now() - t0 < 2.0) usleep(1000);
+  print_message("check: %s %.1f ms after the peer died\n", symcoll_status_string(s), (th_now() - t0) * 1e3);
+  assert_int_equal(s, SYMCOLL_ERR_PEER_LOST);
+  assert_true(th_now() - t0 < 0.2);
+  float x = 1; /* and the next collective is refused at once */
+  assert_int_equal(symcoll_all_reduce(comm, &x, &x, 1, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL), SYMCOLL_ERR_PEER_LOST);
+  assert_int_equal(symcoll_comm_destroy(comm), SYMCOLL_OK);
+}
+
 typedef struct {
   symcoll_comm_t comm;
   symcoll_status_t status;
@@ -216,6 +253,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_killed_in_bootstrap), cmocka_unit_test(test_never_joins),
       cmocka_unit_test(test_killed_in_alloc), cmocka_unit_test(test_killed_between_collectives),
       cmocka_unit_test(test_rank_never_calls), cmocka_unit_test(test_abort_from_thread),
+      cmocka_unit_test(test_check_reports_dead_peer),
   };
   return cmocka_run_group_tests_name("fault", tests, NULL, NULL);
 }

@@ -100,7 +100,61 @@ static symcoll_status_t comm_new(const symcoll_config_t *cfg, symcoll_comm_t *co
   return SYMCOLL_OK;
 }
 
+/* ---- peer monitor (process mode) ------------------------------------------------------ */
+
+static void *monitor_main(void *arg) {
+  symcoll_comm_t c = arg;
+  struct pollfd p[SYMCOLL_MAX_RANKS + 1];
+  int idx[SYMCOLL_MAX_RANKS + 1], n = 0;
+  p[n] = (struct pollfd){.fd = c->monitor_stop_fd, .events = POLLIN};
+  idx[n++] = -1;
+  for (int r = 0; r < c->nranks; r++)
+    if (r != c->rank && c->pidfds[r] >= 0) {
+      p[n] = (struct pollfd){.fd = c->pidfds[r], .events = POLLIN};
+      idx[n++] = r;
+    }
+  for (;;) {
+    /* Peers without a pidfd are looked at every 100 ms. */
+    int rc = poll(p, (nfds_t)n, 100);
+    if (rc < 0 && errno != EINTR) return NULL;
+    if (p[0].revents) return NULL; /* destroy */
+    int lost = -1;
+    for (int i = 1; i < n && lost < 0; i++)
+      if (p[i].revents) lost = idx[i];
+    for (int r = 0; r < c->nranks && lost < 0; r++)
+      if (r != c->rank && c->pidfds[r] < 0 && kill(c->pids[r], 0) != 0 && errno == ESRCH) lost = r;
+    if (lost >= 0) {
+      SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d (pid %d) exited", lost, (int)c->pids[lost]);
+      symcoll__comm_fail(c, SYMCOLL_ERR_PEER_LOST);
+      if (c->tp->abort) c->tp->abort(c, SYMCOLL_ERR_PEER_LOST);
+      return NULL;
+    }
+  }
+}
+
+static void monitor_start(symcoll_comm_t c) {
+  c->monitor_stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (c->monitor_stop_fd < 0) return;
+  if (pthread_create(&c->monitor, NULL, monitor_main, c) == 0) {
+    c->monitor_running = true;
+  } else {
+    close(c->monitor_stop_fd);
+    c->monitor_stop_fd = -1;
+  }
+}
+
+static void monitor_stop(symcoll_comm_t c) {
+  if (!c->monitor_running) return;
+  uint64_t one = 1;
+  if (write(c->monitor_stop_fd, &one, sizeof one) < 0) { /* the join below still ends it */
+  }
+  pthread_join(c->monitor, NULL);
+  close(c->monitor_stop_fd);
+  c->monitor_running = false;
+}
+
 static void comm_free(symcoll_comm_t c) {
+  monitor_stop(c);
   while (c->mems) {
     struct symcoll_mem *m = c->mems;
     c->mems = m->next;
@@ -165,6 +219,7 @@ symcoll_status_t symcoll_comm_create(const symcoll_config_t *cfg, symcoll_comm_t
     SYMCOLL_CHECK_GOTO(symcoll__bootstrap_init(c), s, err_free);
   }
   SYMCOLL_CHECK_GOTO(comm_setup(c), s, err_free);
+  if (c->nranks > 1) monitor_start(c);
   *comm_p = c;
   return SYMCOLL_OK;
 err_free:
@@ -306,7 +361,7 @@ symcoll_status_t symcoll_comm_abort(symcoll_comm_t comm) {
   uint64_t one = 1;
   if (write(comm->abort_fd, &one, sizeof one) < 0) { /* already signalled: fine */
   }
-  if (comm->tp->abort) comm->tp->abort(comm);
+  if (comm->tp->abort) comm->tp->abort(comm, SYMCOLL_ERR_ABORTED);
   if (comm->thread_mode) symcoll__team_wake(comm);
   return SYMCOLL_OK;
 }

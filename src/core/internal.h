@@ -4,6 +4,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -126,7 +127,9 @@ typedef struct symcoll__transport {
   symcoll_status_t (*mem_device_view)(struct symcoll_mem *mem, symcoll_device_view_t *view);
   symcoll_status_t (*all_reduce)(symcoll_comm_t comm, const symcoll__coll_args_t *args);
   symcoll_status_t (*check)(symcoll_comm_t comm);
-  void (*abort)(symcoll_comm_t comm);
+  /* Makes work already enqueued give up (GPU: raise the device error word with `status`).
+   * Called from any thread: by symcoll_comm_abort, and by the peer monitor when a peer dies. */
+  void (*abort)(symcoll_comm_t comm, symcoll_status_t status);
 } symcoll__transport_t;
 
 extern SYMCOLL_HIDDEN const symcoll__transport_t symcoll__host_transport;
@@ -176,6 +179,11 @@ struct symcoll_comm {
   atomic_int aborted;
   int abort_fd; /* eventfd, readable once aborted: wakes every poll() */
   atomic_int failed; /* a peer was lost or timed out: status of the failure */
+  /* Process mode: a thread that watches peers' pidfds, so a peer's death is reported by
+   * symcoll_comm_check and stops enqueued GPU work, even while no call of ours is waiting. */
+  pthread_t monitor;
+  bool monitor_running;
+  int monitor_stop_fd;
 
   struct symcoll_mem *mems;
   int next_mem_id;
