@@ -132,10 +132,15 @@ uint16_t symcoll__f32_to_f16(float f) {
   return (uint16_t)(sign | q);
 }
 
+static const char *fault_spec;
+static void fault_init_once(void) { fault_spec = getenv("SYMCOLL_FAULT"); }
+
 void symcoll__fault_point(int rank, const char *point) {
-  static const char *spec;
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
   static atomic_int hits;
-  if (!spec) spec = getenv("SYMCOLL_FAULT");
+  /* On the launch path: one once-check, no getenv per call. */
+  pthread_once(&once, fault_init_once);
+  const char *spec = fault_spec;
   if (!spec || !*spec) return;
   char name[16];
   int r = -1, n = 1;
