@@ -132,14 +132,22 @@ uint16_t symcoll__f32_to_f16(float f) {
   return (uint16_t)(sign | q);
 }
 
+/* The spec is read once per process: a forked child (tests fork ranks, then set the variable)
+ * reads it again. */
 static const char *fault_spec;
-static void fault_init_once(void) { fault_spec = getenv("SYMCOLL_FAULT"); }
+static atomic_int fault_read;
+static void fault_forget(void) { atomic_store(&fault_read, 0); }
+static void fault_register_once(void) { pthread_atfork(NULL, NULL, fault_forget); }
 
 void symcoll__fault_point(int rank, const char *point) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   static atomic_int hits;
-  /* On the launch path: one once-check, no getenv per call. */
-  pthread_once(&once, fault_init_once);
+  /* On the launch path: one load, no getenv per call. */
+  if (!atomic_load_explicit(&fault_read, memory_order_acquire)) {
+    pthread_once(&once, fault_register_once);
+    fault_spec = getenv("SYMCOLL_FAULT");
+    atomic_store_explicit(&fault_read, 1, memory_order_release);
+  }
   const char *spec = fault_spec;
   if (!spec || !*spec) return;
   char name[16];
