@@ -135,13 +135,15 @@ uint16_t symcoll__f32_to_f16(float f) {
 /* The spec is read once per process: a forked child (tests fork ranks, then set the variable)
  * reads it again. */
 static const char *fault_spec;
-static atomic_int fault_read;
-static void fault_forget(void) { atomic_store(&fault_read, 0); }
+static atomic_int fault_read, fault_hits;
+static void fault_forget(void) {
+  atomic_store(&fault_read, 0);
+  atomic_store(&fault_hits, 0);
+}
 static void fault_register_once(void) { pthread_atfork(NULL, NULL, fault_forget); }
 
 void symcoll__fault_point(int rank, const char *point) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
-  static atomic_int hits;
   /* On the launch path: one load, no getenv per call. */
   if (!atomic_load_explicit(&fault_read, memory_order_acquire)) {
     pthread_once(&once, fault_register_once);
@@ -154,7 +156,7 @@ void symcoll__fault_point(int rank, const char *point) {
   int r = -1, n = 1;
   if (sscanf(spec, "%15[a-z]:%d:%d", name, &r, &n) < 2 || strcmp(name, point) != 0 || r != rank)
     return;
-  if (atomic_fetch_add(&hits, 1) + 1 == n) {
+  if (atomic_fetch_add(&fault_hits, 1) + 1 == n) {
     SYMCOLL_INFO(SYMCOLL_SUBSYS_ALL, "SYMCOLL_FAULT: rank %d killed at %s %d", rank, point, n);
     raise(SIGKILL);
   }
