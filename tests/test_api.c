@@ -247,6 +247,13 @@ static void test_rank_conflicts(void **state) {
   assert_int_equal(th_leftovers(NULL), 0);
 }
 
+/* Two thread-mode ranks created while `name` is set to `value` in the environment. */
+static void create_two_with_env(const char *name, const char *value, symcoll_comm_t *comms) {
+  setenv(name, value, 1);
+  assert_int_equal(symcoll_comm_create_all(2, NULL, comms), SYMCOLL_OK);
+  unsetenv(name);
+}
+
 typedef struct {
   symcoll_comm_t comm;
   size_t count;
@@ -261,10 +268,8 @@ static void *check_thread(void *p) {
 
 static void test_check_mismatch(void **state) {
   (void)state;
-  setenv("SYMCOLL_CHECK", "1", 1);
   symcoll_comm_t comms[2];
-  assert_int_equal(symcoll_comm_create_all(2, NULL, comms), SYMCOLL_OK);
-  unsetenv("SYMCOLL_CHECK");
+  create_two_with_env("SYMCOLL_CHECK", "1", comms);
   check_arg_t a[2] = {{comms[0], 10, SYMCOLL_OK}, {comms[1], 11, SYMCOLL_OK}};
   pthread_t t[2];
   for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, check_thread, &a[i]);
@@ -488,10 +493,8 @@ static void *mixed_rank(void *p) {
 
 static void test_mixed_zero_copy(void **state) {
   (void)state;
-  setenv("SYMCOLL_WORKSPACE_BYTES", "8192", 1);
   symcoll_comm_t comms[2];
-  assert_int_equal(symcoll_comm_create_all(2, NULL, comms), SYMCOLL_OK);
-  unsetenv("SYMCOLL_WORKSPACE_BYTES");
+  create_two_with_env("SYMCOLL_WORKSPACE_BYTES", "8192", comms);
   mixed_arg_t a[2] = {{comms[0], 1}, {comms[1], 1}};
   pthread_t t[2];
   for (int r = 0; r < 2; r++) pthread_create(&t[r], NULL, mixed_rank, &a[r]);

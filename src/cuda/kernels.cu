@@ -96,6 +96,18 @@ __device__ __forceinline__ void reduce_tail(const char *const *srcs, int nranks,
     store<T, false>(dst, first + i, reduce_at<T, OP, false>(srcs, nranks, first + i));
 }
 
+/* Copies this block's share of one round of the caller's input into staging `dst`: its whole
+ * vectors, and (block 0) the elements past the last whole vector. */
+template <typename T, bool VEC>
+__device__ __forceinline__ void stage(char *dst, const char *in, size_t nvec, size_t tail,
+                                      size_t first, size_t stride) {
+  constexpr int E = Pack<T, VEC>::E;
+  for (size_t v = first; v < nvec; v += stride) store<T, VEC>(dst, v, load_cg<T, VEC>(in, v));
+  if (blockIdx.x == 0)
+    for (size_t i = threadIdx.x; i < tail; i += blockDim.x)
+      reinterpret_cast<T *>(dst)[nvec * E + i] = reinterpret_cast<const T *>(in)[nvec * E + i];
+}
+
 #define BARRIER(a)                                                                           \
   do {                                                                                       \
     if (!symcoll_impl::block_barrier((a).pad, blockIdx.x, (a).rank, (a).nranks,              \
@@ -119,11 +131,7 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShot(const symcoll__cuda_ar
       for (int r = 0; r < a.nranks; r++) srcs[r] = a.src[r];
     } else {
       for (int r = 0; r < a.nranks; r++) srcs[r] = a.ws[r];
-      char *mine = a.ws[a.rank];
-      for (size_t v = first; v < nvec; v += stride) store<T, VEC>(mine, v, load_cg<T, VEC>(in, v));
-      if (blockIdx.x == 0)
-        for (size_t i = threadIdx.x; i < tail; i += blockDim.x)
-          reinterpret_cast<T *>(mine)[nvec * E + i] = reinterpret_cast<const T *>(in)[nvec * E + i];
+      stage<T, VEC>(a.ws[a.rank], in, nvec, tail, first, stride);
     }
     BARRIER(a);
     for (size_t v = first; v < nvec; v += stride)
@@ -169,10 +177,7 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
     const size_t nvec = n / E, tail = n - nvec * E;
     const char *in = a.send + base * sizeof(T);
     char *out = a.recv + base * sizeof(T);
-    for (size_t v = first; v < nvec; v += stride) store<T, VEC>(mine, v, load_cg<T, VEC>(in, v));
-    if (blockIdx.x == 0)
-      for (size_t i = threadIdx.x; i < tail; i += blockDim.x)
-        reinterpret_cast<T *>(mine)[nvec * E + i] = reinterpret_cast<const T *>(in)[nvec * E + i];
+    stage<T, VEC>(mine, in, nvec, tail, first, stride);
     BARRIER(a);
     for (size_t v = first; v < nvec; v += stride)
       store<T, VEC>(out, v, reduce_at<T, OP, VEC>(srcs, a.nranks, v));
