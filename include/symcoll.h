@@ -162,6 +162,15 @@ SYMCOLL_API symcoll_status_t symcoll_comm_abort(symcoll_comm_t comm);
  */
 SYMCOLL_API symcoll_status_t symcoll_comm_check(symcoll_comm_t comm);
 
+/**
+ * A host-side barrier of the communicator's ranks over its bootstrap channel (sockets in
+ * process mode, shared memory in thread mode); it touches no GPU. Collective. Use it to
+ * order set-up: in thread mode, a cudaMalloc or cudaFree on one rank's thread while a peer's
+ * kernel already waits in a collective can stall until that kernel times out (the same holds
+ * for NCCL), so allocate on every rank, then barrier, then start the collectives.
+ */
+SYMCOLL_API symcoll_status_t symcoll_comm_barrier(symcoll_comm_t comm);
+
 SYMCOLL_API int symcoll_comm_rank(symcoll_comm_t comm);
 SYMCOLL_API int symcoll_comm_nranks(symcoll_comm_t comm);
 SYMCOLL_API int symcoll_comm_device(symcoll_comm_t comm);

@@ -83,6 +83,7 @@ static void test_config_errors(void **state) {
   assert_int_equal(symcoll_comm_destroy(NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
   assert_int_equal(symcoll_comm_abort(NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
   assert_int_equal(symcoll_comm_check(NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_comm_barrier(NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
 }
 
 static symcoll_comm_t solo(void) {
@@ -153,6 +154,7 @@ static void test_bad_collective_args(void **state) {
   assert_int_equal(symcoll_comm_nranks(comm), 1);
   assert_int_equal(symcoll_comm_device(comm), SYMCOLL_DEVICE_HOST);
   assert_int_equal(symcoll_comm_check(comm), SYMCOLL_OK);
+  assert_int_equal(symcoll_comm_barrier(comm), SYMCOLL_OK);
   assert_int_equal(symcoll_comm_destroy(comm), SYMCOLL_OK);
 }
 
@@ -281,6 +283,37 @@ static void test_check_mismatch(void **state) {
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
   assert_int_equal(a[0].status, SYMCOLL_OK);
   assert_int_equal(a[1].status, SYMCOLL_OK);
+  for (int i = 0; i < 2; i++) symcoll_comm_destroy(comms[i]);
+}
+
+/* symcoll_comm_barrier: nobody leaves before the last rank arrives; after an abort it says so. */
+typedef struct {
+  symcoll_comm_t comm;
+  double delay_s, left_at;
+  symcoll_status_t status;
+} barrier_arg_t;
+static void *barrier_thread(void *p) {
+  barrier_arg_t *a = p;
+  usleep((useconds_t)(a->delay_s * 1e6));
+  a->status = symcoll_comm_barrier(a->comm);
+  a->left_at = th_now();
+  return NULL;
+}
+static void test_barrier(void **state) {
+  (void)state;
+  symcoll_comm_t comms[2];
+  assert_int_equal(symcoll_comm_create_all(2, NULL, comms), SYMCOLL_OK);
+  double t0 = th_now();
+  barrier_arg_t a[2] = {{comms[0], 0.0, 0, SYMCOLL_ERR_INTERNAL}, {comms[1], 0.2, 0, SYMCOLL_ERR_INTERNAL}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, barrier_thread, &a[i]);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(a[i].status, SYMCOLL_OK);
+    assert_true(a[i].left_at - t0 >= 0.19);
+  }
+  assert_int_equal(symcoll_comm_abort(comms[0]), SYMCOLL_OK);
+  assert_int_equal(symcoll_comm_barrier(comms[0]), SYMCOLL_ERR_ABORTED);
   for (int i = 0; i < 2; i++) symcoll_comm_destroy(comms[i]);
 }
 
@@ -525,7 +558,7 @@ int main(void) {
       cmocka_unit_test(test_rank_conflicts), cmocka_unit_test(test_check_mismatch),
       cmocka_unit_test(test_env_table), cmocka_unit_test(test_two_jobs_at_once),
       cmocka_unit_test(test_strangers_refused), cmocka_unit_test(test_tuning_table),
-      cmocka_unit_test(test_mixed_zero_copy),
+      cmocka_unit_test(test_mixed_zero_copy), cmocka_unit_test(test_barrier),
   };
   return cmocka_run_group_tests_name("api", tests, NULL, NULL);
 }

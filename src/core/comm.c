@@ -373,6 +373,13 @@ symcoll_status_t symcoll_comm_check(symcoll_comm_t comm) {
   return comm->tp->check ? comm->tp->check(comm) : SYMCOLL_OK;
 }
 
+symcoll_status_t symcoll_comm_barrier(symcoll_comm_t comm) {
+  if (!comm) return SYMCOLL_ERR_INVALID_ARGUMENT;
+  SYMCOLL_CHECK(symcoll__comm_status(comm));
+  char mine = 1, all[SYMCOLL_MAX_RANKS];
+  return comm->oob->allgather(comm, &mine, all, 1);
+}
+
 int symcoll_comm_rank(symcoll_comm_t comm) { return comm ? comm->rank : -1; }
 int symcoll_comm_nranks(symcoll_comm_t comm) { return comm ? comm->nranks : -1; }
 int symcoll_comm_device(symcoll_comm_t comm) { return comm ? comm->device : -1; }
