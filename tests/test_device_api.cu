@@ -216,6 +216,13 @@ static void test_abort_gpu(void **state) {
   for (int r = 0; r < 2; r++) symcoll_comm_destroy(comms[r]);
 }
 
+/* More ranks than one CUDA communicator supports: a specific error, no half-made communicator. */
+static void test_too_many_ranks(void **state) {
+  (void)state;
+  symcoll_comm_t comms[17];
+  assert_int_equal(symcoll_comm_create_all(17, devices(17).data(), comms), SYMCOLL_ERR_UNSUPPORTED);
+}
+
 int main() {
   const char *why = nullptr;
   if (!th_cuda_ops(&why)) {
@@ -233,6 +240,7 @@ int main() {
       cmocka_unit_test(test_graph_replay),
       cmocka_unit_test(test_peer_never_launches),
       cmocka_unit_test(test_abort_gpu),
+      cmocka_unit_test(test_too_many_ranks),
   };
   return cmocka_run_group_tests_name("device_api", tests, NULL, NULL);
 }

@@ -66,6 +66,14 @@ symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send, vo
   a.algo = opts && opts->algo != SYMCOLL_ALGO_AUTO ? opts->algo
            : comm->forced_algo != SYMCOLL_ALGO_AUTO ? comm->forced_algo
                                                      : t->algo;
+  /* One rank: the reduction of one input is that input. Auto copies it (in place there is
+   * nothing to do), as NCCL does; a forced algorithm still runs its protocol, so that the
+   * benchmark can time the protocol itself. */
+  if (comm->nranks == 1 && (!opts || opts->algo == SYMCOLL_ALGO_AUTO) &&
+      comm->forced_algo == SYMCOLL_ALGO_AUTO) {
+    comm->coll_seq++;
+    return s == r ? SYMCOLL_OK : comm->tp->copy(comm, recv, send, bytes, stream);
+  }
   a.blocks = opts && opts->blocks ? opts->blocks : t->blocks;
   a.threads = opts && opts->threads ? opts->threads : t->threads;
   /* Zero-copy only out of place: in place, writing the result would race with peers' reads. */

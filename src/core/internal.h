@@ -126,6 +126,8 @@ typedef struct symcoll__transport {
   void (*mem_free)(struct symcoll_mem *mem);
   symcoll_status_t (*mem_device_view)(struct symcoll_mem *mem, symcoll_device_view_t *view);
   symcoll_status_t (*all_reduce)(symcoll_comm_t comm, const symcoll__coll_args_t *args);
+  /* dst = src, enqueued on stream (GPU) or done now (CPU): a one-rank all-reduce. */
+  symcoll_status_t (*copy)(symcoll_comm_t comm, void *dst, const void *src, size_t bytes, void *stream);
   symcoll_status_t (*check)(symcoll_comm_t comm);
   /* Makes work already enqueued give up (GPU: raise the device error word with `status`).
    * Called from any thread: by symcoll_comm_abort, and by the peer monitor when a peer dies. */

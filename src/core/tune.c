@@ -25,13 +25,12 @@ static const char *const builtin_table =
     "host * * 1048576 oneshot\n"
     "host * * inf twoshot\n"
     "cuda 1 * inf oneshot\n"
-    "cuda 2 * 1048576 oneshot\n"
-    "cuda 2 * inf twoshot\n"
-    "cuda 3 * 524288 oneshot\n"
+    "cuda 2 * inf oneshot_db\n"
+    "cuda 3 * 1048576 oneshot_db\n"
     "cuda 3 * inf twoshot\n"
-    "cuda 4 * 524288 oneshot\n"
+    "cuda 4 * 2097152 oneshot_db\n"
     "cuda 4 * inf twoshot\n"
-    "cuda * * 262144 oneshot\n"
+    "cuda * * 524288 oneshot_db\n"
     "cuda * * inf twoshot\n";
 
 typedef struct {

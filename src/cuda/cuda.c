@@ -115,6 +115,7 @@ typedef struct {
   int devs[SYMCOLL_MAX_RANKS]; /* thread mode: every rank's ordinal */
   struct symcoll_mem *ws;
   size_t ws_bytes, db_half;
+  size_t round_bytes; /* one-shot rounds: small enough that staged data stays in L2 */
   uint32_t *err;            /* this rank's async error word (device memory) */
   cudaStream_t side;        /* private stream: probe, error reads */
   symcoll__cuda_args_t args; /* the constant part of every launch */
@@ -312,6 +313,11 @@ out:
 }
 
 static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
+  if (comm->nranks > SYMCOLL_CUDA_MAX_RANKS) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "a CUDA communicator has at most %d ranks (one NVLink node); asked for %d",
+                 SYMCOLL_CUDA_MAX_RANKS, comm->nranks);
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
   SYMCOLL_CHECK(drv_load());
   symcoll_status_t s = SYMCOLL_OK;
   int ndev = 0;
@@ -363,6 +369,13 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   /* [staging of ONE_SHOT / TWO_SHOT | two halves of a quarter each for ONE_SHOT_DB] */
   cs->db_half = (cs->ws_bytes / 4) & ~(size_t)255;
   SYMCOLL_CHECK_GOTO(symcoll__mem_alloc_internal(comm, cs->ws_bytes + 2 * cs->db_half, &cs->ws), s, out);
+  /* A one-shot round stages, then reads back every rank's staging: when all ranks' staged
+   * rounds on this GPU fit in half its L2, the reads hit L2 instead of HBM. */
+  int l2 = 0;
+  if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, comm->device) != cudaSuccess) l2 = 0;
+  cs->round_bytes = ((size_t)l2 / 2 / (size_t)comm->ranks_on_my_device) & ~(size_t)255;
+  if (cs->round_bytes < ((size_t)1 << 20)) cs->round_bytes = (size_t)1 << 20;
+  if (cs->round_bytes > cs->ws_bytes) cs->round_bytes = cs->ws_bytes;
   comm->workspace = cs->ws;
   cuda_mem_t *cm = cs->ws->tp;
   cs->err = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_ERR);
@@ -457,7 +470,10 @@ static symcoll_status_t cuda_all_reduce(symcoll_comm_t comm, const symcoll__coll
   k.send = a->send;
   k.recv = a->recv;
   k.count = a->count;
-  k.chunk_elems = cs->ws_bytes / es;
+  /* Elements per round: two-shot stages a whole workspace; one-shot L2-sized rounds. */
+  k.chunk_elems = (a->algo == SYMCOLL_ALGO_TWO_SHOT       ? cs->ws_bytes
+                   : a->algo == SYMCOLL_ALGO_ONE_SHOT_DB ? (cs->db_half < cs->round_bytes ? cs->db_half : cs->round_bytes)
+                                                         : cs->round_bytes) / es;
   symcoll__cuda_launch_t l = {.algo = a->algo, .dtype = a->dtype, .op = a->op};
   l.vec = (((uintptr_t)a->send | (uintptr_t)a->recv) & 15) == 0;
   if (a->send_mem && a->algo == SYMCOLL_ALGO_ONE_SHOT) { /* ONE_SHOT_DB always stages */
@@ -465,8 +481,7 @@ static symcoll_status_t cuda_all_reduce(symcoll_comm_t comm, const symcoll__coll
     for (int r = 0; r < comm->nranks; r++) k.src[r] = (const char *)a->send_mem->ptrs[r] + a->send_off;
   }
   const size_t per_vec = l.vec ? 16 / es : 1;
-  size_t per_round = a->algo == SYMCOLL_ALGO_ONE_SHOT_DB ? cs->db_half / es : k.chunk_elems;
-  size_t round = k.zero_copy ? a->count : (a->count < per_round ? a->count : per_round);
+  size_t round = k.zero_copy || a->count < k.chunk_elems ? a->count : k.chunk_elems;
   size_t work = round / per_vec;
   if (a->algo == SYMCOLL_ALGO_TWO_SHOT) work = (work + (size_t)comm->nranks - 1) / (size_t)comm->nranks;
   l.threads = a->threads ? a->threads : DEFAULT_THREADS;
@@ -488,6 +503,20 @@ static symcoll_status_t cuda_all_reduce(symcoll_comm_t comm, const symcoll__coll
   return SYMCOLL_OK;
 }
 
+static symcoll_status_t cuda_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes,
+                                  void *stream) {
+  dev_guard_t g;
+  SYMCOLL_CHECK(dev_enter(comm, &g));
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
+  dev_leave(comm, &g);
+  if (e != cudaSuccess) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce of one rank: copy of %zu bytes failed: %s", bytes,
+                 cudaGetErrorString(e));
+    return SYMCOLL_ERR_CUDA;
+  }
+  return SYMCOLL_OK;
+}
+
 const symcoll__transport_t symcoll__cuda_transport = {
     .name = "cuda",
     .comm_init = cuda_comm_init,
@@ -496,6 +525,7 @@ const symcoll__transport_t symcoll__cuda_transport = {
     .mem_free = cuda_mem_free,
     .mem_device_view = cuda_mem_device_view,
     .all_reduce = cuda_all_reduce,
+    .copy = cuda_copy,
     .check = cuda_check,
     .abort = cuda_abort,
 };

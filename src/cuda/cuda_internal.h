@@ -14,11 +14,16 @@ extern "C" {
 #define SYMCOLL_CUDA_SLOTS 256
 #define SYMCOLL_CUDA_PAD_BYTES ((size_t)SYMCOLL_CUDA_SLOTS * SYMCOLL_MAX_RANKS * 4)
 
+/* Ranks of one CUDA communicator: the GPUs of one NVLink node (8 on HGX), with room for
+ * several ranks per GPU. The peer tables below are kernel parameters sized by it (a small
+ * parameter block launches faster than one sized for SYMCOLL_MAX_RANKS). */
+#define SYMCOLL_CUDA_MAX_RANKS 16
+
 /* Everything a collective kernel needs, passed by value as its one argument. */
 typedef struct symcoll__cuda_args {
-  char *ws[SYMCOLL_MAX_RANKS];          /* peers' workspaces (staging of inputs) */
-  uint32_t *pad[SYMCOLL_MAX_RANKS];     /* peers' barrier pads */
-  const char *src[SYMCOLL_MAX_RANKS];   /* zero-copy: peers' inputs; unused otherwise */
+  char *ws[SYMCOLL_CUDA_MAX_RANKS];          /* peers' workspaces (staging of inputs) */
+  uint32_t *pad[SYMCOLL_CUDA_MAX_RANKS];     /* peers' barrier pads */
+  const char *src[SYMCOLL_CUDA_MAX_RANKS];   /* zero-copy: peers' inputs; unused otherwise */
   const char *send;
   char *recv;
   size_t count;       /* elements */
@@ -29,7 +34,7 @@ typedef struct symcoll__cuda_args {
   int zero_copy;
   /* ONE_SHOT_DB: peers' double-buffered staging areas, this rank's call counter and the
    * counter of blocks done with the current call (both device memory, this rank's). */
-  char *db[SYMCOLL_MAX_RANKS];
+  char *db[SYMCOLL_CUDA_MAX_RANKS];
   size_t db_half_bytes;
   uint32_t *db_epoch;
   uint32_t *db_arrive;

@@ -68,16 +68,18 @@ __device__ __forceinline__ void store(char *p, size_t v, const Pack<T, VEC> &x) 
   reinterpret_cast<typename Pack<T, VEC>::Raw *>(p)[v] = x.raw;
 }
 
-/* acc = op over ranks of src_r[v], in rank order; returns the packed result. */
-template <typename T, int OP, bool VEC>
-__device__ __forceinline__ Pack<T, VEC> reduce_at(const char *const *srcs, int nranks, size_t v) {
+/* acc = op over ranks of src(r)[v], in rank order; returns the packed result. `src` reads
+ * the peer table from the kernel's parameters with a block-uniform index (a constant-cache
+ * load), so no per-thread copy of the table is made. */
+template <typename T, int OP, bool VEC, typename Src>
+__device__ __forceinline__ Pack<T, VEC> reduce_at(Src src, int nranks, size_t v) {
   constexpr int E = Pack<T, VEC>::E;
   float acc[E];
-  Pack<T, VEC> x = load_cg<T, VEC>(srcs[0], v);
+  Pack<T, VEC> x = load_cg<T, VEC>(src(0), v);
 #pragma unroll
   for (int i = 0; i < E; i++) acc[i] = Conv<T>::load(x.e[i]);
   for (int r = 1; r < nranks; r++) {
-    Pack<T, VEC> y = load_cg<T, VEC>(srcs[r], v);
+    Pack<T, VEC> y = load_cg<T, VEC>(src(r), v);
 #pragma unroll
     for (int i = 0; i < E; i++) acc[i] = combine<OP>(acc[i], Conv<T>::load(y.e[i]));
   }
@@ -88,12 +90,11 @@ __device__ __forceinline__ Pack<T, VEC> reduce_at(const char *const *srcs, int n
 }
 
 /* Elements past the last whole vector: reduced element by element by block 0. */
-template <typename T, int OP>
-__device__ __forceinline__ void reduce_tail(const char *const *srcs, int nranks, char *dst,
-                                            size_t first, size_t n) {
+template <typename T, int OP, typename Src>
+__device__ __forceinline__ void reduce_tail(Src src, int nranks, char *dst, size_t first, size_t n) {
   if (blockIdx.x != 0) return;
   for (size_t i = threadIdx.x; i < n; i += blockDim.x)
-    store<T, false>(dst, first + i, reduce_at<T, OP, false>(srcs, nranks, first + i));
+    store<T, false>(dst, first + i, reduce_at<T, OP, false>(src, nranks, first + i));
 }
 
 /* Copies this block's share of one round of the caller's input into staging `dst`: its whole
@@ -126,17 +127,13 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShot(const symcoll__cuda_ar
     const size_t nvec = n / E, tail = n - nvec * E;
     const char *in = a.send + base * sizeof(T);
     char *out = a.recv + base * sizeof(T);
-    const char *srcs[SYMCOLL_MAX_RANKS];
-    if (a.zero_copy) {
-      for (int r = 0; r < a.nranks; r++) srcs[r] = a.src[r];
-    } else {
-      for (int r = 0; r < a.nranks; r++) srcs[r] = a.ws[r];
-      stage<T, VEC>(a.ws[a.rank], in, nvec, tail, first, stride);
-    }
+    /* Zero-copy reads the peers' inputs at this round's offset; staging starts at the base. */
+    auto src = [&](int r) -> const char * { return a.zero_copy ? a.src[r] + base * sizeof(T) : a.ws[r]; };
+    if (!a.zero_copy) stage<T, VEC>(a.ws[a.rank], in, nvec, tail, first, stride);
     BARRIER(a);
     for (size_t v = first; v < nvec; v += stride)
-      store<T, VEC>(out, v, reduce_at<T, OP, VEC>(srcs, a.nranks, v));
-    reduce_tail<T, OP>(srcs, a.nranks, out, nvec * E, tail);
+      store<T, VEC>(out, v, reduce_at<T, OP, VEC>(src, a.nranks, v));
+    reduce_tail<T, OP>(src, a.nranks, out, nvec * E, tail);
     /* Peers are done reading this block's share of our workspace (or of our input). */
     BARRIER(a);
   }
@@ -167,9 +164,8 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
   const uint32_t epoch = s_epoch;
   if (s_error != 0) return;
   const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
-  const size_t round = a.db_half_bytes / sizeof(T);
-  const char *srcs[SYMCOLL_MAX_RANKS];
-  for (int r = 0; r < a.nranks; r++) srcs[r] = a.db[r] + half;
+  const size_t round = a.chunk_elems; /* at most a half */
+  auto src = [&](int r) -> const char * { return a.db[r] + half; };
   char *mine = a.db[a.rank] + half;
   for (size_t base = 0; base < a.count; base += round) {
     if (base > 0) BARRIER(a); /* peers are done with the previous round's staging */
@@ -180,8 +176,8 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
     stage<T, VEC>(mine, in, nvec, tail, first, stride);
     BARRIER(a);
     for (size_t v = first; v < nvec; v += stride)
-      store<T, VEC>(out, v, reduce_at<T, OP, VEC>(srcs, a.nranks, v));
-    reduce_tail<T, OP>(srcs, a.nranks, out, nvec * E, tail);
+      store<T, VEC>(out, v, reduce_at<T, OP, VEC>(src, a.nranks, v));
+    reduce_tail<T, OP>(src, a.nranks, out, nvec * E, tail);
   }
   /* The last block to finish advances the call counter for the next kernel on this stream. */
   __syncthreads();
@@ -207,8 +203,7 @@ __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_ar
     const char *in = a.send + base * sizeof(T);
     char *out = a.recv + base * sizeof(T);
     char *mine = a.ws[a.rank];
-    const char *srcs[SYMCOLL_MAX_RANKS];
-    for (int r = 0; r < a.nranks; r++) srcs[r] = a.ws[r];
+    auto src = [&](int r) -> const char * { return a.ws[r]; };
     /* Stage, in the order of the segments this block will touch. */
     for (int s = 0; s < a.nranks; s++) {
       const size_t lo = (size_t)s * seg, hi = lo + seg < nvec ? lo + seg : nvec;
@@ -221,17 +216,17 @@ __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_ar
     {
       const size_t lo = (size_t)a.rank * seg, hi = lo + seg < nvec ? lo + seg : nvec;
       for (size_t v = lo + first; v < hi; v += stride) {
-        Pack<T, VEC> o = reduce_at<T, OP, VEC>(srcs, a.nranks, v);
+        Pack<T, VEC> o = reduce_at<T, OP, VEC>(src, a.nranks, v);
         store<T, VEC>(mine, v, o);
         store<T, VEC>(out, v, o);
       }
-      reduce_tail<T, OP>(srcs, a.nranks, out, nvec * E, tail);
+      reduce_tail<T, OP>(src, a.nranks, out, nvec * E, tail);
     }
     BARRIER(a);
     for (int s = 0; s < a.nranks; s++) {
       if (s == a.rank) continue;
       const size_t lo = (size_t)s * seg, hi = lo + seg < nvec ? lo + seg : nvec;
-      for (size_t v = lo + first; v < hi; v += stride) store<T, VEC>(out, v, load_cg<T, VEC>(srcs[s], v));
+      for (size_t v = lo + first; v < hi; v += stride) store<T, VEC>(out, v, load_cg<T, VEC>(a.ws[s], v));
     }
     BARRIER(a);
   }

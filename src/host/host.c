@@ -273,6 +273,14 @@ static symcoll_status_t host_all_reduce(symcoll_comm_t comm, const symcoll__coll
   return s;
 }
 
+static symcoll_status_t host_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes,
+                                  void *stream) {
+  (void)comm;
+  (void)stream;
+  memcpy(dst, src, bytes);
+  return SYMCOLL_OK;
+}
+
 const symcoll__transport_t symcoll__host_transport = {
     .name = "host",
     .comm_init = host_comm_init,
@@ -281,6 +289,7 @@ const symcoll__transport_t symcoll__host_transport = {
     .mem_free = host_mem_free,
     .mem_device_view = NULL,
     .all_reduce = host_all_reduce,
+    .copy = host_copy,
     .check = NULL,
     .abort = NULL,
 };
