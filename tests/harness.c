@@ -109,22 +109,38 @@ const th_buf_ops_t th_host_ops = {"host", h_alloc, h_free, h_copy, h_copy, h_str
 
 #ifdef SYMCOLL_HAVE_CUDA
 static __thread cudaStream_t tls_stream;
+/* A pinned bounce buffer per rank thread, made when the thread binds (before its first
+ * collective): a pageable copy may need the driver to set up staging memory, which can wait
+ * for the whole device, and so for a peer's kernel that waits for this rank (thread mode). */
+#define BOUNCE_BYTES ((size_t)4 << 20)
+static __thread char *tls_bounce;
 static void *c_alloc(size_t b) { void *p = NULL; return cudaMalloc(&p, b) == cudaSuccess ? p : NULL; }
 static void c_free(void *p) { cudaFree(p); }
-/* Copies go on the rank's own stream and are waited for: a pageable cudaMemcpy on the
- * legacy stream may return before the data lands, and would race with our kernels. */
+static void c_check(cudaError_t e, const char *what) {
+  if (e != cudaSuccess) fprintf(stderr, "harness: %s: %s\n", what, cudaGetErrorString(e));
+}
+/* Copies go on the rank's own stream and are waited for. */
 static void c_to_dev(void *d, const void *s, size_t b) {
-  cudaMemcpyAsync(d, s, b, cudaMemcpyHostToDevice, tls_stream);
-  cudaStreamSynchronize(tls_stream);
+  for (size_t o = 0; o < b; o += BOUNCE_BYTES) {
+    size_t n = b - o < BOUNCE_BYTES ? b - o : BOUNCE_BYTES;
+    memcpy(tls_bounce, (const char *)s + o, n);
+    c_check(cudaMemcpyAsync((char *)d + o, tls_bounce, n, cudaMemcpyHostToDevice, tls_stream), "copy to device");
+    c_check(cudaStreamSynchronize(tls_stream), "copy to device");
+  }
 }
 static void c_to_host(void *d, const void *s, size_t b) {
-  cudaMemcpyAsync(d, s, b, cudaMemcpyDeviceToHost, tls_stream);
-  cudaStreamSynchronize(tls_stream);
+  for (size_t o = 0; o < b; o += BOUNCE_BYTES) {
+    size_t n = b - o < BOUNCE_BYTES ? b - o : BOUNCE_BYTES;
+    c_check(cudaMemcpyAsync(tls_bounce, (const char *)s + o, n, cudaMemcpyDeviceToHost, tls_stream), "copy to host");
+    c_check(cudaStreamSynchronize(tls_stream), "copy to host");
+    memcpy((char *)d + o, tls_bounce, n);
+  }
 }
 static void *c_stream(void) { return tls_stream; }
-static void c_sync(void) { cudaStreamSynchronize(tls_stream); }
+static void c_sync(void) { c_check(cudaStreamSynchronize(tls_stream), "stream synchronize"); }
 static int c_bind(int d) {
   if (cudaSetDevice(d) != cudaSuccess) return -1;
+  if (!tls_bounce && cudaMallocHost((void **)&tls_bounce, BOUNCE_BYTES) != cudaSuccess) return -1;
   return cudaStreamCreateWithFlags(&tls_stream, cudaStreamNonBlocking) == cudaSuccess ? 0 : -1;
 }
 static const th_buf_ops_t cuda_ops = {"cuda", c_alloc, c_free, c_to_dev, c_to_host, c_stream, c_sync, c_bind};

@@ -76,8 +76,11 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
     ops->to_host(hr, recv, count * es);
     th_expect(hw, dt, op, count, n, seed);
     if (memcmp(hr, hw, count * es) != 0) {
-      fprintf(stderr, "rank %d call %ld: %s %s count %zu wrong\n", rank, i, symcoll_dtype_name(dt),
-              symcoll_op_name(op), count);
+      symcoll_algo_t used = o.algo;
+      if (used == SYMCOLL_ALGO_AUTO) symcoll_all_reduce_algo(comm, count, dt, &used);
+      fprintf(stderr, "rank %d call %ld: %s %s %s count %zu offset %zu %s wrong (comm_check: %s)\n", rank, i,
+              symcoll_dtype_name(dt), symcoll_op_name(op), symcoll_algo_name(used), count, off,
+              inplace ? "in place" : "out of place", symcoll_status_string(symcoll_comm_check(comm)));
       wrong++;
     }
     if (i == 1000) {

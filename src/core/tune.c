@@ -20,8 +20,7 @@
 static const char *const builtin_table =
     "# backend nranks dtype max_bytes algo blocks threads\n"
     "host 1 * inf oneshot\n"
-    "host 2 * 4194304 oneshot\n"
-    "host 2 * inf twoshot\n"
+    "host 2 * inf oneshot\n"
     "host * * 1048576 oneshot\n"
     "host * * inf twoshot\n"
     "cuda 1 * inf oneshot\n"
