@@ -68,6 +68,9 @@ int main(int argc, char **argv) {
   int nranks = 2;
   for (int i = 1; i + 1 < argc; i++)
     if (!strcmp(argv[i], "--ranks")) nranks = atoi(argv[i + 1]);
+  /* Ranks that share a GPU in one process each need their own hardware queue (see
+   * symcoll_comm_create_all in symcoll.h); set before CUDA starts. */
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   int ngpu = 0;
   if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu == 0) {
     printf("no GPU: nothing to run\n");

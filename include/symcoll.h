@@ -139,6 +139,9 @@ SYMCOLL_API symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_co
  * Thread mode: creates nranks communicators driven by one process (like ncclCommInitAll).
  * devices[i] is rank i's device (all CUDA ordinals, or all SYMCOLL_DEVICE_HOST); NULL means
  * all host. Each comms[i] must then be used by its own thread for collectives.
+ * When several ranks share a GPU, set CUDA_DEVICE_MAX_CONNECTIONS=32 before the process starts
+ * CUDA: with the default 8 hardware queues, two ranks' streams can share one, and a rank's
+ * work then waits behind a peer's waiting kernel until it times out (a WARN says so).
  */
 SYMCOLL_API symcoll_status_t symcoll_comm_create_all(int nranks, const int *devices,
                                                      symcoll_comm_t *comms);

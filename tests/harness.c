@@ -226,7 +226,11 @@ static int device_of(int rank) {
   return n > 0 ? rank % n : 0;
 }
 
+/* Thread-mode ranks sharing a GPU need a hardware queue per stream (see symcoll_comm_create_all). */
+void th_cuda_env(void) { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }
+
 int th_run(const th_launch_t *l, th_rank_fn fn, void *arg) {
+  th_cuda_env();
   const char *why = NULL;
   const th_buf_ops_t *ops = strcmp(l->backend, "cuda") == 0 ? th_cuda_ops(&why) : &th_host_ops;
   if (!ops) return -1;

@@ -52,6 +52,8 @@ void th_expect(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t count, in
 void th_store(void *host, symcoll_dtype_t dt, size_t i, float v);
 float th_load(const void *host, symcoll_dtype_t dt, size_t i);
 double th_now(void);
+/* Sets CUDA_DEVICE_MAX_CONNECTIONS=32 unless set: call before the process starts CUDA. */
+void th_cuda_env(void);
 /* Leftovers of ours: entries in /dev/shm and sockets named "symcoll." in the abstract namespace. */
 int th_leftovers(const char *job_id);
 #endif

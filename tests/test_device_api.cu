@@ -224,6 +224,7 @@ static void test_too_many_ranks(void **state) {
 }
 
 int main() {
+  th_cuda_env();
   const char *why = nullptr;
   if (!th_cuda_ops(&why)) {
     printf("SKIPPED: GPU test, %s\n", why);

@@ -92,7 +92,7 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
   if (rank == 0)
     printf("rank 0: %ld calls, %ld wrong; fds %ld -> %ld, resident pages %ld -> %ld\n", done, wrong,
            fds0, fds1, rss0, rss1);
-  if (done > 1000 && wrong == 0 && (fds1 != fds0 || rss1 > rss0 + 256)) {
+  if (done > 1000 && wrong == 0 && (fds1 > fds0 || rss1 > rss0 + 256)) {
     fprintf(stderr, "rank %d: growth: fds %ld -> %ld, resident pages %ld -> %ld\n", rank, fds0, fds1, rss0, rss1);
     wrong++;
   }

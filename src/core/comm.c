@@ -306,6 +306,23 @@ symcoll_status_t symcoll_comm_create_all(int nranks, const int *devices, symcoll
     if (devices[r] < SYMCOLL_DEVICE_HOST || (devices[r] == SYMCOLL_DEVICE_HOST) !=
                                                 (devices[0] == SYMCOLL_DEVICE_HOST))
       return SYMCOLL_ERR_INVALID_ARGUMENT;
+  /* Ranks sharing a GPU in one process each wait in a kernel for the others. CUDA maps the
+   * process's streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 by default); when
+   * two ranks' streams share one, a rank's copy or kernel can sit behind a peer's waiting
+   * kernel until that kernel times out. */
+  int share = 1;
+  for (int r = 0; devices && r < nranks; r++) {
+    int same = 0;
+    for (int q = 0; q < nranks; q++) same += devices[q] == devices[r] && devices[r] >= 0;
+    if (same > share) share = same;
+  }
+  const char *conns = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (share > 2 && (!conns || atoi(conns) < 4 * share))
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
+                 "%d ranks share a GPU in this process and CUDA_DEVICE_MAX_CONNECTIONS is %s: streams of "
+                 "different ranks may share a hardware queue, and a rank's work wait behind a peer's "
+                 "waiting kernel until it times out; set CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts",
+                 share, conns ? conns : "unset (8)");
   symcoll_comm_t tmp[SYMCOLL_MAX_RANKS] = {0};
   setup_arg_t args[SYMCOLL_MAX_RANKS];
   pthread_t th[SYMCOLL_MAX_RANKS];

@@ -633,6 +633,8 @@ static int gpu_count(void) {
 }
 
 int main(int argc, char **argv) {
+  /* Thread-mode ranks sharing a GPU need a hardware queue per stream (symcoll_comm_create_all). */
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   peer_mpi_init(&argc, &argv);
   int ngpu = gpu_count();
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
