@@ -114,6 +114,7 @@ static __thread cudaStream_t tls_stream;
  * for the whole device, and so for a peer's kernel that waits for this rank (thread mode). */
 #define BOUNCE_BYTES ((size_t)4 << 20)
 static __thread char *tls_bounce;
+static bool use_bounce; /* thread mode only: rank processes copy from pageable memory */
 static void *c_alloc(size_t b) { void *p = NULL; return cudaMalloc(&p, b) == cudaSuccess ? p : NULL; }
 static void c_free(void *p) { cudaFree(p); }
 static void c_check(cudaError_t e, const char *what) {
@@ -121,6 +122,11 @@ static void c_check(cudaError_t e, const char *what) {
 }
 /* Copies go on the rank's own stream and are waited for. */
 static void c_to_dev(void *d, const void *s, size_t b) {
+  if (!tls_bounce) {
+    c_check(cudaMemcpyAsync(d, s, b, cudaMemcpyHostToDevice, tls_stream), "copy to device");
+    c_check(cudaStreamSynchronize(tls_stream), "copy to device");
+    return;
+  }
   for (size_t o = 0; o < b; o += BOUNCE_BYTES) {
     size_t n = b - o < BOUNCE_BYTES ? b - o : BOUNCE_BYTES;
     memcpy(tls_bounce, (const char *)s + o, n);
@@ -129,6 +135,11 @@ static void c_to_dev(void *d, const void *s, size_t b) {
   }
 }
 static void c_to_host(void *d, const void *s, size_t b) {
+  if (!tls_bounce) {
+    c_check(cudaMemcpyAsync(d, s, b, cudaMemcpyDeviceToHost, tls_stream), "copy to host");
+    c_check(cudaStreamSynchronize(tls_stream), "copy to host");
+    return;
+  }
   for (size_t o = 0; o < b; o += BOUNCE_BYTES) {
     size_t n = b - o < BOUNCE_BYTES ? b - o : BOUNCE_BYTES;
     c_check(cudaMemcpyAsync(tls_bounce, (const char *)s + o, n, cudaMemcpyDeviceToHost, tls_stream), "copy to host");
@@ -140,7 +151,7 @@ static void *c_stream(void) { return tls_stream; }
 static void c_sync(void) { c_check(cudaStreamSynchronize(tls_stream), "stream synchronize"); }
 static int c_bind(int d) {
   if (cudaSetDevice(d) != cudaSuccess) return -1;
-  if (!tls_bounce && cudaMallocHost((void **)&tls_bounce, BOUNCE_BYTES) != cudaSuccess) return -1;
+  if (use_bounce && !tls_bounce && cudaMallocHost((void **)&tls_bounce, BOUNCE_BYTES) != cudaSuccess) return -1;
   return cudaStreamCreateWithFlags(&tls_stream, cudaStreamNonBlocking) == cudaSuccess ? 0 : -1;
 }
 static const th_buf_ops_t cuda_ops = {"cuda", c_alloc, c_free, c_to_dev, c_to_host, c_stream, c_sync, c_bind};
@@ -230,12 +241,15 @@ static int device_of(int rank) {
 void th_cuda_env(void) { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }
 
 int th_run(const th_launch_t *l, th_rank_fn fn, void *arg) {
-  th_cuda_env();
   const char *why = NULL;
   const th_buf_ops_t *ops = strcmp(l->backend, "cuda") == 0 ? th_cuda_ops(&why) : &th_host_ops;
   if (!ops) return -1;
   bool gpu = ops != &th_host_ops;
   if (strcmp(l->mode, "thread") == 0) {
+    th_cuda_env(); /* not for processes: MPS clients asking for 32 queues each stalled */
+#ifdef SYMCOLL_HAVE_CUDA
+    use_bounce = true;
+#endif
     int devices[SYMCOLL_MAX_RANKS];
     symcoll_comm_t comms[SYMCOLL_MAX_RANKS];
     rank_arg_t a[SYMCOLL_MAX_RANKS];

@@ -633,8 +633,6 @@ static int gpu_count(void) {
 }
 
 int main(int argc, char **argv) {
-  /* Thread-mode ranks sharing a GPU need a hardware queue per stream (symcoll_comm_create_all). */
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   peer_mpi_init(&argc, &argv);
   int ngpu = gpu_count();
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -734,6 +732,9 @@ int main(int argc, char **argv) {
     if (!warmup_set) O.warmup = 20; /* first touches of new pages dominate otherwise */
     if (!reps_set) O.reps = 100;
   }
+  /* Thread-mode ranks sharing a GPU need a hardware queue per stream (symcoll_comm_create_all);
+   * not for processes, where MPS clients asking for 32 queues each can stall its server. */
+  if (!strcmp(O.mode, "thread")) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   int rc = !strcmp(O.mode, "thread") ? run_threads() : run_processes();
   peer_mpi_finalize();
   if (rc == 0 && O.plot && O.csv && !getenv("OMPI_COMM_WORLD_RANK")) rc = bench_plot(O.csv, O.plot);
