@@ -29,7 +29,7 @@ static const char *const builtin_table =
     "cuda 3 * inf twoshot\n"
     "cuda 4 * 2097152 oneshot_db\n"
     "cuda 4 * inf twoshot\n"
-    "cuda * * 524288 oneshot_db\n"
+    "cuda * * 1048576 oneshot_db\n"
     "cuda * * inf twoshot\n";
 
 typedef struct {

@@ -152,7 +152,7 @@ int bench_plot(const char *csv, const char *png) {
   int nh = split(header, h, 64);
   char script[8192];
   int n = snprintf(script, sizeof script,
-                   "set terminal pngcairo size 1000,640\nset output '%s'\nset datafile separator ','\n"
+                   "set terminal pngcairo noenhanced size 1000,640\nset output '%s'\nset datafile separator ','\n"
                    "set logscale xy\nset xlabel 'message size (bytes)'\nset ylabel 'latency per all-reduce (us)'\n"
                    "set key top left\nset grid\nplot ",
                    png);
