@@ -241,7 +241,8 @@ SYMCOLL_API symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const vo
 /**
  * The algorithm symcoll_all_reduce would use for `count` elements of `dtype` on this
  * communicator (the same on every rank: all ranks use rank 0's tuning table), written to
- * *algo_p. SYMCOLL_ALGO, when set, is taken into account.
+ * *algo_p. SYMCOLL_ALGO, when set, is taken into account. With one rank and nothing forced,
+ * the call itself is a copy (or nothing, in place); this still names the table's row.
  */
 SYMCOLL_API symcoll_status_t symcoll_all_reduce_algo(symcoll_comm_t comm, size_t count,
                                                      symcoll_dtype_t dtype,

@@ -120,33 +120,24 @@ static void c_free(void *p) { cudaFree(p); }
 static void c_check(cudaError_t e, const char *what) {
   if (e != cudaSuccess) fprintf(stderr, "harness: %s: %s\n", what, cudaGetErrorString(e));
 }
-/* Copies go on the rank's own stream and are waited for. */
-static void c_to_dev(void *d, const void *s, size_t b) {
-  if (!tls_bounce) {
-    c_check(cudaMemcpyAsync(d, s, b, cudaMemcpyHostToDevice, tls_stream), "copy to device");
-    c_check(cudaStreamSynchronize(tls_stream), "copy to device");
-    return;
-  }
-  for (size_t o = 0; o < b; o += BOUNCE_BYTES) {
-    size_t n = b - o < BOUNCE_BYTES ? b - o : BOUNCE_BYTES;
-    memcpy(tls_bounce, (const char *)s + o, n);
-    c_check(cudaMemcpyAsync((char *)d + o, tls_bounce, n, cudaMemcpyHostToDevice, tls_stream), "copy to device");
-    c_check(cudaStreamSynchronize(tls_stream), "copy to device");
-  }
-}
-static void c_to_host(void *d, const void *s, size_t b) {
-  if (!tls_bounce) {
-    c_check(cudaMemcpyAsync(d, s, b, cudaMemcpyDeviceToHost, tls_stream), "copy to host");
-    c_check(cudaStreamSynchronize(tls_stream), "copy to host");
-    return;
-  }
-  for (size_t o = 0; o < b; o += BOUNCE_BYTES) {
-    size_t n = b - o < BOUNCE_BYTES ? b - o : BOUNCE_BYTES;
-    c_check(cudaMemcpyAsync(tls_bounce, (const char *)s + o, n, cudaMemcpyDeviceToHost, tls_stream), "copy to host");
-    c_check(cudaStreamSynchronize(tls_stream), "copy to host");
-    memcpy((char *)d + o, tls_bounce, n);
+/* Copies go on the rank's own stream and are waited for; through the bounce buffer when the
+ * thread has one. `to_dev` says the direction. */
+static void c_copy(char *d, const char *s, size_t b, bool to_dev) {
+  const enum cudaMemcpyKind kind = to_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+  const char *what = to_dev ? "copy to device" : "copy to host";
+  const size_t step = tls_bounce ? BOUNCE_BYTES : (b ? b : 1);
+  for (size_t o = 0; o < b; o += step) {
+    size_t n = b - o < step ? b - o : step;
+    char *dst = tls_bounce && !to_dev ? tls_bounce : d + o;
+    const char *src = tls_bounce && to_dev ? tls_bounce : s + o;
+    if (tls_bounce && to_dev) memcpy(tls_bounce, s + o, n);
+    c_check(cudaMemcpyAsync(dst, src, n, kind, tls_stream), what);
+    c_check(cudaStreamSynchronize(tls_stream), what);
+    if (tls_bounce && !to_dev) memcpy(d + o, tls_bounce, n);
   }
 }
+static void c_to_dev(void *d, const void *s, size_t b) { c_copy(d, s, b, true); }
+static void c_to_host(void *d, const void *s, size_t b) { c_copy(d, s, b, false); }
 static void *c_stream(void) { return tls_stream; }
 static void c_sync(void) { c_check(cudaStreamSynchronize(tls_stream), "stream synchronize"); }
 static int c_bind(int d) {
