@@ -162,17 +162,33 @@ static void test_graph_replay(void **state) {
   }
 }
 
+/* Two ranks of which only rank 0 will call: its device, a buffer of 4096 floats, a stream. */
+struct lone_rank_t {
+  symcoll_comm_t comms[2];
+  float *buf;
+  cudaStream_t s;
+};
+static void lone_rank_open(lone_rank_t *L) {
+  CK(symcoll_comm_create_all(2, devices(2).data(), L->comms));
+  cudaSetDevice(symcoll_comm_device(L->comms[0]));
+  CK(cudaMalloc(&L->buf, 4096 * sizeof(float)));
+  CK(cudaStreamCreateWithFlags(&L->s, cudaStreamNonBlocking));
+}
+static void lone_rank_close(lone_rank_t *L) {
+  cudaFree(L->buf);
+  cudaStreamDestroy(L->s);
+  for (int r = 0; r < 2; r++) symcoll_comm_destroy(L->comms[r]);
+}
+
 static void test_peer_never_launches(void **state) {
   (void)state;
   setenv("SYMCOLL_TIMEOUT_MS", "500", 1);
-  symcoll_comm_t comms[2];
-  CK(symcoll_comm_create_all(2, devices(2).data(), comms));
+  lone_rank_t L;
+  lone_rank_open(&L);
   unsetenv("SYMCOLL_TIMEOUT_MS");
-  cudaSetDevice(symcoll_comm_device(comms[0]));
-  float *buf;
-  cudaMalloc(&buf, 4096 * sizeof(float));
-  cudaStream_t s;
-  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  symcoll_comm_t *comms = L.comms;
+  float *buf = L.buf;
+  cudaStream_t s = L.s;
   double t0 = th_now();
   assert_int_equal(symcoll_all_reduce(comms[0], buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, s), SYMCOLL_OK);
   assert_int_equal(cudaStreamSynchronize(s), cudaSuccess); /* returns: the kernel gave up */
@@ -184,21 +200,17 @@ static void test_peer_never_launches(void **state) {
   /* Later calls on the failed communicator are refused at once. */
   assert_int_equal(symcoll_all_reduce(comms[0], buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, s),
                    SYMCOLL_ERR_TIMEOUT);
-  cudaFree(buf);
-  cudaStreamDestroy(s);
-  for (int r = 0; r < 2; r++) symcoll_comm_destroy(comms[r]);
+  lone_rank_close(&L);
 }
 
 /* symcoll_comm_abort from another thread makes a kernel waiting for a peer give up at once. */
 static void test_abort_gpu(void **state) {
   (void)state;
-  symcoll_comm_t comms[2];
-  CK(symcoll_comm_create_all(2, devices(2).data(), comms));
-  cudaSetDevice(symcoll_comm_device(comms[0]));
-  float *buf;
-  cudaMalloc(&buf, 4096 * sizeof(float));
-  cudaStream_t s;
-  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  lone_rank_t L;
+  lone_rank_open(&L);
+  symcoll_comm_t *comms = L.comms;
+  float *buf = L.buf;
+  cudaStream_t s = L.s;
   assert_int_equal(symcoll_all_reduce(comms[0], buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, s), SYMCOLL_OK);
   std::thread aborter([&] {
     usleep(200000);
@@ -209,11 +221,9 @@ static void test_abort_gpu(void **state) {
   double took = th_now() - t0;
   aborter.join();
   print_message("kernel gave up %.1f ms after the start, 200 ms after which the abort came\n", took * 1e3);
-  assert_true(took < 0.3 + 0.1);
+  assert_true(took >= 0.15 && took < 0.3 + 0.1); /* it waited, and gave up once aborted */
   assert_int_equal(symcoll_comm_check(comms[0]), SYMCOLL_ERR_ABORTED);
-  cudaFree(buf);
-  cudaStreamDestroy(s);
-  for (int r = 0; r < 2; r++) symcoll_comm_destroy(comms[r]);
+  lone_rank_close(&L);
 }
 
 /* More ranks than one CUDA communicator supports: a specific error, no half-made communicator. */

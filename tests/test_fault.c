@@ -30,6 +30,16 @@ typedef struct {
 } outcome_t;
 
 /* Each rank: create, allocate, then `ncoll` all-reduces; reports through a pipe. */
+/* The configuration of one rank of a process-mode job on CPU ranks. */
+static symcoll_config_t rank_config(const char *job, int rank, int nranks) {
+  symcoll_config_t cfg;
+  symcoll_config_init(&cfg);
+  cfg.job_id = job;
+  cfg.rank = rank;
+  cfg.nranks = nranks;
+  return cfg;
+}
+
 static void run_job(int nranks, const char *fault, int sleep_rank, int ncoll, outcome_t *out) {
   char job[64];
   th_job_id(job, sizeof job, "fault");
@@ -49,11 +59,7 @@ static void run_job(int nranks, const char *fault, int sleep_rank, int ncoll, ou
         dev = 0;
         ops->bind(0);
       }
-      symcoll_config_t cfg;
-      symcoll_config_init(&cfg);
-      cfg.job_id = job;
-      cfg.rank = r;
-      cfg.nranks = nranks;
+      symcoll_config_t cfg = rank_config(job, r, nranks);
       cfg.device = dev;
       cfg.timeout_ms = TIMEOUT_MS;
       symcoll_comm_t comm = NULL;
@@ -172,20 +178,12 @@ static void test_check_reports_dead_peer(void **state) {
   fflush(NULL);
   pid_t peer = fork();
   if (peer == 0) {
-    symcoll_config_t cfg;
-    symcoll_config_init(&cfg);
-    cfg.job_id = job;
-    cfg.rank = 1;
-    cfg.nranks = 2;
+    symcoll_config_t cfg = rank_config(job, 1, 2);
     symcoll_comm_t comm;
     if (symcoll_comm_create(&cfg, &comm) == SYMCOLL_OK) raise(SIGKILL);
     _exit(1);
   }
-  symcoll_config_t cfg;
-  symcoll_config_init(&cfg);
-  cfg.job_id = job;
-  cfg.rank = 0;
-  cfg.nranks = 2;
+  symcoll_config_t cfg = rank_config(job, 0, 2);
   symcoll_comm_t comm;
   assert_int_equal(symcoll_comm_create(&cfg, &comm), SYMCOLL_OK);
   waitpid(peer, NULL, 0);

@@ -115,7 +115,7 @@ typedef struct {
   int devs[SYMCOLL_MAX_RANKS]; /* thread mode: every rank's ordinal */
   struct symcoll_mem *ws;
   size_t ws_bytes, db_half;
-  size_t round_bytes; /* one-shot rounds: small enough that staged data stays in L2 */
+  size_t round_bytes[SYMCOLL_NUM_ALGOS]; /* bytes per round inside one kernel, by algorithm */
   uint32_t *err;            /* this rank's async error word (device memory) */
   cudaStream_t side;        /* private stream: probe, error reads */
   symcoll__cuda_args_t args; /* the constant part of every launch */
@@ -375,9 +375,12 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
    * 39 us in 25 MB ones). */
   int l2 = 0;
   if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, comm->device) != cudaSuccess) l2 = 0;
-  cs->round_bytes = ((size_t)l2 / 4 / (size_t)comm->ranks_on_my_device) & ~(size_t)255;
-  if (cs->round_bytes < ((size_t)1 << 20)) cs->round_bytes = (size_t)1 << 20;
-  if (cs->round_bytes > cs->ws_bytes) cs->round_bytes = cs->ws_bytes;
+  size_t l2_round = ((size_t)l2 / 4 / (size_t)comm->ranks_on_my_device) & ~(size_t)255;
+  if (l2_round < ((size_t)1 << 20)) l2_round = (size_t)1 << 20;
+  /* Two-shot stages a whole workspace per round; ONE_SHOT_DB at most a half. */
+  cs->round_bytes[SYMCOLL_ALGO_ONE_SHOT] = l2_round < cs->ws_bytes ? l2_round : cs->ws_bytes;
+  cs->round_bytes[SYMCOLL_ALGO_ONE_SHOT_DB] = l2_round < cs->db_half ? l2_round : cs->db_half;
+  cs->round_bytes[SYMCOLL_ALGO_TWO_SHOT] = cs->ws_bytes;
   comm->workspace = cs->ws;
   cuda_mem_t *cm = cs->ws->tp;
   cs->err = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_ERR);
@@ -422,12 +425,11 @@ static void cuda_abort(symcoll_comm_t comm, symcoll_status_t status) {
   static const uint32_t words[] = {SYMCOLL_DEV_ERR_WORD(SYMCOLL_ERR_ABORTED, 0xff, 0xff),
                                    SYMCOLL_DEV_ERR_WORD(SYMCOLL_ERR_PEER_LOST, 0xff, 0xff)};
   const uint32_t *w = status == SYMCOLL_ERR_PEER_LOST ? &words[1] : &words[0];
-  int prev = -1;
-  cudaGetDevice(&prev);
-  if (prev != comm->device) cudaSetDevice(comm->device);
+  dev_guard_t g;
+  if (dev_enter(comm, &g) != SYMCOLL_OK) return;
   cudaMemcpyAsync(cs->err, w, sizeof *w, cudaMemcpyHostToDevice, cs->side);
   cudaStreamSynchronize(cs->side);
-  if (prev >= 0 && prev != comm->device) cudaSetDevice(prev);
+  dev_leave(comm, &g);
 }
 
 static symcoll_status_t cuda_check(symcoll_comm_t comm) {
@@ -472,10 +474,7 @@ static symcoll_status_t cuda_all_reduce(symcoll_comm_t comm, const symcoll__coll
   k.send = a->send;
   k.recv = a->recv;
   k.count = a->count;
-  /* Elements per round: two-shot stages a whole workspace; one-shot L2-sized rounds. */
-  k.chunk_elems = (a->algo == SYMCOLL_ALGO_TWO_SHOT       ? cs->ws_bytes
-                   : a->algo == SYMCOLL_ALGO_ONE_SHOT_DB ? (cs->db_half < cs->round_bytes ? cs->db_half : cs->round_bytes)
-                                                         : cs->round_bytes) / es;
+  k.chunk_elems = cs->round_bytes[a->algo] / es;
   symcoll__cuda_launch_t l = {.algo = a->algo, .dtype = a->dtype, .op = a->op};
   l.vec = (((uintptr_t)a->send | (uintptr_t)a->recv) & 15) == 0;
   if (a->send_mem && a->algo == SYMCOLL_ALGO_ONE_SHOT) { /* ONE_SHOT_DB always stages */
