@@ -70,6 +70,12 @@ typedef enum {
   SYMCOLL_ALGO_TWO_SHOT = 2, /* reduce-scatter then all-gather: O(2*S) traffic */
   SYMCOLL_ALGO_ONE_SHOT_DB = 3, /* one-shot through double-buffered staging: no trailing
                                    barrier (GPU); on CPU ranks the same as ONE_SHOT */
+  SYMCOLL_ALGO_LAMPORT = 4,  /* barrier-free one-shot (GPU): every rank writes its input into
+                                every peer's buffer, pre-filled with a sentinel, and each rank
+                                polls its own buffer; three rotating buffers. One 4-byte
+                                pattern is the sentinel: an fp16/bf16 input of -0.0 arrives as
+                                +0.0, and an fp32 input of bits 0x80008000 (-4.6e-41) as -0.0.
+                                On CPU ranks the same as ONE_SHOT. */
   SYMCOLL_NUM_ALGOS
 } symcoll_algo_t;
 

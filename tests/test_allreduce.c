@@ -44,7 +44,7 @@ static int rank_matrix(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) 
   char *dsym = symcoll_mem_ptr(mem, rank);
   memset(hpoison, 0xff, maxb); /* NaN in every dtype */
   static const symcoll_algo_t algos[] = {SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT,
-                                         SYMCOLL_ALGO_ONE_SHOT_DB, SYMCOLL_ALGO_AUTO};
+                                         SYMCOLL_ALGO_ONE_SHOT_DB, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_AUTO};
   static const char *const placement_names[] = {"out-of-place", "in-place", "misaligned out-of-place",
                                                 "misaligned in-place", "zero-copy symmetric send"};
   int calls = 0;

@@ -1,7 +1,8 @@
 /*
  * GPU-only tests: the device API's pads return to rest after many barriers; collectives
  * captured in a CUDA graph replay correctly; a rank that never launches makes its peer's
- * kernel give up with TIMEOUT (reported by symcoll_comm_check) instead of hanging.
+ * kernel give up with TIMEOUT (reported by symcoll_comm_check) instead of hanging; LAMPORT's
+ * sentinel rule holds.
  */
 #include <cstdarg>
 #include <cstddef>
@@ -111,7 +112,7 @@ static void graph_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
   for (int i = 0; i < calls; i++) {
     symcoll_coll_opts_t o;
     symcoll_coll_opts_init(&o);
-    o.algo = (symcoll_algo_t)(i % SYMCOLL_NUM_ALGOS); /* auto, one-shot, two-shot, one-shot DB */
+    o.algo = (symcoll_algo_t)(i % SYMCOLL_NUM_ALGOS); /* auto and every algorithm in turn */
     size_t count = 1 + (size_t)i * 199;
     symcoll_status_t st = symcoll_all_reduce_ex(comm, in + i * maxc * 2, out + i * maxc * 2, count,
                                                 SYMCOLL_BFLOAT16, SYMCOLL_SUM, s, &o);
@@ -162,6 +163,62 @@ static void test_graph_replay(void **state) {
   }
 }
 
+/* LAMPORT's sentinel rule, on the vector path (first 24 elements) and the tail: an fp16/bf16
+ * -0.0 arrives as +0.0, an fp32 word 0x80008000 as -0.0; everything else as it is. */
+static void sentinel_rank(symcoll_comm_t comm, int *bad) {
+  cudaSetDevice(symcoll_comm_device(comm));
+  const int rank = symcoll_comm_rank(comm);
+  const size_t count = 27;
+  /* element i % 3: {both -0.0 | rank 0 -0.0, rank 1 1.0 | both -1.0} */
+  const uint16_t in16[3][2] = {{0x8000, 0x8000}, {0x8000, 0x3f80}, {0xbf80, 0xbf80}};
+  const uint16_t want16[3] = {0x0000, 0x3f80, 0xc000};
+  /* {both 0x80008000 | both -0.0 | rank 0 -4.6e-41, rank 1 1.0} */
+  const uint32_t in32[3][2] = {{0x80008000u, 0x80008000u}, {0x80000000u, 0x80000000u}, {0x80008000u, 0x3f800000u}};
+  const uint32_t want32[3] = {0x80000000u, 0x80000000u, 0x3f800000u};
+  uint16_t h16[27];
+  uint32_t h32[27];
+  for (size_t i = 0; i < count; i++) h16[i] = in16[i % 3][rank], h32[i] = in32[i % 3][rank];
+  char *d;
+  cudaStream_t s;
+  *bad = 1;
+  if (cudaMalloc(&d, 4096) != cudaSuccess) return;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  symcoll_coll_opts_t o;
+  symcoll_coll_opts_init(&o);
+  o.algo = SYMCOLL_ALGO_LAMPORT;
+  cudaMemcpy(d, h16, sizeof h16, cudaMemcpyHostToDevice);
+  cudaMemcpy(d + 1024, h32, sizeof h32, cudaMemcpyHostToDevice);
+  int wrong = symcoll_all_reduce_ex(comm, d, d + 2048, count, SYMCOLL_BFLOAT16, SYMCOLL_SUM, s, &o) != SYMCOLL_OK;
+  wrong += symcoll_all_reduce_ex(comm, d + 1024, d + 3072, count, SYMCOLL_FLOAT32, SYMCOLL_SUM, s, &o) != SYMCOLL_OK;
+  cudaStreamSynchronize(s);
+  cudaMemcpy(h16, d + 2048, sizeof h16, cudaMemcpyDeviceToHost);
+  cudaMemcpy(h32, d + 3072, sizeof h32, cudaMemcpyDeviceToHost);
+  for (size_t i = 0; i < count; i++) {
+    if (h16[i] != want16[i % 3] || h32[i] != want32[i % 3]) {
+      if (wrong++ < 3)
+        fprintf(stderr, "rank %d element %zu: bf16 %#06x (want %#06x), fp32 %#010x (want %#010x)\n", rank, i,
+                h16[i], want16[i % 3], h32[i], want32[i % 3]);
+    }
+  }
+  *bad = wrong != 0 || symcoll_comm_check(comm) != SYMCOLL_OK;
+  cudaFree(d);
+  cudaStreamDestroy(s);
+}
+
+static void test_lamport_sentinel(void **state) {
+  (void)state;
+  symcoll_comm_t comms[2];
+  CK(symcoll_comm_create_all(2, devices(2).data(), comms));
+  int bad[2] = {1, 1};
+  std::thread t0(sentinel_rank, comms[0], &bad[0]), t1(sentinel_rank, comms[1], &bad[1]);
+  t0.join();
+  t1.join();
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(bad[r], 0);
+    symcoll_comm_destroy(comms[r]);
+  }
+}
+
 /* Two ranks of which only rank 0 will call: its device, a buffer of 4096 floats, a stream. */
 struct lone_rank_t {
   symcoll_comm_t comms[2];
@@ -182,25 +239,31 @@ static void lone_rank_close(lone_rank_t *L) {
 
 static void test_peer_never_launches(void **state) {
   (void)state;
-  setenv("SYMCOLL_TIMEOUT_MS", "500", 1);
-  lone_rank_t L;
-  lone_rank_open(&L);
-  unsetenv("SYMCOLL_TIMEOUT_MS");
-  symcoll_comm_t *comms = L.comms;
-  float *buf = L.buf;
-  cudaStream_t s = L.s;
-  double t0 = th_now();
-  assert_int_equal(symcoll_all_reduce(comms[0], buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, s), SYMCOLL_OK);
-  assert_int_equal(cudaStreamSynchronize(s), cudaSuccess); /* returns: the kernel gave up */
-  double took = th_now() - t0;
-  print_message("kernel gave up after %.3f s\n", took);
-  assert_true(took >= 0.45 && took < 1.5);
-  assert_int_equal(symcoll_comm_check(comms[0]), SYMCOLL_ERR_TIMEOUT);
-  assert_int_equal(symcoll_comm_check(comms[1]), SYMCOLL_OK);
-  /* Later calls on the failed communicator are refused at once. */
-  assert_int_equal(symcoll_all_reduce(comms[0], buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, s),
-                   SYMCOLL_ERR_TIMEOUT);
-  lone_rank_close(&L);
+  /* The barrier protocols wait at a barrier; LAMPORT polls its buffer for the peer's data. */
+  for (symcoll_algo_t algo : {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_LAMPORT}) {
+    setenv("SYMCOLL_TIMEOUT_MS", "500", 1);
+    lone_rank_t L;
+    lone_rank_open(&L);
+    unsetenv("SYMCOLL_TIMEOUT_MS");
+    symcoll_comm_t *comms = L.comms;
+    float *buf = L.buf;
+    cudaStream_t s = L.s;
+    symcoll_coll_opts_t o;
+    symcoll_coll_opts_init(&o);
+    o.algo = algo;
+    double t0 = th_now();
+    assert_int_equal(symcoll_all_reduce_ex(comms[0], buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, s, &o), SYMCOLL_OK);
+    assert_int_equal(cudaStreamSynchronize(s), cudaSuccess); /* returns: the kernel gave up */
+    double took = th_now() - t0;
+    print_message("%s: kernel gave up after %.3f s\n", symcoll_algo_name(algo), took);
+    assert_true(took >= 0.45 && took < 1.5);
+    assert_int_equal(symcoll_comm_check(comms[0]), SYMCOLL_ERR_TIMEOUT);
+    assert_int_equal(symcoll_comm_check(comms[1]), SYMCOLL_OK);
+    /* Later calls on the failed communicator are refused at once. */
+    assert_int_equal(symcoll_all_reduce(comms[0], buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, s),
+                     SYMCOLL_ERR_TIMEOUT);
+    lone_rank_close(&L);
+  }
 }
 
 /* symcoll_comm_abort from another thread makes a kernel waiting for a peer give up at once. */
@@ -249,6 +312,7 @@ int main() {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pads_at_rest),
       cmocka_unit_test(test_graph_replay),
+      cmocka_unit_test(test_lamport_sentinel),
       cmocka_unit_test(test_peer_never_launches),
       cmocka_unit_test(test_abort_gpu),
       cmocka_unit_test(test_too_many_ranks),

@@ -74,7 +74,7 @@ SYMCOLL_HIDDEN void symcoll__log_write(int level, int subsys, const char *file, 
   X(SYMCOLL_DEBUG, "WARN", "log level: NONE, WARN, INFO, TRACE")                                    \
   X(SYMCOLL_DEBUG_SUBSYS, "ALL", "comma list of INIT,BOOT,MEM,COLL,TUNE or ALL")                    \
   X(SYMCOLL_TIMEOUT_MS, "30000", "bound on every wait for a peer, in ms")                          \
-  X(SYMCOLL_ALGO, "auto", "force an all-reduce algorithm: auto, oneshot, twoshot, oneshot_db")                 \
+  X(SYMCOLL_ALGO, "auto", "force an all-reduce algorithm: auto, oneshot, twoshot, oneshot_db, lamport")        \
   X(SYMCOLL_WORKSPACE_BYTES, "0", "symmetric scratch per rank; 0 = 32 MiB on CPU, 64 MiB on GPU")  \
   X(SYMCOLL_HOST_SIMD, "auto", "CPU reduce loops: auto, avx512, scalar")                            \
   X(SYMCOLL_CHECK, "0", "1: ranks verify they agree on every collective's arguments")               \

@@ -48,6 +48,7 @@ const char *symcoll_algo_name(symcoll_algo_t algo) {
   case SYMCOLL_ALGO_ONE_SHOT: return "oneshot";
   case SYMCOLL_ALGO_TWO_SHOT: return "twoshot";
   case SYMCOLL_ALGO_ONE_SHOT_DB: return "oneshot_db";
+  case SYMCOLL_ALGO_LAMPORT: return "lamport";
   default: return "unknown";
   }
 }

@@ -25,10 +25,13 @@
 #define AUX_BYTES 4096
 #define AUX_ERR 0       /* offset of the async error word */
 #define AUX_DB_EPOCH 4   /* ONE_SHOT_DB: this rank's call counter (same line as the error word) */
+#define AUX_LP_STATE 8   /* LAMPORT: next buffer, bytes per slot of the last call (same line) */
 #define AUX_DB_ARRIVE 128 /* ONE_SHOT_DB: blocks done with the current call */
+#define AUX_LP_ARRIVE 192 /* LAMPORT: blocks done with the current call */
 #define AUX_PROBE 256   /* offset of the probe words, one per rank */
 #define PROBE_MAGIC 0x5c000000u
 #define CUDA_DEFAULT_WS (64u << 20)
+#define LAMPORT_SLOT ((size_t)1 << 20) /* bytes one rank sends per LAMPORT launch */
 #define DEFAULT_THREADS 512
 
 /* ---- driver entry points ------------------------------------------------------------ */
@@ -44,6 +47,7 @@ static struct {
   CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
   CUresult (*MemExportToShareableHandle)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long);
   CUresult (*MemImportFromShareableHandle)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
+  CUresult (*MemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
 } drv;
 static symcoll_status_t drv_status = SYMCOLL_ERR_INTERNAL;
 
@@ -60,6 +64,7 @@ static void drv_load_once(void) {
       {"cuMemSetAccess", (void **)&drv.MemSetAccess},
       {"cuMemExportToShareableHandle", (void **)&drv.MemExportToShareableHandle},
       {"cuMemImportFromShareableHandle", (void **)&drv.MemImportFromShareableHandle},
+      {"cuMemsetD32Async", (void **)&drv.MemsetD32Async},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
     enum cudaDriverEntryPointQueryResult q;
@@ -114,7 +119,7 @@ typedef struct {
   int dev, sms;
   int devs[SYMCOLL_MAX_RANKS]; /* thread mode: every rank's ordinal */
   struct symcoll_mem *ws;
-  size_t ws_bytes, db_half;
+  size_t ws_bytes, db_half, lp_slot;
   size_t round_bytes[SYMCOLL_NUM_ALGOS]; /* bytes per round inside one kernel, by algorithm */
   uint32_t *err;            /* this rank's async error word (device memory) */
   cudaStream_t side;        /* private stream: probe, error reads */
@@ -366,9 +371,18 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   if (s != SYMCOLL_OK) goto out;
   cs->ws_bytes = (comm->workspace_bytes ? comm->workspace_bytes : CUDA_DEFAULT_WS) & ~(size_t)255;
   if (cs->ws_bytes < 4096) cs->ws_bytes = 4096;
-  /* [staging of ONE_SHOT / TWO_SHOT | two halves of a quarter each for ONE_SHOT_DB] */
+  /* [staging of ONE_SHOT / TWO_SHOT | two halves of a quarter each for ONE_SHOT_DB |
+   *  three LAMPORT buffers of nranks slots] */
   cs->db_half = (cs->ws_bytes / 4) & ~(size_t)255;
-  SYMCOLL_CHECK_GOTO(symcoll__mem_alloc_internal(comm, cs->ws_bytes + 2 * cs->db_half, &cs->ws), s, out);
+  cs->lp_slot = cs->db_half < LAMPORT_SLOT ? cs->db_half : LAMPORT_SLOT;
+  const size_t lp_off = cs->ws_bytes + 2 * cs->db_half;
+  const size_t lp_bytes = 3 * (size_t)comm->nranks * cs->lp_slot;
+  SYMCOLL_CHECK_GOTO(symcoll__mem_alloc_internal(comm, lp_off + lp_bytes, &cs->ws), s, out);
+  /* LAMPORT buffers start cleared; the probe's exchange below orders this before any peer's
+   * first write. */
+  CU_GOTO(drv.MemsetD32Async((CUdeviceptr)cs->ws->ptrs[comm->rank] + lp_off, 0x80008000u, lp_bytes / 4,
+                             (CUstream)cs->side), s, out);
+  CUDA_GOTO(cudaStreamSynchronize(cs->side), s, out);
   /* A one-shot round streams its input in, stages it, reads every rank's staging back and
    * streams the result out: when a quarter of L2 per rank on this GPU holds the staged round,
    * the read-back hits L2 instead of HBM (H200, world 1, 32 MB: 31 us in 16 MB rounds against
@@ -381,6 +395,7 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   cs->round_bytes[SYMCOLL_ALGO_ONE_SHOT] = l2_round < cs->ws_bytes ? l2_round : cs->ws_bytes;
   cs->round_bytes[SYMCOLL_ALGO_ONE_SHOT_DB] = l2_round < cs->db_half ? l2_round : cs->db_half;
   cs->round_bytes[SYMCOLL_ALGO_TWO_SHOT] = cs->ws_bytes;
+  cs->round_bytes[SYMCOLL_ALGO_LAMPORT] = cs->lp_slot; /* per launch */
   comm->workspace = cs->ws;
   cuda_mem_t *cm = cs->ws->tp;
   cs->err = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_ERR);
@@ -392,6 +407,10 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
     a->pad[r] = (uint32_t *)((char *)cs->ws->ptrs[r] + cm->pad_off);
   }
   a->db_half_bytes = cs->db_half;
+  a->lp_off = lp_off;
+  a->lp_slot_bytes = cs->lp_slot;
+  a->lp_state = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_LP_STATE);
+  a->lp_arrive = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_LP_ARRIVE);
   a->db_epoch = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_DB_EPOCH);
   a->db_arrive = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_DB_ARRIVE);
   a->error = cs->err;
@@ -453,7 +472,7 @@ static symcoll_status_t cuda_check(symcoll_comm_t comm) {
   return s;
 }
 
-/* ---- launch path: no allocation, no host synchronisation, one kernel ----------------------- */
+/* ---- launch path: no allocation, no host synchronisation, one kernel (LAMPORT: one a slot) -- */
 
 static int resident_blocks(cuda_state_t *cs, symcoll_comm_t comm, const void *fn, int threads) {
   for (int i = 0; i < cs->nocc; i++)
@@ -494,7 +513,18 @@ static symcoll_status_t cuda_all_reduce(symcoll_comm_t comm, const symcoll__coll
   l.blocks = want < 1 ? 1 : want > (size_t)maxb ? maxb : (int)want;
   dev_guard_t g;
   SYMCOLL_CHECK(dev_enter(comm, &g));
-  int e = symcoll__cuda_launch(&l, &k, a->stream);
+  int e = cudaSuccess;
+  if (a->algo != SYMCOLL_ALGO_LAMPORT) {
+    e = symcoll__cuda_launch(&l, &k, a->stream);
+  } else { /* one launch per slot: each is a call of the protocol */
+    for (size_t base = 0; base < a->count && e == cudaSuccess; base += k.chunk_elems) {
+      symcoll__cuda_args_t c = k;
+      c.send = (const char *)a->send + base * es;
+      c.recv = (char *)a->recv + base * es;
+      c.count = a->count - base < k.chunk_elems ? a->count - base : k.chunk_elems;
+      e = symcoll__cuda_launch(&l, &c, a->stream);
+    }
+  }
   dev_leave(comm, &g);
   if (e != cudaSuccess) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "launching the %s kernel (%d x %d) failed: %s",

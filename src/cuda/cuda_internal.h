@@ -38,6 +38,12 @@ typedef struct symcoll__cuda_args {
   size_t db_half_bytes;
   uint32_t *db_epoch;
   uint32_t *db_arrive;
+  /* LAMPORT: three buffers of nranks slots each at ws[r] + lp_off; this rank's state
+   * ([0] buffer of the next call, [1] bytes per slot the last call wrote) and the counter
+   * of blocks done with the current call. */
+  size_t lp_off, lp_slot_bytes;
+  uint32_t *lp_state;
+  uint32_t *lp_arrive;
 } symcoll__cuda_args_t;
 
 typedef struct symcoll__cuda_launch {

@@ -8,6 +8,7 @@
  *   (input already symmetric) skips the staging.
  * AllReduce_TwoShot: stage; barrier; each rank reduces its 1/n segment from all ranks and
  *   publishes it in its workspace; barrier; each rank gathers the other segments; barrier.
+ * AllReduce_Lamport (below): no barrier at all; data carries its own arrival.
  * Block b of every rank owns the same elements, so per-block barriers (slot = block) are
  * enough. Inputs larger than the workspace are processed in rounds inside the one kernel.
  * Every wait is bounded: on timeout the kernel records the error and returns.
@@ -68,18 +69,16 @@ __device__ __forceinline__ void store(char *p, size_t v, const Pack<T, VEC> &x) 
   reinterpret_cast<typename Pack<T, VEC>::Raw *>(p)[v] = x.raw;
 }
 
-/* acc = op over ranks of src(r)[v], in rank order; returns the packed result. `src` reads
- * the peer table from the kernel's parameters with a block-uniform index (a constant-cache
- * load), so no per-thread copy of the table is made. */
-template <typename T, int OP, bool VEC, typename Src>
-__device__ __forceinline__ Pack<T, VEC> reduce_at(Src src, int nranks, size_t v) {
+/* The op over ranks of fetch(r), in rank order, in fp32; returns the packed result. */
+template <typename T, int OP, bool VEC, typename Fetch>
+__device__ __forceinline__ Pack<T, VEC> reduce_with(Fetch fetch, int nranks) {
   constexpr int E = Pack<T, VEC>::E;
   float acc[E];
-  Pack<T, VEC> x = load_cg<T, VEC>(src(0), v);
+  Pack<T, VEC> x = fetch(0);
 #pragma unroll
   for (int i = 0; i < E; i++) acc[i] = Conv<T>::load(x.e[i]);
   for (int r = 1; r < nranks; r++) {
-    Pack<T, VEC> y = load_cg<T, VEC>(src(r), v);
+    Pack<T, VEC> y = fetch(r);
 #pragma unroll
     for (int i = 0; i < E; i++) acc[i] = combine<OP>(acc[i], Conv<T>::load(y.e[i]));
   }
@@ -87,6 +86,13 @@ __device__ __forceinline__ Pack<T, VEC> reduce_at(Src src, int nranks, size_t v)
 #pragma unroll
   for (int i = 0; i < E; i++) out.e[i] = Conv<T>::store(acc[i]);
   return out;
+}
+
+/* reduce_with over src(r)[v]. `src` reads the peer table from the kernel's parameters with a
+ * block-uniform index (a constant-cache load), so no per-thread copy of the table is made. */
+template <typename T, int OP, bool VEC, typename Src>
+__device__ __forceinline__ Pack<T, VEC> reduce_at(Src src, int nranks, size_t v) {
+  return reduce_with<T, OP, VEC>([&](int r) { return load_cg<T, VEC>(src(r), v); }, nranks);
 }
 
 /* Elements past the last whole vector: reduced element by element by block 0. */
@@ -191,6 +197,150 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
   }
 }
 
+/*
+ * AllReduce_Lamport: one-shot without any barrier. Every rank has three buffers, each of
+ * nranks slots; a cleared buffer holds kCleared in every 4-byte word. Call k (counted per
+ * rank, the same on every rank) uses buffer k % 3: each rank writes its input into slot
+ * [rank] of that buffer on every peer, then polls its own buffer until no element of a
+ * vector is the sentinel, and reduces (its own part straight from its input). Nothing else
+ * tells a rank that data arrived, so an input element equal to the sentinel is changed
+ * first (fix_word). While it waits, the kernel clears the buffer of call k-1, which peers
+ * write again at call k+2: by then they have our data of call k+1, written by a kernel
+ * that started after this one ended. Each call must fit a slot: the host launches one
+ * kernel per slot of a larger input.
+ */
+constexpr uint32_t kCleared = 0x80008000u; /* fp32: -4.6e-41; fp16/bf16: two -0.0 */
+
+/* fp32: the one sentinel word becomes -0.0; fp16/bf16: a -0.0 half becomes +0.0. */
+template <typename T> __device__ __forceinline__ uint32_t fix_word(uint32_t w) {
+  if constexpr (sizeof(T) == 4) return w == kCleared ? 0x80000000u : w;
+  uint32_t lo = w & 0xffffu, hi = w >> 16;
+  return (lo == 0x8000u ? 0u : lo) | (hi == 0x8000u ? 0u : hi) << 16;
+}
+template <typename T> __device__ __forceinline__ bool empty_word(uint32_t w) {
+  if constexpr (sizeof(T) == 4) return w == kCleared;
+  return (w & 0xffffu) == 0x8000u || (w >> 16) == 0x8000u;
+}
+
+/* Applies f to every 4-byte word of x (a 2-byte scalar is one word with a zero top half). */
+template <typename T, bool VEC, typename F>
+__device__ __forceinline__ void for_words(Pack<T, VEC> &x, F f) {
+  if constexpr (VEC) {
+    f(x.raw.x), f(x.raw.y), f(x.raw.z), f(x.raw.w);
+  } else {
+    uint32_t w = 0;
+    memcpy(&w, &x.raw, sizeof(T));
+    f(w);
+    memcpy(&x.raw, &w, sizeof(T));
+  }
+}
+
+/* A load that goes to L2 (where peers' writes land) every time. */
+template <typename T, bool VEC>
+__device__ __forceinline__ Pack<T, VEC> load_cv(const char *p, size_t v) {
+  Pack<T, VEC> x;
+  if constexpr (VEC) {
+    x.raw = __ldcv(reinterpret_cast<const uint4 *>(p) + v);
+  } else if constexpr (sizeof(T) == 4) {
+    unsigned u = __ldcv(reinterpret_cast<const unsigned *>(p) + v);
+    memcpy(&x.raw, &u, 4);
+  } else {
+    unsigned short u = __ldcv(reinterpret_cast<const unsigned short *>(p) + v);
+    memcpy(&x.raw, &u, 2);
+  }
+  return x;
+}
+
+template <typename T, bool VEC>
+__device__ __forceinline__ Pack<T, VEC> load_fixed(const char *in, size_t v) {
+  Pack<T, VEC> x = load_cg<T, VEC>(in, v);
+  for_words<T, VEC>(x, [](uint32_t &w) { w = fix_word<T>(w); });
+  return x;
+}
+
+/* Writes element/vector v of this rank's input into its slot of buffer `cur` on every peer,
+ * and (second call) reduces vector v once every peer's part has arrived in ours. */
+template <typename T, int OP, bool VEC>
+struct LamportPart {
+  const symcoll__cuda_args_t &a;
+  size_t cur, my_slot;
+  __device__ void push(size_t v) const {
+    Pack<T, VEC> x = load_fixed<T, VEC>(a.send, v);
+    for (int p = 0; p < a.nranks; p++)
+      if (p != a.rank) store<T, VEC>(a.ws[p] + a.lp_off + cur + my_slot, v, x);
+  }
+  __device__ bool reduce(size_t v) const {
+    const char *mine = a.ws[a.rank] + a.lp_off + cur;
+    bool ok = true;
+    Pack<T, VEC> out = reduce_with<T, OP, VEC>(
+        [&](int r) {
+          if (r == a.rank) return load_fixed<T, VEC>(a.send, v);
+          Pack<T, VEC> y;
+          const char *slot = mine + (size_t)r * a.lp_slot_bytes;
+          ok = ok && symcoll_impl::spin(
+                         [&] {
+                           y = load_cv<T, VEC>(slot, v);
+                           bool empty = false;
+                           for_words<T, VEC>(y, [&](uint32_t &w) { empty |= empty_word<T>(w); });
+                           return !empty;
+                         },
+                         a.timeout_ns, a.error, r, a.rank);
+          return y;
+        },
+        a.nranks);
+    if (ok) store<T, VEC>(a.recv, v, out);
+    return ok;
+  }
+};
+
+template <typename T, int OP, bool VEC>
+__global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_args_t a) {
+  constexpr int E = Pack<T, VEC>::E;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  /* Thread 0 reads the error word and this rank's state (one cache line) for the block. */
+  __shared__ uint32_t s_error, s_buf, s_prev;
+  if (threadIdx.x == 0) {
+    s_error = *(volatile uint32_t *)a.error;
+    s_buf = ((volatile uint32_t *)a.lp_state)[0];
+    s_prev = ((volatile uint32_t *)a.lp_state)[1];
+  }
+  __syncthreads();
+  if (s_error != 0) return; /* the state may be stale on some ranks: give up at once */
+  const uint32_t buf = s_buf;
+  const size_t area = (size_t)a.nranks * a.lp_slot_bytes;
+  const LamportPart<T, OP, VEC> part{a, buf * area, (size_t)a.rank * a.lp_slot_bytes};
+  LamportPart<T, OP, false> tail_part{a, part.cur, part.my_slot};
+  const size_t nvec = a.count / E, tail = a.count - nvec * E;
+  const bool tail_here = blockIdx.x == 0 && threadIdx.x < tail;
+  for (size_t v = first; v < nvec; v += stride) part.push(v);
+  if (tail_here) tail_part.push(nvec * E + threadIdx.x);
+  /* Clear what the previous call wrote into its buffer (peers' slots only). */
+  {
+    char *prev = a.ws[a.rank] + a.lp_off + (size_t)((buf + 2u) % 3u) * area;
+    const size_t nclear = ((size_t)s_prev + 15) / 16;
+    const uint4 c = make_uint4(kCleared, kCleared, kCleared, kCleared);
+    for (int r = 0; r < a.nranks; r++)
+      if (r != a.rank)
+        for (size_t v = first; v < nclear; v += stride)
+          reinterpret_cast<uint4 *>(prev + (size_t)r * a.lp_slot_bytes)[v] = c;
+  }
+  for (size_t v = first; v < nvec; v += stride)
+    if (!part.reduce(v)) return;
+  if (tail_here && !tail_part.reduce(nvec * E + threadIdx.x)) return;
+  /* The last block to finish moves this rank to the next buffer. */
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(a.lp_arrive, 1u) == gridDim.x - 1) {
+      *a.lp_arrive = 0;
+      ((volatile uint32_t *)a.lp_state)[0] = (buf + 1u) % 3u;
+      ((volatile uint32_t *)a.lp_state)[1] = (uint32_t)(a.count * sizeof(T));
+      __threadfence();
+    }
+  }
+}
+
 template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_args_t a) {
   constexpr int E = Pack<T, VEC>::E;
@@ -237,6 +387,7 @@ const void *pick(symcoll_algo_t algo) {
   switch (algo) {
   case SYMCOLL_ALGO_TWO_SHOT: return (const void *)AllReduce_TwoShot<T, OP, VEC>;
   case SYMCOLL_ALGO_ONE_SHOT_DB: return (const void *)AllReduce_OneShotDB<T, OP, VEC>;
+  case SYMCOLL_ALGO_LAMPORT: return (const void *)AllReduce_Lamport<T, OP, VEC>;
   default: return (const void *)AllReduce_OneShot<T, OP, VEC>;
   }
 }

@@ -260,7 +260,8 @@ static symcoll_status_t host_all_reduce(symcoll_comm_t comm, const symcoll__coll
   symcoll_status_t s = SYMCOLL_OK;
   /* Zero-copy inputs are cut into the same chunks as staged ones, so every rank counts the
    * same epochs whichever kind of input each one passes. */
-  /* The CPU one-shot is double-buffered already: ONE_SHOT_DB is the same algorithm here. */
+  /* The CPU one-shot is double-buffered already and waits once, on peers' epoch flags:
+   * ONE_SHOT_DB and LAMPORT are the same algorithm here. */
   struct symcoll_mem *zmem = a->algo != SYMCOLL_ALGO_TWO_SHOT ? a->send_mem : NULL;
   const size_t per = hs->half / es;
   for (size_t lo = 0; lo < a->count && s == SYMCOLL_OK; lo += per) {

@@ -639,7 +639,7 @@ int main(int argc, char **argv) {
   O = (opts_t){.min_bytes = 8192, .max_bytes = 2 << 20, .step = 2, .dtype = SYMCOLL_BFLOAT16,
                .op = SYMCOLL_SUM, .iters = 20, .warmup = 5, .reps = 20, .graph = 1,
                .backend = ngpu > 0 ? "cuda" : "host", .mode = "process", .bind = true};
-  snprintf(O.algos, sizeof O.algos, "%s", ngpu > 0 ? "oneshot,oneshot_db,twoshot,auto" : "oneshot,twoshot,auto");
+  snprintf(O.algos, sizeof O.algos, "%s", ngpu > 0 ? "oneshot,oneshot_db,lamport,twoshot,auto" : "oneshot,twoshot,auto");
   snprintf(O.peers, sizeof O.peers, "%s", peer_mpi_active() ? "mpi" : "nccl");
   O.nranks = ngpu > 0 ? ngpu : (int)(cores < 2 ? 2 : cores > 8 ? 8 : cores);
   char **merge = NULL;
@@ -709,7 +709,7 @@ int main(int argc, char **argv) {
   }
   if (!algos_set)
     snprintf(O.algos, sizeof O.algos, "%s",
-             !strcmp(O.backend, "cuda") ? "oneshot,oneshot_db,twoshot,oneshot_db@0:256,twoshot@0:256,oneshot_db@0:1024,twoshot@0:1024"
+             !strcmp(O.backend, "cuda") ? "oneshot,oneshot_db,lamport,twoshot,oneshot_db@0:256,lamport@0:256,twoshot@0:256,oneshot_db@0:1024,lamport@0:1024,twoshot@0:1024"
                                          : "oneshot,twoshot");
   if (!peers_set) O.peers[0] = 0;
   if (!range_set) {
