@@ -24,11 +24,15 @@ static const char *const builtin_table =
     "host * * 1048576 oneshot\n"
     "host * * inf twoshot\n"
     "cuda 1 * inf oneshot\n"
+    "cuda 2 * 1048576 lamport\n"
     "cuda 2 * inf oneshot_db\n"
+    "cuda 3 * 524288 lamport\n"
     "cuda 3 * 1048576 oneshot_db\n"
     "cuda 3 * inf twoshot\n"
+    "cuda 4 * 524288 lamport\n"
     "cuda 4 * 2097152 oneshot_db\n"
     "cuda 4 * inf twoshot\n"
+    "cuda * * 65536 lamport\n"
     "cuda * * 1048576 oneshot_db\n"
     "cuda * * inf twoshot\n";
 

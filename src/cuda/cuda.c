@@ -24,14 +24,14 @@
 
 #define AUX_BYTES 4096
 #define AUX_ERR 0       /* offset of the async error word */
-#define AUX_DB_EPOCH 4   /* ONE_SHOT_DB: this rank's call counter (same line as the error word) */
-#define AUX_LP_STATE 8   /* LAMPORT: next buffer, bytes per slot of the last call (same line) */
-#define AUX_DB_ARRIVE 128 /* ONE_SHOT_DB: blocks done with the current call */
-#define AUX_LP_ARRIVE 192 /* LAMPORT: blocks done with the current call */
 #define AUX_PROBE 256   /* offset of the probe words, one per rank */
+#define AUX_DB_STATE 1024 /* ONE_SHOT_DB: call counter, one copy per block slot */
+#define AUX_LP_STATE 2048 /* LAMPORT: buffer and last size, one copy per block slot */
 #define PROBE_MAGIC 0x5c000000u
 #define CUDA_DEFAULT_WS (64u << 20)
 #define LAMPORT_SLOT ((size_t)1 << 20) /* bytes one rank sends per LAMPORT launch */
+_Static_assert(LAMPORT_SLOT < ((size_t)1 << 30), "LAMPORT's state word holds a slot's bytes in 30 bits");
+_Static_assert(AUX_LP_STATE + 4 * SYMCOLL_CUDA_SLOTS <= AUX_BYTES, "per-block state words fit the aux area");
 #define DEFAULT_THREADS 512
 
 /* ---- driver entry points ------------------------------------------------------------ */
@@ -410,9 +410,7 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   a->lp_off = lp_off;
   a->lp_slot_bytes = cs->lp_slot;
   a->lp_state = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_LP_STATE);
-  a->lp_arrive = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_LP_ARRIVE);
-  a->db_epoch = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_DB_EPOCH);
-  a->db_arrive = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_DB_ARRIVE);
+  a->db_epoch = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_DB_STATE);
   a->error = cs->err;
   a->timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
   a->rank = comm->rank;

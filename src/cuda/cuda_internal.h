@@ -32,18 +32,15 @@ typedef struct symcoll__cuda_args {
   uint64_t timeout_ns;
   int rank, nranks;
   int zero_copy;
-  /* ONE_SHOT_DB: peers' double-buffered staging areas, this rank's call counter and the
-   * counter of blocks done with the current call (both device memory, this rank's). */
+  /* ONE_SHOT_DB: peers' double-buffered staging areas and this rank's call counter, one
+   * copy per block slot (device memory). */
   char *db[SYMCOLL_CUDA_MAX_RANKS];
   size_t db_half_bytes;
   uint32_t *db_epoch;
-  uint32_t *db_arrive;
-  /* LAMPORT: three buffers of nranks slots each at ws[r] + lp_off; this rank's state
-   * ([0] buffer of the next call, [1] bytes per slot the last call wrote) and the counter
-   * of blocks done with the current call. */
+  /* LAMPORT: three buffers of nranks slots each at ws[r] + lp_off; this rank's state words,
+   * one per block slot: buffer of the next call | bytes per slot the last call wrote << 2. */
   size_t lp_off, lp_slot_bytes;
   uint32_t *lp_state;
-  uint32_t *lp_arrive;
 } symcoll__cuda_args_t;
 
 typedef struct symcoll__cuda_launch {

@@ -145,12 +145,34 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShot(const symcoll__cuda_ar
   }
 }
 
+/* Per-call state of a rank (ONE_SHOT_DB's call counter, LAMPORT's buffer), one copy per
+ * block slot. Thread 0 reads its block's copy and writes the next value at once; block 0
+ * also advances the copies of the slots this launch has no block for. So every copy moves on
+ * every call, and no block waits for another at the end. Also reads the error word: after
+ * an error the state may be stale on some ranks, and the kernel must give up (false). */
+template <typename Next>
+__device__ __forceinline__ bool take_state(const symcoll__cuda_args_t &a, uint32_t *words, Next next,
+                                           uint32_t *state_p) {
+  __shared__ uint32_t s_error, s_state;
+  volatile uint32_t *w = words;
+  if (threadIdx.x == 0) {
+    s_error = *(volatile uint32_t *)a.error;
+    s_state = w[blockIdx.x];
+    w[blockIdx.x] = next(s_state);
+  }
+  __syncthreads();
+  if (blockIdx.x == 0)
+    for (unsigned b = gridDim.x + threadIdx.x; b < SYMCOLL_CUDA_SLOTS; b += blockDim.x) w[b] = next(s_state);
+  *state_p = s_state;
+  return s_error == 0;
+}
+
 /*
  * AllReduce_OneShotDB: one-shot staged through two alternating halves, with no trailing
- * barrier. Call d (counted per rank in *db_epoch, the same count on every rank) uses half
- * d & 1. When this rank's kernel starts, its previous kernel has finished, and that kernel
- * met every peer's previous kernel at a barrier; so every peer has finished the kernel before
- * that, the last one that may have read the half we are about to overwrite. Rounds inside one
+ * barrier. Call d (counted per rank, the same count on every rank) uses half d & 1. When
+ * this rank's kernel starts, its previous kernel has finished, and that kernel met every
+ * peer's previous kernel at a barrier; so every peer has finished the kernel before that,
+ * the last one that may have read the half we are about to overwrite. Rounds inside one
  * kernel reuse the half, so they keep a barrier between them.
  */
 template <typename T, int OP, bool VEC>
@@ -158,19 +180,14 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
   constexpr int E = Pack<T, VEC>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  /* Thread 0 reads both words (one cache line) for the whole block, so every thread takes
-   * the same branch. After an error the counter may be stale on some ranks: give up at once
-   * rather than stage into a half a peer may still read. */
-  __shared__ uint32_t s_epoch, s_error;
-  if (threadIdx.x == 0) {
-    s_error = *(volatile uint32_t *)a.error;
-    s_epoch = *(volatile uint32_t *)a.db_epoch;
-  }
-  __syncthreads();
-  const uint32_t epoch = s_epoch;
-  if (s_error != 0) return;
-  const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
   const size_t round = a.chunk_elems; /* at most a half */
+  /* This thread's first vector is on its way while the call counter is read. */
+  const bool pre = first < (a.count < round ? a.count : round) / E;
+  Pack<T, VEC> x0;
+  if (pre) x0 = load_cg<T, VEC>(a.send, first);
+  uint32_t epoch;
+  if (!take_state(a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch)) return;
+  const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
   auto src = [&](int r) -> const char * { return a.db[r] + half; };
   char *mine = a.db[a.rank] + half;
   for (size_t base = 0; base < a.count; base += round) {
@@ -179,21 +196,16 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
     const size_t nvec = n / E, tail = n - nvec * E;
     const char *in = a.send + base * sizeof(T);
     char *out = a.recv + base * sizeof(T);
-    stage<T, VEC>(mine, in, nvec, tail, first, stride);
+    size_t from = first;
+    if (base == 0 && pre) {
+      store<T, VEC>(mine, first, x0);
+      from += stride;
+    }
+    stage<T, VEC>(mine, in, nvec, tail, from, stride);
     BARRIER(a);
     for (size_t v = first; v < nvec; v += stride)
       store<T, VEC>(out, v, reduce_at<T, OP, VEC>(src, a.nranks, v));
     reduce_tail<T, OP>(src, a.nranks, out, nvec * E, tail);
-  }
-  /* The last block to finish advances the call counter for the next kernel on this stream. */
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    if (atomicAdd(a.db_arrive, 1u) == gridDim.x - 1) {
-      *a.db_arrive = 0;
-      *(volatile uint32_t *)a.db_epoch = epoch + 1;
-      __threadfence();
-    }
   }
 }
 
@@ -264,8 +276,7 @@ template <typename T, int OP, bool VEC>
 struct LamportPart {
   const symcoll__cuda_args_t &a;
   size_t cur, my_slot;
-  __device__ void push(size_t v) const {
-    Pack<T, VEC> x = load_fixed<T, VEC>(a.send, v);
+  __device__ void push(size_t v, const Pack<T, VEC> &x) const {
     for (int p = 0; p < a.nranks; p++)
       if (p != a.rank) store<T, VEC>(a.ws[p] + a.lp_off + cur + my_slot, v, x);
   }
@@ -298,27 +309,26 @@ __global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_ar
   constexpr int E = Pack<T, VEC>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  /* Thread 0 reads the error word and this rank's state (one cache line) for the block. */
-  __shared__ uint32_t s_error, s_buf, s_prev;
-  if (threadIdx.x == 0) {
-    s_error = *(volatile uint32_t *)a.error;
-    s_buf = ((volatile uint32_t *)a.lp_state)[0];
-    s_prev = ((volatile uint32_t *)a.lp_state)[1];
-  }
-  __syncthreads();
-  if (s_error != 0) return; /* the state may be stale on some ranks: give up at once */
-  const uint32_t buf = s_buf;
+  const size_t nvec = a.count / E, tail = a.count - nvec * E;
+  /* This thread's first vector is on its way while the state is read: buffer of this call
+   * (bits 0-1) and bytes per slot the previous call wrote (above). */
+  Pack<T, VEC> x0;
+  if (first < nvec) x0 = load_fixed<T, VEC>(a.send, first);
+  const uint32_t bytes = (uint32_t)(a.count * sizeof(T));
+  uint32_t state;
+  if (!take_state(a, a.lp_state, [&](uint32_t w) { return ((w & 3u) + 1u) % 3u | bytes << 2; }, &state))
+    return;
+  const uint32_t buf = state & 3u, prev_bytes = state >> 2;
   const size_t area = (size_t)a.nranks * a.lp_slot_bytes;
   const LamportPart<T, OP, VEC> part{a, buf * area, (size_t)a.rank * a.lp_slot_bytes};
-  LamportPart<T, OP, false> tail_part{a, part.cur, part.my_slot};
-  const size_t nvec = a.count / E, tail = a.count - nvec * E;
+  const LamportPart<T, OP, false> tail_part{a, part.cur, part.my_slot};
   const bool tail_here = blockIdx.x == 0 && threadIdx.x < tail;
-  for (size_t v = first; v < nvec; v += stride) part.push(v);
-  if (tail_here) tail_part.push(nvec * E + threadIdx.x);
+  for (size_t v = first; v < nvec; v += stride) part.push(v, v == first ? x0 : load_fixed<T, VEC>(a.send, v));
+  if (tail_here) tail_part.push(nvec * E + threadIdx.x, load_fixed<T, false>(a.send, nvec * E + threadIdx.x));
   /* Clear what the previous call wrote into its buffer (peers' slots only). */
   {
     char *prev = a.ws[a.rank] + a.lp_off + (size_t)((buf + 2u) % 3u) * area;
-    const size_t nclear = ((size_t)s_prev + 15) / 16;
+    const size_t nclear = ((size_t)prev_bytes + 15) / 16;
     const uint4 c = make_uint4(kCleared, kCleared, kCleared, kCleared);
     for (int r = 0; r < a.nranks; r++)
       if (r != a.rank)
@@ -328,17 +338,6 @@ __global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_ar
   for (size_t v = first; v < nvec; v += stride)
     if (!part.reduce(v)) return;
   if (tail_here && !tail_part.reduce(nvec * E + threadIdx.x)) return;
-  /* The last block to finish moves this rank to the next buffer. */
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    if (atomicAdd(a.lp_arrive, 1u) == gridDim.x - 1) {
-      *a.lp_arrive = 0;
-      ((volatile uint32_t *)a.lp_state)[0] = (buf + 1u) % 3u;
-      ((volatile uint32_t *)a.lp_state)[1] = (uint32_t)(a.count * sizeof(T));
-      __threadfence();
-    }
-  }
 }
 
 template <typename T, int OP, bool VEC>
