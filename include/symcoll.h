@@ -76,6 +76,8 @@ typedef enum {
                                 pattern is the sentinel: an fp16/bf16 input of -0.0 arrives as
                                 +0.0, and an fp32 input of bits 0x80008000 (-4.6e-41) as -0.0.
                                 On CPU ranks the same as ONE_SHOT. */
+  SYMCOLL_ALGO_NCCL = 5,     /* through the NCCL communicator this one holds (SYMCOLL_NCCL);
+                                UNSUPPORTED where it holds none */
   SYMCOLL_NUM_ALGOS
 } symcoll_algo_t;
 
@@ -253,6 +255,13 @@ SYMCOLL_API symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const vo
 SYMCOLL_API symcoll_status_t symcoll_all_reduce_algo(symcoll_comm_t comm, size_t count,
                                                      symcoll_dtype_t dtype,
                                                      symcoll_algo_t *algo_p);
+
+/**
+ * Whether this communicator can run `algo`: SYMCOLL_OK, or SYMCOLL_ERR_UNSUPPORTED (NCCL
+ * where no NCCL communicator is held, e.g. CPU ranks or ranks sharing a GPU), or
+ * INVALID_ARGUMENT for an unknown value. The answer is the same on every rank.
+ */
+SYMCOLL_API symcoll_status_t symcoll_algo_supported(symcoll_comm_t comm, symcoll_algo_t algo);
 
 /* ---- environment knobs ------------------------------------------------------------------- */
 

@@ -414,6 +414,35 @@ static void write_file(const char *path, const char *text) {
   fclose(f);
 }
 
+/* NCCL needs an NCCL communicator, which CPU ranks never hold: a table's NCCL rows fall back
+ * to the next smaller size's choice, and forcing NCCL is refused without touching buffers. */
+static void test_nccl_without_engine(void **state) {
+  (void)state;
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/symcoll-tune-nccl.%d", (int)getpid());
+  write_file(path, "host * fp32 4096 twoshot\nhost * fp32 65536 oneshot\nhost * fp32 inf nccl\n");
+  setenv("SYMCOLL_TUNE_FILE", path, 1);
+  symcoll_comm_t comm = solo();
+  unsetenv("SYMCOLL_TUNE_FILE");
+  unlink(path);
+  symcoll_algo_t a;
+  assert_int_equal(symcoll_all_reduce_algo(comm, 1 << 20, SYMCOLL_FLOAT32, &a), SYMCOLL_OK);
+  assert_int_equal(a, SYMCOLL_ALGO_ONE_SHOT);
+  assert_int_equal(symcoll_algo_supported(comm, SYMCOLL_ALGO_NCCL), SYMCOLL_ERR_UNSUPPORTED);
+  assert_int_equal(symcoll_algo_supported(comm, SYMCOLL_ALGO_LAMPORT), SYMCOLL_OK);
+  assert_int_equal(symcoll_algo_supported(comm, (symcoll_algo_t)99), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_algo_supported(NULL, SYMCOLL_ALGO_ONE_SHOT), SYMCOLL_ERR_INVALID_ARGUMENT);
+  float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
+  memset(out, 0x7f, sizeof out);
+  symcoll_coll_opts_t o;
+  symcoll_coll_opts_init(&o);
+  o.algo = SYMCOLL_ALGO_NCCL;
+  assert_int_equal(symcoll_all_reduce_ex(comm, in, out, 8, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o),
+                   SYMCOLL_ERR_UNSUPPORTED);
+  for (int i = 0; i < 8; i++) assert_int_equal(((uint32_t *)out)[i], 0x7f7f7f7fu);
+  symcoll_comm_destroy(comm);
+}
+
 static void test_tuning_table(void **state) {
   (void)state;
   char good[64], bad[64];
@@ -558,6 +587,7 @@ int main(void) {
       cmocka_unit_test(test_rank_conflicts), cmocka_unit_test(test_check_mismatch),
       cmocka_unit_test(test_env_table), cmocka_unit_test(test_two_jobs_at_once),
       cmocka_unit_test(test_strangers_refused), cmocka_unit_test(test_tuning_table),
+      cmocka_unit_test(test_nccl_without_engine),
       cmocka_unit_test(test_mixed_zero_copy), cmocka_unit_test(test_barrier),
   };
   return cmocka_run_group_tests_name("api", tests, NULL, NULL);

@@ -219,6 +219,63 @@ static void test_lamport_sentinel(void **state) {
   }
 }
 
+/* The NCCL engine: refused to ranks that share a GPU (NCCL takes one rank per GPU); with one
+ * rank per GPU, SYMCOLL_ALGO_NCCL runs through it, from a stream and from a graph replay. */
+static void test_nccl_engine(void **state) {
+  (void)state;
+  setenv("SYMCOLL_NCCL", "1", 1);
+  if (ngpu == 1) {
+    symcoll_comm_t two[2];
+    CK(symcoll_comm_create_all(2, devices(2).data(), two));
+    assert_int_equal(symcoll_algo_supported(two[0], SYMCOLL_ALGO_NCCL), SYMCOLL_ERR_UNSUPPORTED);
+    for (int r = 0; r < 2; r++) symcoll_comm_destroy(two[r]);
+  }
+  symcoll_comm_t one;
+  CK(symcoll_comm_create_all(1, devices(1).data(), &one));
+  unsetenv("SYMCOLL_NCCL");
+  if (symcoll_algo_supported(one, SYMCOLL_ALGO_NCCL) != SYMCOLL_OK) {
+    symcoll_comm_destroy(one);
+    skip(); /* libnccl.so.2 cannot be loaded here (SYMCOLL_NCCL_LIB names it) */
+  }
+  const size_t count = 4099;
+  std::vector<float> h(count), back(count);
+  for (size_t i = 0; i < count; i++) h[i] = (float)i - 2000.0f;
+  float *in, *out;
+  cudaStream_t s;
+  CK(cudaMalloc(&in, count * 4));
+  CK(cudaMalloc(&out, count * 4));
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaMemcpy(in, h.data(), count * 4, cudaMemcpyHostToDevice));
+  symcoll_coll_opts_t o;
+  symcoll_coll_opts_init(&o);
+  o.algo = SYMCOLL_ALGO_NCCL;
+  for (int graph = 0; graph < 2; graph++) {
+    CK(cudaMemset(out, 0xff, count * 4));
+    if (graph) {
+      cudaGraph_t g;
+      cudaGraphExec_t e;
+      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      assert_int_equal(symcoll_all_reduce_ex(one, in, out, count, SYMCOLL_FLOAT32, SYMCOLL_MAX, s, &o), SYMCOLL_OK);
+      CK(cudaStreamEndCapture(s, &g));
+      CK(cudaGraphInstantiate(&e, g, 0));
+      CK(cudaGraphLaunch(e, s));
+      CK(cudaStreamSynchronize(s));
+      cudaGraphExecDestroy(e);
+      cudaGraphDestroy(g);
+    } else {
+      assert_int_equal(symcoll_all_reduce_ex(one, in, out, count, SYMCOLL_FLOAT32, SYMCOLL_SUM, s, &o), SYMCOLL_OK);
+      CK(cudaStreamSynchronize(s));
+    }
+    CK(cudaMemcpy(back.data(), out, count * 4, cudaMemcpyDeviceToHost));
+    assert_memory_equal(back.data(), h.data(), count * 4);
+  }
+  assert_int_equal(symcoll_comm_check(one), SYMCOLL_OK);
+  cudaFree(in);
+  cudaFree(out);
+  cudaStreamDestroy(s);
+  symcoll_comm_destroy(one);
+}
+
 /* Two ranks of which only rank 0 will call: its device, a buffer of 4096 floats, a stream. */
 struct lone_rank_t {
   symcoll_comm_t comms[2];
@@ -313,6 +370,7 @@ int main() {
       cmocka_unit_test(test_pads_at_rest),
       cmocka_unit_test(test_graph_replay),
       cmocka_unit_test(test_lamport_sentinel),
+      cmocka_unit_test(test_nccl_engine),
       cmocka_unit_test(test_peer_never_launches),
       cmocka_unit_test(test_abort_gpu),
       cmocka_unit_test(test_too_many_ranks),

@@ -74,6 +74,12 @@ symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send, vo
     comm->coll_seq++;
     return s == r ? SYMCOLL_OK : comm->tp->copy(comm, recv, send, bytes, stream);
   }
+  if (symcoll_algo_supported(comm, a.algo) != SYMCOLL_OK) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce: %s is not available on this communicator%s",
+                 symcoll_algo_name(a.algo),
+                 a.algo == SYMCOLL_ALGO_NCCL ? " (it holds no NCCL communicator: see SYMCOLL_NCCL)" : "");
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
   a.blocks = opts && opts->blocks ? opts->blocks : t->blocks;
   a.threads = opts && opts->threads ? opts->threads : t->threads;
   /* Zero-copy only out of place: in place, writing the result would race with peers' reads. */
@@ -82,6 +88,12 @@ symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send, vo
   comm->coll_seq++;
   symcoll__fault_point(comm->rank, "coll");
   return comm->tp->all_reduce(comm, &a);
+}
+
+symcoll_status_t symcoll_algo_supported(symcoll_comm_t comm, symcoll_algo_t algo) {
+  if (!comm || (unsigned)algo >= SYMCOLL_NUM_ALGOS) return SYMCOLL_ERR_INVALID_ARGUMENT;
+  if (algo != SYMCOLL_ALGO_NCCL) return SYMCOLL_OK;
+  return comm->tp->has_algo && comm->tp->has_algo(comm, algo) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
 }
 
 symcoll_status_t symcoll_all_reduce_algo(symcoll_comm_t comm, size_t count, symcoll_dtype_t dtype,

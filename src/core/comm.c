@@ -188,7 +188,10 @@ static symcoll_status_t comm_setup(symcoll_comm_t c) {
   symcoll_status_t s = c->oob->allgather(c, c->tune, gathered, sizeof(c->tune));
   if (s == SYMCOLL_OK) memcpy(c->tune, gathered, sizeof(c->tune));
   free(gathered);
-  return s;
+  if (s != SYMCOLL_OK) return s;
+  if (c->tp->tune_ready) return c->tp->tune_ready(c);
+  symcoll__tune_drop_algo(c, SYMCOLL_ALGO_NCCL);
+  return SYMCOLL_OK;
 }
 
 /* A dummy oob for a communicator of one rank: nothing to exchange. */

@@ -74,10 +74,12 @@ SYMCOLL_HIDDEN void symcoll__log_write(int level, int subsys, const char *file, 
   X(SYMCOLL_DEBUG, "WARN", "log level: NONE, WARN, INFO, TRACE")                                    \
   X(SYMCOLL_DEBUG_SUBSYS, "ALL", "comma list of INIT,BOOT,MEM,COLL,TUNE or ALL")                    \
   X(SYMCOLL_TIMEOUT_MS, "30000", "bound on every wait for a peer, in ms")                          \
-  X(SYMCOLL_ALGO, "auto", "force an all-reduce algorithm: auto, oneshot, twoshot, oneshot_db, lamport")        \
+  X(SYMCOLL_ALGO, "auto", "force an all-reduce algorithm: auto, oneshot, twoshot, oneshot_db, lamport, nccl")  \
   X(SYMCOLL_WORKSPACE_BYTES, "0", "symmetric scratch per rank; 0 = 32 MiB on CPU, 64 MiB on GPU")  \
   X(SYMCOLL_HOST_SIMD, "auto", "CPU reduce loops: auto, avx512, scalar")                            \
   X(SYMCOLL_CHECK, "0", "1: ranks verify they agree on every collective's arguments")               \
+  X(SYMCOLL_NCCL, "auto", "GPU: hold an NCCL communicator: auto (if the tuning table uses it), 1, 0") \
+  X(SYMCOLL_NCCL_LIB, "", "GPU: path of libnccl.so.2 when the loader does not find it")             \
   X(SYMCOLL_TUNE_FILE, "", "tuning table to load; default ~/.cache/symcoll/tune.txt, else built-in") \
   X(SYMCOLL_RANK, "", "this process's rank (with SYMCOLL_NRANKS, SYMCOLL_JOB_ID)")                  \
   X(SYMCOLL_NRANKS, "", "number of ranks of the job")                                               \
@@ -129,6 +131,11 @@ typedef struct symcoll__transport {
   /* dst = src, enqueued on stream (GPU) or done now (CPU): a one-rank all-reduce. */
   symcoll_status_t (*copy)(symcoll_comm_t comm, void *dst, const void *src, size_t bytes, void *stream);
   symcoll_status_t (*check)(symcoll_comm_t comm);
+  /* Optional. Collective, once every rank holds rank 0's tuning table: set up what the
+   * table asks for (CUDA: an NCCL communicator). Without it, NCCL rows are dropped. */
+  symcoll_status_t (*tune_ready)(symcoll_comm_t comm);
+  /* Optional: whether an algorithm that needs more than symmetric memory (NCCL) can run. */
+  bool (*has_algo)(symcoll_comm_t comm, symcoll_algo_t algo);
   /* Makes work already enqueued give up (GPU: raise the device error word with `status`).
    * Called from any thread: by symcoll_comm_abort, and by the peer monitor when a peer dies. */
   void (*abort)(symcoll_comm_t comm, symcoll_status_t status);
@@ -267,6 +274,8 @@ SYMCOLL_HIDDEN void symcoll__tune_init(symcoll_comm_t comm);
 /* Parses a table (see docs/tuning.md) into comm->tune; rows for other backends or nranks
  * are skipped. Returns the number of rows used, or -1 on a syntax error (line in *line_p). */
 SYMCOLL_HIDDEN int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p);
+/* Replaces every choice of `algo` by the choice for the next smaller size (two-shot if none). */
+SYMCOLL_HIDDEN void symcoll__tune_drop_algo(symcoll_comm_t comm, symcoll_algo_t algo);
 
 /* ---- half-precision helpers shared by the CPU transport and tests ----------------- */
 static inline float symcoll__bf16_to_f32(uint16_t h) {

@@ -49,6 +49,7 @@ const char *symcoll_algo_name(symcoll_algo_t algo) {
   case SYMCOLL_ALGO_TWO_SHOT: return "twoshot";
   case SYMCOLL_ALGO_ONE_SHOT_DB: return "oneshot_db";
   case SYMCOLL_ALGO_LAMPORT: return "lamport";
+  case SYMCOLL_ALGO_NCCL: return "nccl";
   default: return "unknown";
   }
 }

@@ -112,6 +112,19 @@ syntax:
   return -1;
 }
 
+void symcoll__tune_drop_algo(symcoll_comm_t comm, symcoll_algo_t algo) {
+  for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
+    symcoll__tune_entry_t below = {SYMCOLL_ALGO_TWO_SHOT, 0, 0};
+    for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++) {
+      symcoll__tune_entry_t *e = &comm->tune[d].bucket[b];
+      if (e->algo == algo)
+        *e = below;
+      else
+        below = *e;
+    }
+  }
+}
+
 static char *read_file(const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) return NULL;

@@ -21,6 +21,7 @@
 
 #include "../core/internal.h"
 #include "cuda_internal.h"
+#include "nccl_engine.h"
 
 #define AUX_BYTES 4096
 #define AUX_ERR 0       /* offset of the async error word */
@@ -123,6 +124,7 @@ typedef struct {
   size_t round_bytes[SYMCOLL_NUM_ALGOS]; /* bytes per round inside one kernel, by algorithm */
   uint32_t *err;            /* this rank's async error word (device memory) */
   cudaStream_t side;        /* private stream: probe, error reads */
+  symcoll__nccl_t nccl;     /* an NCCL communicator over the same ranks, if held */
   symcoll__cuda_args_t args; /* the constant part of every launch */
   struct { const void *fn; int threads, blocks_per_sm; } occ[64];
   int nocc;
@@ -428,6 +430,7 @@ static void cuda_comm_fini(symcoll_comm_t comm) {
   dev_guard_t g;
   if (dev_enter(comm, &g) == SYMCOLL_OK) {
     if (cs->side) cudaStreamDestroy(cs->side);
+    symcoll__nccl_fini(&cs->nccl);
     dev_leave(comm, &g);
   }
   free(cs);
@@ -446,6 +449,7 @@ static void cuda_abort(symcoll_comm_t comm, symcoll_status_t status) {
   if (dev_enter(comm, &g) != SYMCOLL_OK) return;
   cudaMemcpyAsync(cs->err, w, sizeof *w, cudaMemcpyHostToDevice, cs->side);
   cudaStreamSynchronize(cs->side);
+  symcoll__nccl_abort(&cs->nccl);
   dev_leave(comm, &g);
 }
 
@@ -484,8 +488,29 @@ static int resident_blocks(cuda_state_t *cs, symcoll_comm_t comm, const void *fn
   return per_sm * cs->sms / comm->ranks_on_my_device;
 }
 
+static symcoll_status_t cuda_tune_ready(symcoll_comm_t comm) {
+  cuda_state_t *cs = comm->tp_state;
+  dev_guard_t g;
+  SYMCOLL_CHECK(dev_enter(comm, &g));
+  symcoll_status_t s = symcoll__nccl_setup(comm, &cs->nccl);
+  dev_leave(comm, &g);
+  return s;
+}
+
+static bool cuda_has_algo(symcoll_comm_t comm, symcoll_algo_t algo) {
+  cuda_state_t *cs = comm->tp_state;
+  return algo != SYMCOLL_ALGO_NCCL || cs->nccl.comm != NULL;
+}
+
 static symcoll_status_t cuda_all_reduce(symcoll_comm_t comm, const symcoll__coll_args_t *a) {
   cuda_state_t *cs = comm->tp_state;
+  if (a->algo == SYMCOLL_ALGO_NCCL) {
+    dev_guard_t g;
+    SYMCOLL_CHECK(dev_enter(comm, &g));
+    symcoll_status_t s = symcoll__nccl_all_reduce(&cs->nccl, a);
+    dev_leave(comm, &g);
+    return s;
+  }
   const size_t es = symcoll_dtype_size(a->dtype);
   symcoll__cuda_args_t k = cs->args;
   k.send = a->send;
@@ -556,5 +581,7 @@ const symcoll__transport_t symcoll__cuda_transport = {
     .all_reduce = cuda_all_reduce,
     .copy = cuda_copy,
     .check = cuda_check,
+    .tune_ready = cuda_tune_ready,
+    .has_algo = cuda_has_algo,
     .abort = cuda_abort,
 };

@@ -138,7 +138,13 @@ static void copy(bctx_t *c, void *d, const void *s, size_t b, int to_dev) {
 
 /* ---- symcoll columns ------------------------------------------------------------------- */
 
-static int sc_init(bctx_t *c, column_t *col) { (void)c; (void)col; return 0; }
+static int sc_init(bctx_t *c, column_t *col) {
+  if (symcoll_algo_supported(c->comm, col->algo) == SYMCOLL_OK) return 0;
+  snprintf(col->na, sizeof col->na, "n/a: %s",
+           col->algo == SYMCOLL_ALGO_NCCL ? "no NCCL communicator held (SYMCOLL_NCCL=1 and one rank per GPU)"
+                                          : "not available on this communicator");
+  return 1;
+}
 static int sc_run(bctx_t *c, column_t *col, const void *send, void *recv, size_t count,
                   symcoll_dtype_t dt, symcoll_op_t op) {
   symcoll_coll_opts_t o;
@@ -310,6 +316,8 @@ static void build_columns(table_t *t) {
       fprintf(stderr, "unknown algorithm %s\n", a);
       exit(2);
     }
+    /* symcoll through its NCCL engine; "nccl" names NCCL's own column */
+    if (col->algo == SYMCOLL_ALGO_NCCL && !shape) snprintf(col->label, sizeof col->label, "via_nccl");
     col->name = col->label;
     col->is_symcoll = true;
     col->init = sc_init;
@@ -663,7 +671,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "-o") && v) {
       const char *o = TAKE;
       O.op = !strcmp(o, "max") ? SYMCOLL_MAX : !strcmp(o, "min") ? SYMCOLL_MIN : SYMCOLL_SUM;
-    } else if (!strcmp(a, "--algo") && v) snprintf(O.algos, sizeof O.algos, "%s", TAKE);
+    } else if (!strcmp(a, "--algo") && v) snprintf(O.algos, sizeof O.algos, "%s", TAKE), algos_set = 1;
     else if (!strcmp(a, "--peers") && v) snprintf(O.peers, sizeof O.peers, "%s", TAKE);
     else if (!strcmp(a, "--backend") && v) O.backend = TAKE;
     else if (!strcmp(a, "--ranks") && v) O.nranks = atoi(TAKE);
@@ -711,6 +719,11 @@ int main(int argc, char **argv) {
     snprintf(O.algos, sizeof O.algos, "%s",
              !strcmp(O.backend, "cuda") ? "oneshot,oneshot_db,lamport,twoshot,oneshot_db@0:256,lamport@0:256,twoshot@0:256,oneshot_db@0:1024,lamport@0:1024,twoshot@0:1024"
                                          : "oneshot,twoshot");
+  /* NCCL through symcoll's engine is a candidate where NCCL runs: one process per GPU. */
+  if (!algos_set && !strcmp(O.backend, "cuda") && !strcmp(O.mode, "process") && O.nranks > 1 && O.nranks <= ngpu) {
+    strncat(O.algos, ",nccl", sizeof O.algos - strlen(O.algos) - 1);
+    setenv("SYMCOLL_NCCL", "1", 0);
+  }
   if (!peers_set) O.peers[0] = 0;
   if (!range_set) {
     O.min_bytes = 1024;

@@ -1,0 +1,144 @@
+/*
+ * NCCL as an engine beside the symmetric-memory protocols: a CUDA communicator may hold an
+ * NCCL communicator over the same ranks, and SYMCOLL_ALGO_NCCL (a tuning-table row, or a
+ * forced choice) sends an all-reduce through it. libnccl.so.2 is opened at run time, so
+ * libsymcoll neither links against NCCL nor needs its header: the few types used here are
+ * NCCL's stable ABI (a 128-byte unique id passed by value, int enums, an opaque handle).
+ *
+ * SYMCOLL_NCCL=auto (default) holds one when the tuning table picks NCCL for some size;
+ * 1 holds one in any case; 0 never. It needs every rank on a GPU of its own (NCCL refuses
+ * two ranks on one GPU). Where a rank cannot hold one, no rank does, and the table's NCCL
+ * rows fall back to the choice for the next smaller size.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/internal.h"
+#include "nccl_engine.h"
+
+typedef struct { char internal[128]; } nccl_id_t;
+enum { NCCL_OK = 0, NCCL_SUM = 0, NCCL_MAX = 2, NCCL_MIN = 3, NCCL_F16 = 6, NCCL_F32 = 7, NCCL_BF16 = 9 };
+
+static struct {
+  int (*GetUniqueId)(nccl_id_t *);
+  int (*CommInitRank)(void **, int, nccl_id_t, int);
+  int (*AllReduce)(const void *, void *, size_t, int, int, void *, void *);
+  int (*CommDestroy)(void *);
+  int (*CommAbort)(void *);
+  const char *(*GetErrorString)(int);
+} lib;
+static int lib_ok;
+
+static void lib_load_once(void) {
+  const char *names[] = {symcoll__env_str("SYMCOLL_NCCL_LIB", NULL), "libnccl.so.2",
+#ifdef SYMCOLL_NCCL_PATH
+                         SYMCOLL_NCCL_PATH,
+#endif
+                         NULL};
+  void *h = NULL;
+  for (size_t i = 0; !h && i < sizeof names / sizeof names[0]; i++)
+    if (names[i]) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "NCCL engine: libnccl.so.2 not found (%s)", dlerror());
+    return;
+  }
+  struct { const char *name; void **fn; } t[] = {
+      {"ncclGetUniqueId", (void **)&lib.GetUniqueId},   {"ncclCommInitRank", (void **)&lib.CommInitRank},
+      {"ncclAllReduce", (void **)&lib.AllReduce},       {"ncclCommDestroy", (void **)&lib.CommDestroy},
+      {"ncclCommAbort", (void **)&lib.CommAbort},       {"ncclGetErrorString", (void **)&lib.GetErrorString},
+  };
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+    if (!(*t[i].fn = dlsym(h, t[i].name))) {
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "NCCL engine: %s missing from libnccl", t[i].name);
+      return;
+    }
+  lib_ok = 1;
+}
+
+static bool lib_load(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, lib_load_once);
+  return lib_ok;
+}
+
+/* Whether rank 0's table (adopted by all) picks NCCL for some size. */
+static bool table_wants(symcoll_comm_t comm) {
+  for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++)
+    for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++)
+      if (comm->tune[d].bucket[b].algo == SYMCOLL_ALGO_NCCL) return true;
+  return false;
+}
+
+symcoll_status_t symcoll__nccl_setup(symcoll_comm_t comm, symcoll__nccl_t *nc) {
+  memset(nc, 0, sizeof *nc);
+  pthread_mutex_init(&nc->lock, NULL);
+  const char *mode = symcoll__env_str("SYMCOLL_NCCL", "auto");
+  int want = !strcmp(mode, "1") || comm->forced_algo == SYMCOLL_ALGO_NCCL ? 1
+             : !strcmp(mode, "0")                                         ? 0
+                                                                          : table_wants(comm);
+  /* Rank 0 decides whether to try; every rank says whether it can. */
+  int wants[SYMCOLL_MAX_RANKS];
+  SYMCOLL_CHECK(comm->oob->allgather(comm, &want, wants, sizeof want));
+  if (!wants[0]) {
+    symcoll__tune_drop_algo(comm, SYMCOLL_ALGO_NCCL);
+    return SYMCOLL_OK;
+  }
+  int can = comm->ranks_on_my_device == 1 && lib_load(), cans[SYMCOLL_MAX_RANKS];
+  SYMCOLL_CHECK(comm->oob->allgather(comm, &can, cans, sizeof can));
+  for (int r = 0; r < comm->nranks; r++)
+    if (!cans[r]) {
+      SYMCOLL_LOG(!strcmp(mode, "1") ? SYMCOLL_LOG_WARN : SYMCOLL_LOG_INFO, SYMCOLL_SUBSYS_INIT,
+                  "no NCCL engine: rank %d %s", r,
+                  comm->ranks_on_my_device > 1 ? "shares its GPU (NCCL takes one rank per GPU)" : "cannot load libnccl.so.2");
+      symcoll__tune_drop_algo(comm, SYMCOLL_ALGO_NCCL);
+      return SYMCOLL_OK;
+    }
+  nccl_id_t id, ids[SYMCOLL_MAX_RANKS];
+  memset(&id, 0, sizeof id);
+  int rc = comm->rank == 0 ? lib.GetUniqueId(&id) : NCCL_OK;
+  SYMCOLL_CHECK(comm->oob->allgather(comm, &id, ids, sizeof id));
+  if (rc == NCCL_OK) rc = lib.CommInitRank(&nc->comm, comm->nranks, ids[0], comm->rank);
+  int ok = rc == NCCL_OK, oks[SYMCOLL_MAX_RANKS];
+  if (!ok) SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "NCCL engine: ncclCommInitRank: %s", lib.GetErrorString(rc));
+  SYMCOLL_CHECK(comm->oob->allgather(comm, &ok, oks, sizeof ok));
+  for (int r = 0; r < comm->nranks; r++)
+    if (!oks[r]) {
+      if (nc->comm) lib.CommDestroy(nc->comm);
+      nc->comm = NULL;
+      symcoll__tune_drop_algo(comm, SYMCOLL_ALGO_NCCL);
+      return SYMCOLL_OK;
+    }
+  SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "rank %d holds an NCCL communicator of %d ranks", comm->rank, comm->nranks);
+  return SYMCOLL_OK;
+}
+
+symcoll_status_t symcoll__nccl_all_reduce(symcoll__nccl_t *nc, const symcoll__coll_args_t *a) {
+  static const int dt[] = {[SYMCOLL_FLOAT32] = NCCL_F32, [SYMCOLL_FLOAT16] = NCCL_F16, [SYMCOLL_BFLOAT16] = NCCL_BF16};
+  static const int op[] = {[SYMCOLL_SUM] = NCCL_SUM, [SYMCOLL_MAX] = NCCL_MAX, [SYMCOLL_MIN] = NCCL_MIN};
+  /* The lock keeps an abort (from another thread) from freeing the communicator under us. */
+  pthread_mutex_lock(&nc->lock);
+  int rc = nc->comm ? lib.AllReduce(a->send, a->recv, a->count, dt[a->dtype], op[a->op], nc->comm, a->stream) : -1;
+  pthread_mutex_unlock(&nc->lock);
+  if (rc == -1) return SYMCOLL_ERR_ABORTED;
+  if (rc != NCCL_OK) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "ncclAllReduce: %s", lib.GetErrorString(rc));
+    return SYMCOLL_ERR_CUDA;
+  }
+  return SYMCOLL_OK;
+}
+
+void symcoll__nccl_abort(symcoll__nccl_t *nc) {
+  pthread_mutex_lock(&nc->lock);
+  if (nc->comm) lib.CommAbort(nc->comm); /* NCCL kernels waiting for a dead peer end */
+  nc->comm = NULL;
+  pthread_mutex_unlock(&nc->lock);
+}
+
+void symcoll__nccl_fini(symcoll__nccl_t *nc) {
+  if (nc->comm) lib.CommDestroy(nc->comm);
+  nc->comm = NULL;
+  pthread_mutex_destroy(&nc->lock);
+}
