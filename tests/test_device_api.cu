@@ -113,6 +113,7 @@ static void graph_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
     symcoll_coll_opts_t o;
     symcoll_coll_opts_init(&o);
     o.algo = (symcoll_algo_t)(i % SYMCOLL_NUM_ALGOS); /* auto and every algorithm in turn */
+    if (symcoll_algo_supported(comm, o.algo) != SYMCOLL_OK) o.algo = SYMCOLL_ALGO_AUTO;
     size_t count = 1 + (size_t)i * 199;
     symcoll_status_t st = symcoll_all_reduce_ex(comm, in + i * maxc * 2, out + i * maxc * 2, count,
                                                 SYMCOLL_BFLOAT16, SYMCOLL_SUM, s, &o);
