@@ -181,10 +181,6 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t round = a.chunk_elems; /* at most a half */
-  /* This thread's first vector is on its way while the call counter is read. */
-  const bool pre = first < (a.count < round ? a.count : round) / E;
-  Pack<T, VEC> x0;
-  if (pre) x0 = load_cg<T, VEC>(a.send, first);
   uint32_t epoch;
   if (!take_state(a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch)) return;
   const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
@@ -196,12 +192,7 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
     const size_t nvec = n / E, tail = n - nvec * E;
     const char *in = a.send + base * sizeof(T);
     char *out = a.recv + base * sizeof(T);
-    size_t from = first;
-    if (base == 0 && pre) {
-      store<T, VEC>(mine, first, x0);
-      from += stride;
-    }
-    stage<T, VEC>(mine, in, nvec, tail, from, stride);
+    stage<T, VEC>(mine, in, nvec, tail, first, stride);
     BARRIER(a);
     for (size_t v = first; v < nvec; v += stride)
       store<T, VEC>(out, v, reduce_at<T, OP, VEC>(src, a.nranks, v));
