@@ -16,7 +16,9 @@
 
 #include "internal.h"
 
-/* Built-in rows: measured choices live in tools/tune output; these are the defaults. */
+/* Built-in rows: symcoll-tune's choices on an H200 (bench/results/h200/tuning; 3 ranks between
+ * the 2- and 4-rank tables). Ranks sharing one GPU emulate a node: on 8 GPUs over NVLink, run
+ * symcoll-tune and load its table. */
 static const char *const builtin_table =
     "# backend nranks dtype max_bytes algo blocks threads\n"
     "host 1 * inf oneshot\n"
@@ -24,17 +26,18 @@ static const char *const builtin_table =
     "host * * 1048576 oneshot\n"
     "host * * inf twoshot\n"
     "cuda 1 * inf oneshot\n"
+    "cuda 2 * 262144 lamport 0 256\n"
     "cuda 2 * 1048576 lamport\n"
     "cuda 2 * inf oneshot_db\n"
-    "cuda 3 * 524288 lamport\n"
-    "cuda 3 * 1048576 oneshot_db\n"
-    "cuda 3 * inf twoshot\n"
-    "cuda 4 * 524288 lamport\n"
-    "cuda 4 * 2097152 oneshot_db\n"
-    "cuda 4 * inf twoshot\n"
-    "cuda * * 65536 lamport\n"
-    "cuda * * 1048576 oneshot_db\n"
-    "cuda * * inf twoshot\n";
+    "cuda 3 * 262144 lamport 0 256\n"
+    "cuda 3 * 1048576 oneshot_db 0 1024\n"
+    "cuda 3 * inf twoshot 0 1024\n"
+    "cuda 4 * 262144 lamport 0 256\n"
+    "cuda 4 * 2097152 oneshot_db 0 1024\n"
+    "cuda 4 * inf twoshot 0 1024\n"
+    "cuda * * 65536 lamport 0 256\n"
+    "cuda * * 1048576 oneshot_db 0 1024\n"
+    "cuda * * inf twoshot 0 1024\n";
 
 typedef struct {
   size_t max_bytes;
