@@ -117,7 +117,10 @@ typedef struct {
 } cuda_mem_t;
 
 typedef struct {
-  int dev, sms;
+  /* Launch geometry, the same on every rank (block b of every rank meets its twins at
+   * barrier slot b, and rounds must line up): the fewest SMs and the smallest L2 of the
+   * team's GPUs, and the most ranks sharing any one of them. */
+  int dev, sms, l2, share;
   int devs[SYMCOLL_MAX_RANKS]; /* thread mode: every rank's ordinal */
   struct symcoll_mem *ws;
   size_t ws_bytes, db_half, lp_slot;
@@ -366,6 +369,18 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
       s = SYMCOLL_ERR_UNSUPPORTED;
     }
   }
+  int geo[2] = {cs->sms, 0}, geos[SYMCOLL_MAX_RANKS][2];
+  if (cudaDeviceGetAttribute(&geo[1], cudaDevAttrL2CacheSize, comm->device) != cudaSuccess) geo[1] = 0;
+  SYMCOLL_CHECK_GOTO(comm->oob->allgather(comm, geo, geos, sizeof geo), s, out);
+  cs->l2 = geo[1];
+  cs->share = 0;
+  for (int r = 0; r < comm->nranks; r++) {
+    int same = 0;
+    for (int q = 0; q < comm->nranks; q++) same += !strcmp(buses[q], buses[r]);
+    if (same > cs->share) cs->share = same;
+    if (geos[r][0] < cs->sms) cs->sms = geos[r][0];
+    if (geos[r][1] < cs->l2) cs->l2 = geos[r][1];
+  }
   int verdict = s, verdicts[SYMCOLL_MAX_RANKS];
   SYMCOLL_CHECK_GOTO(comm->oob->allgather(comm, &verdict, verdicts, sizeof(int)), s, out);
   for (int r = 0; r < comm->nranks; r++)
@@ -389,9 +404,7 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
    * streams the result out: when a quarter of L2 per rank on this GPU holds the staged round,
    * the read-back hits L2 instead of HBM (H200, world 1, 32 MB: 31 us in 16 MB rounds against
    * 39 us in 25 MB ones). */
-  int l2 = 0;
-  if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, comm->device) != cudaSuccess) l2 = 0;
-  size_t l2_round = ((size_t)l2 / 4 / (size_t)comm->ranks_on_my_device) & ~(size_t)255;
+  size_t l2_round = ((size_t)cs->l2 / 4 / (size_t)cs->share) & ~(size_t)255;
   if (l2_round < ((size_t)1 << 20)) l2_round = (size_t)1 << 20;
   /* Two-shot stages a whole workspace per round; ONE_SHOT_DB at most a half. */
   cs->round_bytes[SYMCOLL_ALGO_ONE_SHOT] = l2_round < cs->ws_bytes ? l2_round : cs->ws_bytes;
@@ -476,16 +489,16 @@ static symcoll_status_t cuda_check(symcoll_comm_t comm) {
 
 /* ---- launch path: no allocation, no host synchronisation, one kernel (LAMPORT: one a slot) -- */
 
-static int resident_blocks(cuda_state_t *cs, symcoll_comm_t comm, const void *fn, int threads) {
+static int resident_blocks(cuda_state_t *cs, const void *fn, int threads) {
   for (int i = 0; i < cs->nocc; i++)
     if (cs->occ[i].fn == fn && cs->occ[i].threads == threads)
-      return cs->occ[i].blocks_per_sm * cs->sms / comm->ranks_on_my_device;
+      return cs->occ[i].blocks_per_sm * cs->sms / cs->share;
   int per_sm = 1;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, 0) != cudaSuccess || per_sm < 1)
     per_sm = 1;
   if (cs->nocc < (int)(sizeof cs->occ / sizeof cs->occ[0]))
     cs->occ[cs->nocc++] = (typeof(cs->occ[0])){fn, threads, per_sm};
-  return per_sm * cs->sms / comm->ranks_on_my_device;
+  return per_sm * cs->sms / cs->share;
 }
 
 static symcoll_status_t cuda_tune_ready(symcoll_comm_t comm) {
@@ -529,7 +542,7 @@ static symcoll_status_t cuda_all_reduce(symcoll_comm_t comm, const symcoll__coll
   if (a->algo == SYMCOLL_ALGO_TWO_SHOT) work = (work + (size_t)comm->nranks - 1) / (size_t)comm->nranks;
   l.threads = a->threads ? a->threads : DEFAULT_THREADS;
   if (l.threads < 32 * ((comm->nranks + 31) / 32)) l.threads = 32 * ((comm->nranks + 31) / 32);
-  int maxb = resident_blocks(cs, comm, symcoll__cuda_kernel(&l), l.threads);
+  int maxb = resident_blocks(cs, symcoll__cuda_kernel(&l), l.threads);
   if (maxb > SYMCOLL_CUDA_SLOTS) maxb = SYMCOLL_CUDA_SLOTS;
   if (maxb < 1) maxb = 1;
   size_t want = a->blocks ? (size_t)a->blocks : (work + (size_t)l.threads - 1) / (size_t)l.threads;
