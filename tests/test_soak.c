@@ -93,7 +93,11 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
   if (rank == 0)
     printf("rank 0: %ld calls, %ld wrong; fds %ld -> %ld, resident pages %ld -> %ld\n", done, wrong,
            fds0, fds1, rss0, rss1);
-  if (done > 1000 && wrong == 0 && (fds1 > fds0 || rss1 > rss0 + 256)) {
+  /* The CUDA runtime's threads open and close descriptors of their own at any time (counts
+   * went 54 -> 49 and 43 -> 44 across 2000 GPU calls): allow them a few. A leak of one per call
+   * would show as thousands. */
+  const long fd_slack = strcmp(ops->name, "host") ? 4 : 0;
+  if (done > 1000 && wrong == 0 && (fds1 > fds0 + fd_slack || rss1 > rss0 + 256)) {
     fprintf(stderr, "rank %d: growth: fds %ld -> %ld, resident pages %ld -> %ld\n", rank, fds0, fds1, rss0, rss1);
     wrong++;
   }
