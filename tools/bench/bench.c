@@ -351,6 +351,20 @@ static void print_header(FILE *f, const table_t *t, bool csv) {
 
 static double total_wrong; /* rank 0: wrong elements over all columns and sizes */
 
+/* A progress bar on the terminal (stderr, rank 0), by sizes done; time left assumes each size
+ * costs its bytes' share of the whole range (large sizes dominate). */
+static void progress(size_t done_bytes, double t0) {
+  size_t total = 0, done = 0, n = 0, k = 0;
+  for (size_t b = O.min_bytes; b <= O.max_bytes; b = O.step > 1 ? b * O.step : b + 1, n++) {
+    total += b;
+    if (b <= done_bytes) done += b, k++;
+  }
+  const int width = 30, fill = (int)(width * (double)done / (double)total);
+  const double spent = now_s() - t0, left = done ? spent * (double)(total - done) / (double)done : 0;
+  fprintf(stderr, "\r[%.*s%*s] %zu/%zu sizes, %.0f s, ~%.0f s left ", fill, "##############################",
+          width - fill, "", k, n, spent, left);
+}
+
 static void run_rank(bctx_t *c) {
   table_t t = {0};
   build_columns(&t);
@@ -388,6 +402,7 @@ static void run_rank(bctx_t *c) {
               c->gpu ? "cuda" : "host", c->nranks, O.mode, symcoll_dtype_name(O.dtype), symcoll_op_name(O.op),
               c->gpu && O.graph, O.iters, O.reps);
   }
+  const double t0 = now_s();
   for (size_t bytes = O.min_bytes; bytes <= O.max_bytes; bytes = O.step > 1 ? bytes * O.step : bytes + 1) {
     size_t count = bytes / es;
     if (count == 0) continue;
@@ -429,6 +444,7 @@ static void run_rank(bctx_t *c) {
       tune_rows[ntune++] = (tune_row_t){bytes, best_sc, second, slow[best_sc], second >= 0 ? slow[second] : 0};
     }
     double busbw = best_sc >= 0 ? (double)bytes / (slow[best_sc] * 1e3) * 2.0 * (c->nranks - 1) / c->nranks : 0;
+    if (isatty(2)) fprintf(stderr, "\r\033[K"); /* the progress bar gives way to the row */
     printf("%12zu %10zu %5s", bytes, count, symcoll_dtype_name(O.dtype));
     for (int i = 0; i < t.ncols; i++)
       if (slow[i] < 0) printf(" %9s", "n/a");
@@ -451,9 +467,9 @@ static void run_rank(bctx_t *c) {
       fprintf(json, "}, \"busbw_GBps\": %.3f, \"wrong\": %.0f, \"best\": \"%s\"}", busbw, wrong,
               best >= 0 ? t.cols[best].name : "");
     }
-    if (isatty(2)) fprintf(stderr, "\r[bench] %zu / %zu bytes", bytes, O.max_bytes);
+    if (isatty(2)) progress(bytes, t0);
   }
-  if (c->rank == 0 && isatty(2)) fprintf(stderr, "\n");
+  if (c->rank == 0 && isatty(2)) fprintf(stderr, "\r\033[K");
   if (csv) fclose(csv);
   if (json) {
     fprintf(json, "\n]}\n");
