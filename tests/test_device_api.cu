@@ -220,6 +220,49 @@ static void test_lamport_sentinel(void **state) {
   }
 }
 
+/* One rank, auto: a copy. From 1 MiB of aligned device memory a copy kernel does it, else the
+ * runtime; both must give the input back, and nothing past it may change. */
+static void test_one_rank_copy(void **state) {
+  (void)state;
+  symcoll_comm_t one;
+  CK(symcoll_comm_create_all(1, devices(1).data(), &one));
+  const size_t maxc = (4u << 20) / 4 + 64;
+  std::vector<float> h(maxc), back(maxc);
+  for (size_t i = 0; i < maxc; i++) h[i] = (float)(i % 1000) - 500.0f;
+  char *in, *out, *pinned;
+  cudaStream_t s;
+  CK(cudaMalloc(&in, maxc * 4));
+  CK(cudaMalloc(&out, maxc * 4 + 64));
+  CK(cudaMallocHost(&pinned, maxc * 4 + 64));
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaMemcpy(in, h.data(), maxc * 4, cudaMemcpyHostToDevice));
+  struct { size_t count, src_off, dst_off; bool to_pinned; } cases[] = {
+      {1u << 18, 0, 0, false},          /* 1 MiB: the kernel */
+      {(1u << 20) + 4, 0, 16, false},   /* 4 MiB + 16 B: the kernel */
+      {(1u << 20) + 3, 0, 0, false},    /* not whole vectors: the runtime */
+      {(1u << 18) + 8, 4, 8, false},    /* misaligned: the runtime */
+      {1u << 19, 0, 0, true},           /* into pinned host memory: the runtime */
+  };
+  for (auto &c : cases) {
+    char *dst = (c.to_pinned ? pinned : out) + c.dst_off;
+    const size_t span = c.count * 4 + 32;
+    if (c.to_pinned) memset(dst, 0xff, span);
+    else CK(cudaMemset(dst, 0xff, span));
+    assert_int_equal(symcoll_all_reduce(one, in + c.src_off, dst, c.count, SYMCOLL_FLOAT32, SYMCOLL_SUM, s), SYMCOLL_OK);
+    CK(cudaStreamSynchronize(s));
+    std::vector<char> got(span);
+    CK(cudaMemcpy(got.data(), dst, span, cudaMemcpyDefault));
+    assert_memory_equal(got.data(), (char *)h.data() + c.src_off, c.count * 4);
+    for (size_t i = c.count * 4; i < span; i++) assert_int_equal((unsigned char)got[i], 0xff);
+  }
+  assert_int_equal(symcoll_comm_check(one), SYMCOLL_OK);
+  cudaFree(in);
+  cudaFree(out);
+  cudaFreeHost(pinned);
+  cudaStreamDestroy(s);
+  symcoll_comm_destroy(one);
+}
+
 /* The NCCL engine: refused to ranks that share a GPU (NCCL takes one rank per GPU); with one
  * rank per GPU, SYMCOLL_ALGO_NCCL runs through it, from a stream and from a graph replay. */
 static void test_nccl_engine(void **state) {
@@ -372,6 +415,7 @@ int main() {
       cmocka_unit_test(test_graph_replay),
       cmocka_unit_test(test_lamport_sentinel),
       cmocka_unit_test(test_nccl_engine),
+      cmocka_unit_test(test_one_rank_copy),
       cmocka_unit_test(test_peer_never_launches),
       cmocka_unit_test(test_abort_gpu),
       cmocka_unit_test(test_too_many_ranks),
