@@ -220,8 +220,8 @@ static void test_lamport_sentinel(void **state) {
   }
 }
 
-/* One rank, auto: a copy. From 1 MiB of aligned device memory a copy kernel does it, else the
- * runtime; both must give the input back, and nothing past it may change. */
+/* One rank, auto: a copy (cudaMemcpyAsync), of any size and alignment, also into pinned host
+ * memory; it must give the input back, and nothing past it may change. */
 static void test_one_rank_copy(void **state) {
   (void)state;
   symcoll_comm_t one;
@@ -237,11 +237,11 @@ static void test_one_rank_copy(void **state) {
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CK(cudaMemcpy(in, h.data(), maxc * 4, cudaMemcpyHostToDevice));
   struct { size_t count, src_off, dst_off; bool to_pinned; } cases[] = {
-      {1u << 18, 0, 0, false},          /* 1 MiB: the kernel */
-      {(1u << 20) + 4, 0, 16, false},   /* 4 MiB + 16 B: the kernel */
-      {(1u << 20) + 3, 0, 0, false},    /* not whole vectors: the runtime */
-      {(1u << 18) + 8, 4, 8, false},    /* misaligned: the runtime */
-      {1u << 19, 0, 0, true},           /* into pinned host memory: the runtime */
+      {1u << 18, 0, 0, false},          /* 1 MiB */
+      {(1u << 20) + 4, 0, 16, false},   /* 4 MiB + 16 B */
+      {(1u << 20) + 3, 0, 0, false},    /* not whole 16-byte vectors */
+      {(1u << 18) + 8, 4, 8, false},    /* misaligned */
+      {1u << 19, 0, 0, true},           /* into pinned host memory */
   };
   for (auto &c : cases) {
     char *dst = (c.to_pinned ? pinned : out) + c.dst_off;

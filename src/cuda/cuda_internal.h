@@ -58,8 +58,6 @@ int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_ar
 const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l);
 /* Loads every kernel of the library (see kernels.cu); returns a cudaError_t. */
 int symcoll__cuda_preload(void);
-/* dst = src, nvec 16-byte vectors, both 16-byte aligned and device-accessible. */
-int symcoll__cuda_copy_vec(void *dst, const void *src, size_t nvec, int blocks, void *stream);
 /* A tiny kernel that writes `value` into slot `slot` of every peer's pad, for the
  * reachability probe at communicator creation. */
 int symcoll__cuda_probe(uint32_t *const *pads, int nranks, int rank, uint32_t value, void *stream);

@@ -396,12 +396,6 @@ const void *pick_op(const symcoll__cuda_launch_t *l) {
   }
 }
 
-/* One rank's all-reduce of a large aligned input: a plain 16-byte copy, grid-stride. */
-__global__ void __launch_bounds__(512) CopyVec(uint4 *dst, const uint4 *src, size_t n) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    dst[i] = src[i];
-}
-
 __global__ void ProbePeers(const symcoll__cuda_args_t a, uint32_t value) {
   int p = threadIdx.x;
   if (p < a.nranks)
@@ -438,13 +432,7 @@ extern "C" int symcoll__cuda_preload(void) {
           cudaError_t e = cudaFuncGetAttributes(&attr, symcoll__cuda_kernel(&l));
           if (e != cudaSuccess) return (int)e;
         }
-  cudaError_t e = cudaFuncGetAttributes(&attr, CopyVec);
-  return (int)(e != cudaSuccess ? e : cudaFuncGetAttributes(&attr, ProbePeers));
-}
-
-extern "C" int symcoll__cuda_copy_vec(void *dst, const void *src, size_t nvec, int blocks, void *stream) {
-  CopyVec<<<blocks, 512, 0, (cudaStream_t)stream>>>((uint4 *)dst, (const uint4 *)src, nvec);
-  return (int)cudaGetLastError();
+  return (int)cudaFuncGetAttributes(&attr, ProbePeers);
 }
 
 extern "C" int symcoll__cuda_probe(uint32_t *const *pads, int nranks, int rank, uint32_t value,
