@@ -187,8 +187,9 @@ static void sentinel_rank(symcoll_comm_t comm, int *bad) {
   symcoll_coll_opts_t o;
   symcoll_coll_opts_init(&o);
   o.algo = SYMCOLL_ALGO_LAMPORT;
-  cudaMemcpy(d, h16, sizeof h16, cudaMemcpyHostToDevice);
-  cudaMemcpy(d + 1024, h32, sizeof h32, cudaMemcpyHostToDevice);
+  /* On the collective's stream: a non-blocking stream does not wait for the legacy one. */
+  cudaMemcpyAsync(d, h16, sizeof h16, cudaMemcpyHostToDevice, s);
+  cudaMemcpyAsync(d + 1024, h32, sizeof h32, cudaMemcpyHostToDevice, s);
   int wrong = symcoll_all_reduce_ex(comm, d, d + 2048, count, SYMCOLL_BFLOAT16, SYMCOLL_SUM, s, &o) != SYMCOLL_OK;
   wrong += symcoll_all_reduce_ex(comm, d + 1024, d + 3072, count, SYMCOLL_FLOAT32, SYMCOLL_SUM, s, &o) != SYMCOLL_OK;
   cudaStreamSynchronize(s);
@@ -235,7 +236,7 @@ static void test_one_rank_copy(void **state) {
   CK(cudaMalloc(&out, maxc * 4 + 64));
   CK(cudaMallocHost(&pinned, maxc * 4 + 64));
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  CK(cudaMemcpy(in, h.data(), maxc * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpyAsync(in, h.data(), maxc * 4, cudaMemcpyHostToDevice, s));
   struct { size_t count, src_off, dst_off; bool to_pinned; } cases[] = {
       {1u << 18, 0, 0, false},          /* 1 MiB */
       {(1u << 20) + 4, 0, 16, false},   /* 4 MiB + 16 B */
@@ -247,7 +248,7 @@ static void test_one_rank_copy(void **state) {
     char *dst = (c.to_pinned ? pinned : out) + c.dst_off;
     const size_t span = c.count * 4 + 32;
     if (c.to_pinned) memset(dst, 0xff, span);
-    else CK(cudaMemset(dst, 0xff, span));
+    else CK(cudaMemsetAsync(dst, 0xff, span, s));
     assert_int_equal(symcoll_all_reduce(one, in + c.src_off, dst, c.count, SYMCOLL_FLOAT32, SYMCOLL_SUM, s), SYMCOLL_OK);
     CK(cudaStreamSynchronize(s));
     std::vector<char> got(span);
@@ -263,8 +264,44 @@ static void test_one_rank_copy(void **state) {
   symcoll_comm_destroy(one);
 }
 
+/* One rank per GPU (several GPUs): NCCL through the engine, exact inputs, every dtype and op. */
+static void nccl_rank(symcoll_comm_t comm, uint32_t seed, int *bad) {
+  cudaSetDevice(symcoll_comm_device(comm));
+  const int rank = symcoll_comm_rank(comm), n = symcoll_comm_nranks(comm);
+  const size_t count = 100003;
+  std::vector<char> h(count * 4), want(count * 4);
+  char *in, *out;
+  cudaStream_t s;
+  *bad = 1;
+  if (cudaMalloc(&in, count * 4) != cudaSuccess || cudaMalloc(&out, count * 4) != cudaSuccess) return;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  symcoll_coll_opts_t o;
+  symcoll_coll_opts_init(&o);
+  o.algo = SYMCOLL_ALGO_NCCL;
+  int wrong = 0;
+  for (int dt = 0; dt < SYMCOLL_NUM_DTYPES; dt++)
+    for (int op = 0; op < SYMCOLL_NUM_OPS; op++) {
+      const size_t es = symcoll_dtype_size((symcoll_dtype_t)dt);
+      th_fill(h.data(), (symcoll_dtype_t)dt, count, rank, seed + dt * 3 + op);
+      th_expect(want.data(), (symcoll_dtype_t)dt, (symcoll_op_t)op, count, n, seed + dt * 3 + op);
+      cudaMemcpyAsync(in, h.data(), count * es, cudaMemcpyHostToDevice, s);
+      cudaMemsetAsync(out, 0xff, count * es, s);
+      wrong += symcoll_all_reduce_ex(comm, in, out, count, (symcoll_dtype_t)dt, (symcoll_op_t)op, s, &o) != SYMCOLL_OK;
+      cudaStreamSynchronize(s);
+      cudaMemcpy(h.data(), out, count * es, cudaMemcpyDeviceToHost);
+      if (memcmp(h.data(), want.data(), count * es) != 0 && wrong++ < 3)
+        fprintf(stderr, "rank %d: NCCL engine %s %s: wrong result\n", rank, symcoll_dtype_name((symcoll_dtype_t)dt),
+                symcoll_op_name((symcoll_op_t)op));
+    }
+  *bad = wrong != 0 || symcoll_comm_check(comm) != SYMCOLL_OK;
+  cudaFree(in);
+  cudaFree(out);
+  cudaStreamDestroy(s);
+}
+
 /* The NCCL engine: refused to ranks that share a GPU (NCCL takes one rank per GPU); with one
- * rank per GPU, SYMCOLL_ALGO_NCCL runs through it, from a stream and from a graph replay. */
+ * rank per GPU, SYMCOLL_ALGO_NCCL runs through it, from a stream and from a graph replay, and
+ * on a machine of several GPUs across them. */
 static void test_nccl_engine(void **state) {
   (void)state;
   setenv("SYMCOLL_NCCL", "1", 1);
@@ -289,12 +326,12 @@ static void test_nccl_engine(void **state) {
   CK(cudaMalloc(&in, count * 4));
   CK(cudaMalloc(&out, count * 4));
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  CK(cudaMemcpy(in, h.data(), count * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpyAsync(in, h.data(), count * 4, cudaMemcpyHostToDevice, s));
   symcoll_coll_opts_t o;
   symcoll_coll_opts_init(&o);
   o.algo = SYMCOLL_ALGO_NCCL;
   for (int graph = 0; graph < 2; graph++) {
-    CK(cudaMemset(out, 0xff, count * 4));
+    CK(cudaMemsetAsync(out, 0xff, count * 4, s));
     if (graph) {
       cudaGraph_t g;
       cudaGraphExec_t e;
@@ -318,6 +355,23 @@ static void test_nccl_engine(void **state) {
   cudaFree(out);
   cudaStreamDestroy(s);
   symcoll_comm_destroy(one);
+  if (ngpu >= 2) {
+    const int n = ngpu;
+    std::vector<symcoll_comm_t> comms(n);
+    setenv("SYMCOLL_NCCL", "1", 1);
+    CK(symcoll_comm_create_all(n, devices(n).data(), comms.data()));
+    unsetenv("SYMCOLL_NCCL");
+    assert_int_equal(symcoll_algo_supported(comms[0], SYMCOLL_ALGO_NCCL), SYMCOLL_OK);
+    std::vector<int> bad(n, 1);
+    std::vector<std::thread> t;
+    uint32_t seed = (uint32_t)time(nullptr);
+    for (int r = 0; r < n; r++) t.emplace_back(nccl_rank, comms[r], seed, &bad[r]);
+    for (int r = 0; r < n; r++) {
+      t[r].join();
+      assert_int_equal(bad[r], 0);
+      symcoll_comm_destroy(comms[r]);
+    }
+  }
 }
 
 /* Two ranks of which only rank 0 will call: its device, a buffer of 4096 floats, a stream. */
