@@ -101,6 +101,10 @@ typedef struct {
   symcoll_algo_t algo;      /* SYMCOLL_ALGO_AUTO: the tuning table decides */
   int blocks;               /* GPU: grid size, 0 = tuned; ignored on CPU */
   int threads;              /* GPU: threads per block, 0 = tuned; ignored on CPU */
+  size_t round_bytes;       /* GPU: bytes per rank a kernel stages per round (a multiple of 256,
+                               capped by the algorithm's buffer), 0 = tuned; ignored on CPU.
+                               Added in 0.2: callers built with the older, shorter struct
+                               (struct_size without it) keep working. */
 } symcoll_coll_opts_t;
 
 /* ---- status and version ------------------------------------------------ */

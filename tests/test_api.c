@@ -128,6 +128,16 @@ static void test_bad_collective_args(void **state) {
   symcoll_coll_opts_init(&o);
   o.threads = 33;
   EXPECT_BAD(symcoll_all_reduce_ex(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o));
+  symcoll_coll_opts_init(&o);
+  o.round_bytes = 1000; /* not a multiple of 256 */
+  EXPECT_BAD(symcoll_all_reduce_ex(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o));
+  /* A caller built against 0.1's options (no round_bytes) is still served. */
+  symcoll_coll_opts_init(&o);
+  o.struct_size = offsetof(symcoll_coll_opts_t, round_bytes);
+  o.round_bytes = 1000; /* beyond its struct: never read */
+  assert_int_equal(symcoll_all_reduce_ex(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_MAX, NULL, &o), SYMCOLL_OK);
+  assert_memory_equal(recv, send, N * sizeof(float));
+  memcpy(recv, poison, sizeof recv);
   /* count 0 is a no-op that succeeds, even with NULL buffers. */
   assert_int_equal(symcoll_all_reduce(comm, NULL, NULL, 0, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL), SYMCOLL_OK);
   assert_int_equal(symcoll_all_reduce(comm, send, recv, 0, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL), SYMCOLL_OK);
@@ -260,11 +270,15 @@ typedef struct {
   symcoll_comm_t comm;
   size_t count;
   symcoll_status_t status;
+  int blocks;
 } check_arg_t;
 static void *check_thread(void *p) {
   check_arg_t *a = p;
   float buf[16] = {0};
-  a->status = symcoll_all_reduce(a->comm, buf, buf, a->count, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
+  symcoll_coll_opts_t o;
+  symcoll_coll_opts_init(&o);
+  o.blocks = a->blocks;
+  a->status = symcoll_all_reduce_ex(a->comm, buf, buf, a->count, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o);
   return NULL;
 }
 
@@ -272,13 +286,19 @@ static void test_check_mismatch(void **state) {
   (void)state;
   symcoll_comm_t comms[2];
   create_two_with_env("SYMCOLL_CHECK", "1", comms);
-  check_arg_t a[2] = {{comms[0], 10, SYMCOLL_OK}, {comms[1], 11, SYMCOLL_OK}};
+  check_arg_t a[2] = {{comms[0], 10, SYMCOLL_OK, 0}, {comms[1], 11, SYMCOLL_OK, 0}};
   pthread_t t[2];
   for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, check_thread, &a[i]);
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
   assert_int_equal(a[0].status, SYMCOLL_ERR_MISMATCH);
   assert_int_equal(a[1].status, SYMCOLL_ERR_MISMATCH);
-  a[1].count = 10; /* agreeing calls work afterwards */
+  a[1].count = 10;
+  a[1].blocks = 4; /* a launch shape that differs is caught too */
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, check_thread, &a[i]);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  assert_int_equal(a[0].status, SYMCOLL_ERR_MISMATCH);
+  assert_int_equal(a[1].status, SYMCOLL_ERR_MISMATCH);
+  a[1].blocks = 0; /* agreeing calls work afterwards */
   for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, check_thread, &a[i]);
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
   assert_int_equal(a[0].status, SYMCOLL_OK);
@@ -453,6 +473,24 @@ static void test_tuning_table(void **state) {
   write_file(bad, "host * fp32 4096 twoshot\nhost * fp32 banana oneshot\n");
   symcoll_algo_t a;
   symcoll_comm_t comm;
+  /* The round column: a multiple of 256 is taken; anything else makes the file ignored. */
+  char rounds[64], badround[64];
+  snprintf(rounds, sizeof rounds, "/tmp/symcoll-tune-round.%d", (int)getpid());
+  snprintf(badround, sizeof badround, "/tmp/symcoll-tune-badround.%d", (int)getpid());
+  write_file(rounds, "host * fp32 inf twoshot 0 256 1048576\n");
+  write_file(badround, "host * fp32 inf twoshot 0 256 1000\n");
+  setenv("SYMCOLL_TUNE_FILE", rounds, 1);
+  comm = solo();
+  assert_int_equal(symcoll_all_reduce_algo(comm, 1024, SYMCOLL_FLOAT32, &a), SYMCOLL_OK);
+  assert_int_equal(a, SYMCOLL_ALGO_TWO_SHOT);
+  symcoll_comm_destroy(comm);
+  setenv("SYMCOLL_TUNE_FILE", badround, 1);
+  comm = solo();
+  assert_int_equal(symcoll_all_reduce_algo(comm, 1024, SYMCOLL_FLOAT32, &a), SYMCOLL_OK);
+  assert_int_equal(a, SYMCOLL_ALGO_ONE_SHOT); /* built-in rows */
+  symcoll_comm_destroy(comm);
+  unlink(rounds);
+  unlink(badround);
   setenv("SYMCOLL_TUNE_FILE", good, 1);
   comm = solo();
   assert_int_equal(symcoll_all_reduce_algo(comm, 1024, SYMCOLL_FLOAT32, &a), SYMCOLL_OK);

@@ -62,6 +62,8 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
     symcoll_coll_opts_init(&o);
     o.algo = (symcoll_algo_t)(next(&rng) % SYMCOLL_NUM_ALGOS);
     if (symcoll_algo_supported(comm, o.algo) != SYMCOLL_OK) o.algo = SYMCOLL_ALGO_AUTO; /* same on every rank */
+    /* Now and then a round of 256 B ... 1 MiB (GPU; CPU ranks ignore it). */
+    if (next(&rng) % 4 == 0) o.round_bytes = (size_t)256 << (next(&rng) % 13);
     int inplace = next(&rng) % 2;
     size_t es = symcoll_dtype_size(dt), off = next(&rng) % 4;
     uint32_t seed = next(&rng);

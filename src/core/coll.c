@@ -1,4 +1,5 @@
 /* The collective entry points: argument checks, algorithm choice, dispatch to the transport. */
+#include <stddef.h>
 #include <string.h>
 
 #include "internal.h"
@@ -11,8 +12,10 @@ void symcoll_coll_opts_init(symcoll_coll_opts_t *opts) {
 
 /* SYMCOLL_CHECK=1: every rank compares the call's arguments with every peer's. */
 static symcoll_status_t check_agreement(symcoll_comm_t comm, const symcoll__coll_args_t *a) {
-  uint64_t mine[4] = {a->count, (uint64_t)a->dtype, (uint64_t)a->op, (uint64_t)a->algo};
-  uint64_t all[SYMCOLL_MAX_RANKS][4];
+  /* The launch shape too: ranks whose grids or rounds differ would wait at different slots. */
+  uint64_t mine[7] = {a->count, (uint64_t)a->dtype, (uint64_t)a->op, (uint64_t)a->algo,
+                      (uint64_t)a->blocks, (uint64_t)a->threads, a->round_bytes};
+  uint64_t all[SYMCOLL_MAX_RANKS][7];
   SYMCOLL_CHECK(comm->oob->allgather(comm, mine, all, sizeof mine));
   for (int r = 0; r < comm->nranks; r++)
     if (memcmp(all[r], mine, sizeof mine) != 0) {
@@ -22,6 +25,10 @@ static symcoll_status_t check_agreement(symcoll_comm_t comm, const symcoll__coll
                    symcoll_dtype_name(a->dtype), symcoll_op_name(a->op), symcoll_algo_name(a->algo),
                    r, (unsigned long long)all[r][0], symcoll_dtype_name((symcoll_dtype_t)all[r][1]),
                    symcoll_op_name((symcoll_op_t)all[r][2]), symcoll_algo_name((symcoll_algo_t)all[r][3]));
+      if (!memcmp(all[r], mine, 4 * sizeof mine[0]))
+        SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "... and launch shapes differ: rank %d blocks %llu threads %llu round %llu, rank %d %llu %llu %llu",
+                     comm->rank, (unsigned long long)mine[4], (unsigned long long)mine[5], (unsigned long long)mine[6],
+                     r, (unsigned long long)all[r][4], (unsigned long long)all[r][5], (unsigned long long)all[r][6]);
       return SYMCOLL_ERR_MISMATCH;
     }
   return SYMCOLL_OK;
@@ -35,10 +42,13 @@ symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send, vo
     SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce: unknown dtype %d or op %d", (int)dtype, (int)op);
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   }
-  if (opts && (opts->struct_size != sizeof *opts || (unsigned)opts->algo >= SYMCOLL_NUM_ALGOS ||
-               opts->blocks < 0 || opts->threads < 0 || opts->threads > 1024 ||
-               (opts->threads & 31) != 0)) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce: bad options (struct_size, algo, blocks or threads)");
+  /* Options of 0.1 end before round_bytes: still accepted. */
+  const bool has_round = opts && opts->struct_size == sizeof *opts;
+  const size_t opt_round = has_round ? opts->round_bytes : 0;
+  if (opts && ((!has_round && opts->struct_size != offsetof(symcoll_coll_opts_t, round_bytes)) ||
+               (unsigned)opts->algo >= SYMCOLL_NUM_ALGOS || opts->blocks < 0 || opts->threads < 0 ||
+               opts->threads > 1024 || (opts->threads & 31) != 0 || opt_round % 256 != 0)) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce: bad options (struct_size, algo, blocks, threads or round_bytes)");
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   }
   if (count == 0) return SYMCOLL_OK;
@@ -82,6 +92,7 @@ symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send, vo
   }
   a.blocks = opts && opts->blocks ? opts->blocks : t->blocks;
   a.threads = opts && opts->threads ? opts->threads : t->threads;
+  a.round_bytes = opt_round ? opt_round : t->round_bytes;
   /* Zero-copy only out of place: in place, writing the result would race with peers' reads. */
   if (s != r) a.send_mem = symcoll__mem_find(comm, send, bytes, &a.send_off);
   if (comm->check_args) SYMCOLL_CHECK(check_agreement(comm, &a));

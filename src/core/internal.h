@@ -105,6 +105,7 @@ typedef struct symcoll__coll_args {
   symcoll_op_t op;
   symcoll_algo_t algo; /* never AUTO here: core resolved it */
   int blocks, threads;
+  size_t round_bytes; /* 0: the transport's own */
   void *stream;
   /* Zero-copy: send lies in this symmetric allocation at this offset on every rank. */
   struct symcoll_mem *send_mem;
@@ -160,6 +161,7 @@ struct symcoll_mem {
 typedef struct symcoll__tune_entry {
   symcoll_algo_t algo;
   int blocks, threads; /* 0: the transport's own choice */
+  size_t round_bytes;  /* GPU bytes per round; 0: the transport's own choice */
 } symcoll__tune_entry_t;
 #define SYMCOLL_TUNE_BUCKETS 48
 typedef struct symcoll__tune {

@@ -5,7 +5,7 @@
  * the size's power-of-two bucket: O(1).
  *
  * Table format (plain text, one row per line, '#' starts a comment):
- *   <backend> <nranks|*> <dtype|*> <max_bytes|inf> <algo> [blocks] [threads]
+ *   <backend> <nranks|*> <dtype|*> <max_bytes|inf> <algo> [blocks] [threads] [round_bytes]
  * e.g. "cuda 8 bf16 262144 oneshot 0 512". Rows apply in order of max_bytes; a row covers
  * sizes above the previous row's max_bytes up to its own.
  */
@@ -69,14 +69,17 @@ int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
       if (hash) *hash = 0;
       char backend[32], nr[16], dt[16], mb[32], algo[32];
       int blocks = 0, threads = 0;
-      int k = sscanf(buf, "%31s %15s %15s %31s %31s %d %d", backend, nr, dt, mb, algo, &blocks,
-                     &threads);
+      unsigned long long round = 0;
+      int k = sscanf(buf, "%31s %15s %15s %31s %31s %d %d %llu", backend, nr, dt, mb, algo, &blocks,
+                     &threads, &round);
       if (k <= 0) continue;
       if (k < 5) goto syntax;
       symcoll_algo_t a = SYMCOLL_NUM_ALGOS;
       for (int i = 1; i < SYMCOLL_NUM_ALGOS; i++)
         if (!strcmp(algo, symcoll_algo_name((symcoll_algo_t)i))) a = (symcoll_algo_t)i;
-      if (a == SYMCOLL_NUM_ALGOS || blocks < 0 || threads < 0) goto syntax;
+      if (a == SYMCOLL_NUM_ALGOS || blocks < 0 || threads < 0 || threads > 1024 || threads % 32 ||
+          round % 256)
+        goto syntax;
       size_t max_bytes = SIZE_MAX;
       if (strcmp(mb, "inf") != 0) {
         char *end;
@@ -94,7 +97,7 @@ int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
           continue;
         }
         if (exact[d] != is_exact || nrows[d] >= 64) continue;
-        rows[d][nrows[d]++] = (row_t){max_bytes, {a, blocks, threads}};
+        rows[d][nrows[d]++] = (row_t){max_bytes, {a, blocks, threads, (size_t)round}};
         used++;
       }
     }
@@ -117,7 +120,7 @@ syntax:
 
 void symcoll__tune_drop_algo(symcoll_comm_t comm, symcoll_algo_t algo) {
   for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
-    symcoll__tune_entry_t below = {SYMCOLL_ALGO_TWO_SHOT, 0, 0};
+    symcoll__tune_entry_t below = {SYMCOLL_ALGO_TWO_SHOT, 0, 0, 0};
     for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++) {
       symcoll__tune_entry_t *e = &comm->tune[d].bucket[b];
       if (e->algo == algo)
@@ -143,7 +146,7 @@ static char *read_file(const char *path) {
 void symcoll__tune_init(symcoll_comm_t comm) {
   for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++)
     for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++)
-      comm->tune[d].bucket[b] = (symcoll__tune_entry_t){SYMCOLL_ALGO_ONE_SHOT, 0, 0};
+      comm->tune[d].bucket[b] = (symcoll__tune_entry_t){SYMCOLL_ALGO_ONE_SHOT, 0, 0, 0};
   symcoll__tune_parse(comm, builtin_table, NULL);
   char path[512];
   const char *file = symcoll__env_str("SYMCOLL_TUNE_FILE", NULL);

@@ -125,6 +125,7 @@ typedef struct {
   struct symcoll_mem *ws;
   size_t ws_bytes, db_half, lp_slot;
   size_t round_bytes[SYMCOLL_NUM_ALGOS]; /* bytes per round inside one kernel, by algorithm */
+  size_t round_cap[SYMCOLL_NUM_ALGOS];   /* the most a round can be: its staging buffer */
   uint32_t *err;            /* this rank's async error word (device memory) */
   cudaStream_t side;        /* private stream: probe, error reads */
   symcoll__nccl_t nccl;     /* an NCCL communicator over the same ranks, if held */
@@ -411,6 +412,9 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   cs->round_bytes[SYMCOLL_ALGO_ONE_SHOT_DB] = l2_round < cs->db_half ? l2_round : cs->db_half;
   cs->round_bytes[SYMCOLL_ALGO_TWO_SHOT] = cs->ws_bytes;
   cs->round_bytes[SYMCOLL_ALGO_LAMPORT] = cs->lp_slot; /* per launch */
+  cs->round_cap[SYMCOLL_ALGO_ONE_SHOT] = cs->round_cap[SYMCOLL_ALGO_TWO_SHOT] = cs->ws_bytes;
+  cs->round_cap[SYMCOLL_ALGO_ONE_SHOT_DB] = cs->db_half;
+  cs->round_cap[SYMCOLL_ALGO_LAMPORT] = cs->lp_slot;
   comm->workspace = cs->ws;
   cuda_mem_t *cm = cs->ws->tp;
   cs->err = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_ERR);
@@ -529,7 +533,10 @@ static symcoll_status_t cuda_all_reduce(symcoll_comm_t comm, const symcoll__coll
   k.send = a->send;
   k.recv = a->recv;
   k.count = a->count;
-  k.chunk_elems = cs->round_bytes[a->algo] / es;
+  /* A round asked for (table or call) within what the algorithm's buffer holds. */
+  size_t rb = cs->round_bytes[a->algo];
+  if (a->round_bytes) rb = a->round_bytes < cs->round_cap[a->algo] ? a->round_bytes : cs->round_cap[a->algo];
+  k.chunk_elems = rb / es;
   symcoll__cuda_launch_t l = {.algo = a->algo, .dtype = a->dtype, .op = a->op};
   l.vec = (((uintptr_t)a->send | (uintptr_t)a->recv) & 15) == 0;
   if (a->send_mem && a->algo == SYMCOLL_ALGO_ONE_SHOT) { /* ONE_SHOT_DB always stages */

@@ -152,6 +152,7 @@ static int sc_run(bctx_t *c, column_t *col, const void *send, void *recv, size_t
   o.algo = col->algo;
   o.blocks = col->blocks;
   o.threads = col->threads;
+  o.round_bytes = col->round_bytes;
   return symcoll_all_reduce_ex(c->comm, send, recv, count, dt, op, c->stream, &o) != SYMCOLL_OK;
 }
 
@@ -277,14 +278,15 @@ static void write_tune(bctx_t *c, const table_t *t) {
   }
   const char *backend = c->gpu ? "cuda" : "host", *dt = symcoll_dtype_name(O.dtype);
   fprintf(f, "# symcoll tuning table, written by symcoll-tune: %s, %d ranks, %s\n", backend, c->nranks, dt);
-  fprintf(f, "# backend nranks dtype max_bytes algo blocks threads\n");
+  fprintf(f, "# backend nranks dtype max_bytes algo blocks threads round_bytes\n");
   printf("\n# chosen per size (runner-up in brackets) -> %s\n", O.tune);
   for (int i = 0; i < ntune; i++) {
     const column_t *b = &t->cols[tune_rows[i].best];
     /* A row covers its power-of-two bucket; the last one covers everything above. */
-    if (i + 1 < ntune) fprintf(f, "%s %d %s %zu %s %d %d\n", backend, c->nranks, dt, tune_rows[i].bytes,
-                               symcoll_algo_name(b->algo), b->blocks, b->threads);
-    else fprintf(f, "%s %d %s inf %s %d %d\n", backend, c->nranks, dt, symcoll_algo_name(b->algo), b->blocks, b->threads);
+    if (i + 1 < ntune) fprintf(f, "%s %d %s %zu %s %d %d %zu\n", backend, c->nranks, dt, tune_rows[i].bytes,
+                               symcoll_algo_name(b->algo), b->blocks, b->threads, b->round_bytes);
+    else fprintf(f, "%s %d %s inf %s %d %d %zu\n", backend, c->nranks, dt, symcoll_algo_name(b->algo), b->blocks,
+                 b->threads, b->round_bytes);
     printf("%12zu  %-18s %8.2f us", tune_rows[i].bytes, b->label, tune_rows[i].best_us);
     if (tune_rows[i].second >= 0)
       printf("   [%s %.2f us]", t->cols[tune_rows[i].second].label, tune_rows[i].second_us);
@@ -299,13 +301,13 @@ static void build_columns(table_t *t) {
   for (char *save = NULL, *a = strtok_r(buf, ",", &save); a && t->ncols < MAX_COLS; a = strtok_r(NULL, ",", &save)) {
     column_t *col = &t->cols[t->ncols];
     memset(col, 0, sizeof *col);
-    /* "algo" or "algo@blocks:threads" (a GPU launch shape to try) */
+    /* "algo", "algo@blocks:threads" or "algo@blocks:threads:round_bytes" (a GPU launch shape) */
     char *shape = strchr(a, '@');
     snprintf(col->label, sizeof col->label, "%s", a);
     if (shape) {
       *shape = 0;
-      if (sscanf(shape + 1, "%d:%d", &col->blocks, &col->threads) != 2) {
-        fprintf(stderr, "bad launch shape in %s (want algo@blocks:threads)\n", col->label);
+      if (sscanf(shape + 1, "%d:%d:%zu", &col->blocks, &col->threads, &col->round_bytes) < 2) {
+        fprintf(stderr, "bad launch shape in %s (want algo@blocks:threads[:round_bytes])\n", col->label);
         exit(2);
       }
     }

@@ -25,6 +25,7 @@ struct column {
   bool is_baseline; /* the peer speedups are measured against */
   symcoll_algo_t algo;
   int blocks, threads; /* GPU launch shape of a symcoll column ("oneshot@8:256"); 0 = tuned */
+  size_t round_bytes;  /* and its round ("oneshot@0:0:4194304"); 0 = tuned */
   char label[32];
   /* init: 0 = usable; else column is n/a with `na` set. Collective over ranks. */
   int (*init)(bctx_t *c, column_t *col);
