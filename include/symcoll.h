@@ -233,7 +233,8 @@ SYMCOLL_API symcoll_status_t symcoll_mem_device_view(symcoll_mem_t mem,
  * recv[i] = op over ranks of send[i], for 0 <= i < count. send == recv is in place.
  * fp16/bf16 accumulate in fp32; every rank gets bit-identical results.
  * GPU: enqueues on stream (cudaStream_t, NULL = legacy default stream), never synchronises
- * the host, launches one kernel, may be captured in a CUDA graph.
+ * the host, launches one kernel (lamport: one per slot of 1 MiB per rank; nccl: NCCL's own),
+ * may be captured in a CUDA graph.
  * CPU: stream must be NULL; returns when recv holds the result.
  * count == 0 returns SYMCOLL_OK and does nothing. On an error nothing is written.
  */
@@ -243,7 +244,11 @@ SYMCOLL_API symcoll_status_t symcoll_all_reduce(symcoll_comm_t comm, const void 
                                                 void *stream);
 
 SYMCOLL_API void symcoll_coll_opts_init(symcoll_coll_opts_t *opts);
-/** symcoll_all_reduce with per-call options (e.g. a forced algorithm); opts may be NULL. */
+/**
+ * symcoll_all_reduce with per-call options (a forced algorithm, a GPU launch shape); opts may
+ * be NULL. Every rank must pass the same options for the same call (SYMCOLL_CHECK=1 verifies).
+ * UNSUPPORTED (nothing written) for an algorithm symcoll_algo_supported refuses.
+ */
 SYMCOLL_API symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send,
                                                    void *recv, size_t count,
                                                    symcoll_dtype_t dtype, symcoll_op_t op,
