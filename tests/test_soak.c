@@ -81,8 +81,8 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
     if (memcmp(hr, hw, count * es) != 0) {
       symcoll_algo_t used = o.algo;
       if (used == SYMCOLL_ALGO_AUTO) symcoll_all_reduce_algo(comm, count, dt, &used);
-      fprintf(stderr, "rank %d call %ld: %s %s %s count %zu offset %zu %s wrong (comm_check: %s)\n", rank, i,
-              symcoll_dtype_name(dt), symcoll_op_name(op), symcoll_algo_name(used), count, off,
+      fprintf(stderr, "rank %d call %ld: %s %s %s count %zu offset %zu round %zu %s wrong (comm_check: %s)\n", rank,
+              i, symcoll_dtype_name(dt), symcoll_op_name(op), symcoll_algo_name(used), count, off, o.round_bytes,
               inplace ? "in place" : "out of place", symcoll_status_string(symcoll_comm_check(comm)));
       wrong++;
     }
@@ -96,9 +96,9 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
     printf("rank 0: %ld calls, %ld wrong; fds %ld -> %ld, resident pages %ld -> %ld\n", done, wrong,
            fds0, fds1, rss0, rss1);
   /* The CUDA runtime's threads open and close descriptors of their own at any time (counts
-   * went 54 -> 49 and 43 -> 44 across 2000 GPU calls): allow them a few. A leak of one per call
+   * went 54 -> 49 and 48 -> 54 across 2000 GPU calls): allow them some. A leak of one per call
    * would show as thousands. */
-  const long fd_slack = strcmp(ops->name, "host") ? 4 : 0;
+  const long fd_slack = strcmp(ops->name, "host") ? 32 : 0;
   if (done > 1000 && wrong == 0 && (fds1 > fds0 + fd_slack || rss1 > rss0 + 256)) {
     fprintf(stderr, "rank %d: growth: fds %ld -> %ld, resident pages %ld -> %ld\n", rank, fds0, fds1, rss0, rss1);
     wrong++;

@@ -95,24 +95,39 @@ __device__ __forceinline__ Pack<T, VEC> reduce_at(Src src, int nranks, size_t v)
   return reduce_with<T, OP, VEC>([&](int r) { return load_cg<T, VEC>(src(r), v); }, nranks);
 }
 
-/* Elements past the last whole vector: reduced element by element by block 0. */
+/*
+ * Which thread touches which staged bytes, in every kernel with rounds: thread `first` of the
+ * grid owns the vectors first, first + stride, ... of every round, and the elements past the
+ * last whole vector (only the last round has them) belong to the owner of the vector they
+ * sit in. The split never depends on the round's size, so a block that went on to the next
+ * round only overwrites staging that the same block of every peer (met at the barrier) was
+ * reading; other blocks of a peer may still be in the round before, on other bytes.
+ * A thread learns it owns the tail when its grid-stride loop stops exactly at nvec.
+ */
+
+/* Elements past the last whole vector, reduced one by one by their owner. */
 template <typename T, int OP, typename Src>
-__device__ __forceinline__ void reduce_tail(Src src, int nranks, char *dst, size_t first, size_t n) {
-  if (blockIdx.x != 0) return;
-  for (size_t i = threadIdx.x; i < n; i += blockDim.x)
-    store<T, false>(dst, first + i, reduce_at<T, OP, false>(src, nranks, first + i));
+__device__ __forceinline__ void reduce_tail(Src src, int nranks, char *dst, size_t nvec, size_t tail,
+                                            bool owner) {
+  constexpr int E = 16 / (int)sizeof(T);
+  if (!owner) return;
+  for (size_t i = nvec * E; i < nvec * E + tail; i++)
+    store<T, false>(dst, i, reduce_at<T, OP, false>(src, nranks, i));
 }
 
-/* Copies this block's share of one round of the caller's input into staging `dst`: its whole
- * vectors, and (block 0) the elements past the last whole vector. */
+/* Copies this thread's share of one round of the caller's input into staging `dst`; returns
+ * whether the thread owns the tail. */
 template <typename T, bool VEC>
-__device__ __forceinline__ void stage(char *dst, const char *in, size_t nvec, size_t tail,
+__device__ __forceinline__ bool stage(char *dst, const char *in, size_t nvec, size_t tail,
                                       size_t first, size_t stride) {
   constexpr int E = Pack<T, VEC>::E;
-  for (size_t v = first; v < nvec; v += stride) store<T, VEC>(dst, v, load_cg<T, VEC>(in, v));
-  if (blockIdx.x == 0)
-    for (size_t i = threadIdx.x; i < tail; i += blockDim.x)
-      reinterpret_cast<T *>(dst)[nvec * E + i] = reinterpret_cast<const T *>(in)[nvec * E + i];
+  size_t v = first;
+  for (; v < nvec; v += stride) store<T, VEC>(dst, v, load_cg<T, VEC>(in, v));
+  const bool owner = v == nvec;
+  if (owner)
+    for (size_t i = nvec * E; i < nvec * E + tail; i++)
+      reinterpret_cast<T *>(dst)[i] = reinterpret_cast<const T *>(in)[i];
+  return owner;
 }
 
 #define BARRIER(a)                                                                           \
@@ -137,9 +152,9 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShot(const symcoll__cuda_ar
     auto src = [&](int r) -> const char * { return a.zero_copy ? a.src[r] + base * sizeof(T) : a.ws[r]; };
     if (!a.zero_copy) stage<T, VEC>(a.ws[a.rank], in, nvec, tail, first, stride);
     BARRIER(a);
-    for (size_t v = first; v < nvec; v += stride)
-      store<T, VEC>(out, v, reduce_at<T, OP, VEC>(src, a.nranks, v));
-    reduce_tail<T, OP>(src, a.nranks, out, nvec * E, tail);
+    size_t v = first;
+    for (; v < nvec; v += stride) store<T, VEC>(out, v, reduce_at<T, OP, VEC>(src, a.nranks, v));
+    reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, v == nvec);
     /* Peers are done reading this block's share of our workspace (or of our input). */
     BARRIER(a);
   }
@@ -192,11 +207,11 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
     const size_t nvec = n / E, tail = n - nvec * E;
     const char *in = a.send + base * sizeof(T);
     char *out = a.recv + base * sizeof(T);
-    stage<T, VEC>(mine, in, nvec, tail, first, stride);
+    const bool owner = stage<T, VEC>(mine, in, nvec, tail, first, stride);
     BARRIER(a);
     for (size_t v = first; v < nvec; v += stride)
       store<T, VEC>(out, v, reduce_at<T, OP, VEC>(src, a.nranks, v));
-    reduce_tail<T, OP>(src, a.nranks, out, nvec * E, tail);
+    reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, owner);
   }
 }
 
@@ -336,38 +351,29 @@ __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_ar
   constexpr int E = Pack<T, VEC>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const size_t n_r = (size_t)a.nranks;
+  auto src = [&](int r) -> const char * { return a.ws[r]; };
+  char *mine = a.ws[a.rank];
+  /* Vector first + k * stride belongs to rank k % nranks: it reduces it and publishes the
+   * result in its workspace, where the others gather it. The grid is sized so that k rarely
+   * exceeds nranks - 1, i.e. each rank reduces about one stride of every round. */
   for (size_t base = 0; base < a.count; base += a.chunk_elems) {
     const size_t n = a.count - base < a.chunk_elems ? a.count - base : a.chunk_elems;
     const size_t nvec = n / E, tail = n - nvec * E;
-    const size_t seg = (nvec + a.nranks - 1) / a.nranks;
     const char *in = a.send + base * sizeof(T);
     char *out = a.recv + base * sizeof(T);
-    char *mine = a.ws[a.rank];
-    auto src = [&](int r) -> const char * { return a.ws[r]; };
-    /* Stage, in the order of the segments this block will touch. */
-    for (int s = 0; s < a.nranks; s++) {
-      const size_t lo = (size_t)s * seg, hi = lo + seg < nvec ? lo + seg : nvec;
-      for (size_t v = lo + first; v < hi; v += stride) store<T, VEC>(mine, v, load_cg<T, VEC>(in, v));
-    }
-    if (blockIdx.x == 0)
-      for (size_t i = threadIdx.x; i < tail; i += blockDim.x)
-        reinterpret_cast<T *>(mine)[nvec * E + i] = reinterpret_cast<const T *>(in)[nvec * E + i];
+    const bool owner = stage<T, VEC>(mine, in, nvec, tail, first, stride);
     BARRIER(a);
-    {
-      const size_t lo = (size_t)a.rank * seg, hi = lo + seg < nvec ? lo + seg : nvec;
-      for (size_t v = lo + first; v < hi; v += stride) {
-        Pack<T, VEC> o = reduce_at<T, OP, VEC>(src, a.nranks, v);
-        store<T, VEC>(mine, v, o);
-        store<T, VEC>(out, v, o);
-      }
-      reduce_tail<T, OP>(src, a.nranks, out, nvec * E, tail);
+    for (size_t v = first + (size_t)a.rank * stride; v < nvec; v += n_r * stride) {
+      Pack<T, VEC> o = reduce_at<T, OP, VEC>(src, a.nranks, v);
+      store<T, VEC>(mine, v, o);
+      store<T, VEC>(out, v, o);
     }
+    reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, owner); /* every rank, itself */
     BARRIER(a);
-    for (int s = 0; s < a.nranks; s++) {
-      if (s == a.rank) continue;
-      const size_t lo = (size_t)s * seg, hi = lo + seg < nvec ? lo + seg : nvec;
-      for (size_t v = lo + first; v < hi; v += stride) store<T, VEC>(out, v, load_cg<T, VEC>(a.ws[s], v));
-    }
+    int from = 0; /* the rank that reduced vector v */
+    for (size_t v = first; v < nvec; v += stride, from = from + 1 == a.nranks ? 0 : from + 1)
+      if (from != a.rank) store<T, VEC>(out, v, load_cg<T, VEC>(a.ws[from], v));
     BARRIER(a);
   }
 }
