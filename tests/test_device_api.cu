@@ -147,20 +147,27 @@ static void graph_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
   cudaStreamDestroy(s);
 }
 
+/* Runs fn on every rank in a thread of its own (one seed for all), checks each rank's verdict
+ * and destroys the communicators. */
+static void run_team(std::vector<symcoll_comm_t> &comms, void (*fn)(symcoll_comm_t, uint32_t, int *)) {
+  const int n = (int)comms.size();
+  std::vector<int> bad(n, 1);
+  std::vector<std::thread> t;
+  uint32_t seed = (uint32_t)time(nullptr);
+  for (int r = 0; r < n; r++) t.emplace_back(fn, comms[r], seed, &bad[r]);
+  for (int r = 0; r < n; r++) {
+    t[r].join();
+    assert_int_equal(bad[r], 0);
+    symcoll_comm_destroy(comms[r]);
+  }
+}
+
 static void test_graph_replay(void **state) {
   (void)state;
   for (int n : {1, 2, 4}) {
     std::vector<symcoll_comm_t> comms(n);
     CK(symcoll_comm_create_all(n, devices(n).data(), comms.data()));
-    std::vector<int> bad(n, 1);
-    std::vector<std::thread> t;
-    uint32_t seed = (uint32_t)time(nullptr);
-    for (int r = 0; r < n; r++) t.emplace_back(graph_rank, comms[r], seed, &bad[r]);
-    for (int r = 0; r < n; r++) {
-      t[r].join();
-      assert_int_equal(bad[r], 0);
-      symcoll_comm_destroy(comms[r]);
-    }
+    run_team(comms, graph_rank);
   }
 }
 
@@ -362,15 +369,7 @@ static void test_nccl_engine(void **state) {
     CK(symcoll_comm_create_all(n, devices(n).data(), comms.data()));
     unsetenv("SYMCOLL_NCCL");
     assert_int_equal(symcoll_algo_supported(comms[0], SYMCOLL_ALGO_NCCL), SYMCOLL_OK);
-    std::vector<int> bad(n, 1);
-    std::vector<std::thread> t;
-    uint32_t seed = (uint32_t)time(nullptr);
-    for (int r = 0; r < n; r++) t.emplace_back(nccl_rank, comms[r], seed, &bad[r]);
-    for (int r = 0; r < n; r++) {
-      t[r].join();
-      assert_int_equal(bad[r], 0);
-      symcoll_comm_destroy(comms[r]);
-    }
+    run_team(comms, nccl_rank);
   }
 }
 
