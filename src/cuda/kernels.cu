@@ -6,8 +6,8 @@
  *   rank's copy of its share (16-byte loads), reduces in fp32 in rank order and writes the
  *   result; a second barrier tells peers the workspace may be overwritten. Zero-copy
  *   (input already symmetric) skips the staging.
- * AllReduce_TwoShot: stage; barrier; each rank reduces its 1/n segment from all ranks and
- *   publishes it in its workspace; barrier; each rank gathers the other segments; barrier.
+ * AllReduce_TwoShot: stage; barrier; each rank reduces its 1/n of the vectors from all ranks
+ *   and publishes them in its workspace; barrier; each rank gathers the others'; barrier.
  * AllReduce_Lamport (below): no barrier at all; data carries its own arrival.
  * Block b of every rank owns the same elements, so per-block barriers (slot = block) are
  * enough. Inputs larger than the workspace are processed in rounds inside the one kernel.
