@@ -160,7 +160,10 @@ SYMCOLL_API symcoll_status_t symcoll_comm_create_all(int nranks, const int *devi
 
 /** Releases the communicator. Not collective; frees any symcoll_mem still allocated on it.
  * Destroy a rank only once its peers no longer run collectives with it (or after an abort):
- * peers' kernels may still read its memory. */
+ * peers' kernels may still read its memory. In process mode a peer whose process has exited
+ * is a lost peer to those still running, even after a clean destroy: to end a job without
+ * peers' symcoll_comm_check saying PEER_LOST, call symcoll_comm_barrier first (the role
+ * ncclCommFinalize plays for NCCL). */
 SYMCOLL_API symcoll_status_t symcoll_comm_destroy(symcoll_comm_t comm);
 
 /**

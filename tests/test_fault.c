@@ -87,6 +87,9 @@ static void run_job(int nranks, const char *fault, int sleep_rank, int ncoll, ou
           }
           ops->free(buf);
         }
+        /* Nobody leaves before everyone has checked: a peer's exit, even after a clean
+         * destroy, is a lost peer to a rank that checks later. */
+        symcoll_comm_barrier(comm);
       }
       if (comm) symcoll_comm_destroy(comm);
       if (write(pipes[r][1], &o, sizeof o) != sizeof o) _exit(3);

@@ -153,7 +153,7 @@ static symcoll_status_t recv_msg(symcoll_comm_t comm, int sock, uint64_t deadlin
   } else if ((s = symcoll__boot_hdr_parse(buf, (size_t)n, hdr_p)) != SYMCOLL_OK) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "malformed bootstrap message (%zd bytes), dropped", n);
   } else {
-    memcpy(payload, buf + sizeof(symcoll__boot_hdr_t), hdr_p->len);
+    if (hdr_p->len) memcpy(payload, buf + sizeof(symcoll__boot_hdr_t), hdr_p->len);
   }
   if (s == SYMCOLL_OK && fds_p && nfds_p) {
     memcpy(fds_p, got_fds, sizeof(int) * (size_t)ngot);
