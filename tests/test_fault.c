@@ -29,7 +29,6 @@ typedef struct {
   double fail_after_s; /* time from the start of the failing call to its return */
 } outcome_t;
 
-/* Each rank: create, allocate, then `ncoll` all-reduces; reports through a pipe. */
 /* The configuration of one rank of a process-mode job on CPU ranks. */
 static symcoll_config_t rank_config(const char *job, int rank, int nranks) {
   symcoll_config_t cfg;
@@ -40,6 +39,7 @@ static symcoll_config_t rank_config(const char *job, int rank, int nranks) {
   return cfg;
 }
 
+/* Each rank: create, allocate, then `ncoll` all-reduces; reports through a pipe. */
 static void run_job(int nranks, const char *fault, int sleep_rank, int ncoll, outcome_t *out) {
   char job[64];
   th_job_id(job, sizeof job, "fault");

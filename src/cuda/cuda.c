@@ -124,8 +124,8 @@ typedef struct {
   int devs[SYMCOLL_MAX_RANKS]; /* thread mode: every rank's ordinal */
   struct symcoll_mem *ws;
   size_t ws_bytes, db_half, lp_slot;
-  size_t round_bytes[SYMCOLL_NUM_ALGOS]; /* bytes per round inside one kernel, by algorithm */
   size_t round_cap[SYMCOLL_NUM_ALGOS];   /* the most a round can be: its staging buffer */
+  size_t round_bytes[SYMCOLL_NUM_ALGOS]; /* bytes per round by default, at most round_cap */
   uint32_t *err;            /* this rank's async error word (device memory) */
   cudaStream_t side;        /* private stream: probe, error reads */
   symcoll__nccl_t nccl;     /* an NCCL communicator over the same ranks, if held */
@@ -407,14 +407,15 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
    * 39 us in 25 MB ones). */
   size_t l2_round = ((size_t)cs->l2 / 4 / (size_t)cs->share) & ~(size_t)255;
   if (l2_round < ((size_t)1 << 20)) l2_round = (size_t)1 << 20;
-  /* Two-shot stages a whole workspace per round; ONE_SHOT_DB at most a half. */
-  cs->round_bytes[SYMCOLL_ALGO_ONE_SHOT] = l2_round < cs->ws_bytes ? l2_round : cs->ws_bytes;
-  cs->round_bytes[SYMCOLL_ALGO_ONE_SHOT_DB] = l2_round < cs->db_half ? l2_round : cs->db_half;
-  cs->round_bytes[SYMCOLL_ALGO_TWO_SHOT] = cs->ws_bytes;
-  cs->round_bytes[SYMCOLL_ALGO_LAMPORT] = cs->lp_slot; /* per launch */
+  /* A round is at most the algorithm's staging buffer (LAMPORT: a slot, per launch); two-shot
+   * and LAMPORT use all of it, the one-shots at most l2_round. */
   cs->round_cap[SYMCOLL_ALGO_ONE_SHOT] = cs->round_cap[SYMCOLL_ALGO_TWO_SHOT] = cs->ws_bytes;
   cs->round_cap[SYMCOLL_ALGO_ONE_SHOT_DB] = cs->db_half;
   cs->round_cap[SYMCOLL_ALGO_LAMPORT] = cs->lp_slot;
+  for (int x = 0; x < SYMCOLL_NUM_ALGOS; x++) {
+    const bool one_shot = x == SYMCOLL_ALGO_ONE_SHOT || x == SYMCOLL_ALGO_ONE_SHOT_DB;
+    cs->round_bytes[x] = one_shot && l2_round < cs->round_cap[x] ? l2_round : cs->round_cap[x];
+  }
   comm->workspace = cs->ws;
   cuda_mem_t *cm = cs->ws->tp;
   cs->err = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_ERR);

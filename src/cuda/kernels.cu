@@ -109,7 +109,7 @@ __device__ __forceinline__ Pack<T, VEC> reduce_at(Src src, int nranks, size_t v)
 template <typename T, int OP, typename Src>
 __device__ __forceinline__ void reduce_tail(Src src, int nranks, char *dst, size_t nvec, size_t tail,
                                             bool owner) {
-  constexpr int E = 16 / (int)sizeof(T);
+  constexpr int E = Pack<T, true>::E; /* only vector rounds have a tail */
   if (!owner) return;
   for (size_t i = nvec * E; i < nvec * E + tail; i++)
     store<T, false>(dst, i, reduce_at<T, OP, false>(src, nranks, i));
