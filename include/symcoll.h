@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define SYMCOLL_VERSION_MAJOR 0
-#define SYMCOLL_VERSION_MINOR 2
+#define SYMCOLL_VERSION_MINOR 3
 #define SYMCOLL_VERSION_PATCH 0
 #define SYMCOLL_VERSION_CODE \
   (SYMCOLL_VERSION_MAJOR * 10000 + SYMCOLL_VERSION_MINOR * 100 + SYMCOLL_VERSION_PATCH)
@@ -46,7 +46,7 @@ extern "C" {
   X(ERR_TIMEOUT, -6, "timed out waiting for a peer")                                 \
   X(ERR_PEER_LOST, -7, "a peer rank exited or closed its connection")                \
   X(ERR_ABORTED, -8, "communicator was aborted")                                     \
-  X(ERR_MISMATCH, -9, "ranks disagree on the arguments of a collective")             \
+  X(ERR_MISMATCH, -9, "ranks disagree: on a collective's arguments, or on who is in the job") \
   X(ERR_INTERNAL, -10, "internal error")
 
 typedef enum {
@@ -55,14 +55,35 @@ typedef enum {
 #undef SYMCOLL__STATUS_ENUM
 } symcoll_status_t;
 
+/* Element types, NCCL's set. Every collective takes every type: reductions combine floating
+ * types narrower than 32 bits in fp32 (fp64 in fp64) and integers in their own type (a sum wraps
+ * around, as in C unsigned arithmetic); the result is rounded back to nearest even, fp8 with
+ * saturation to the largest finite value (CUDA's __NV_SATFINITE). Values 0-2 are those of 0.1. */
 typedef enum {
   SYMCOLL_FLOAT32 = 0,
   SYMCOLL_FLOAT16 = 1,
   SYMCOLL_BFLOAT16 = 2,
+  SYMCOLL_INT8 = 3,
+  SYMCOLL_UINT8 = 4,
+  SYMCOLL_INT32 = 5,
+  SYMCOLL_UINT32 = 6,
+  SYMCOLL_INT64 = 7,
+  SYMCOLL_UINT64 = 8,
+  SYMCOLL_FLOAT64 = 9,
+  SYMCOLL_FLOAT8_E4M3 = 10, /* OCP fp8: 4 exponent bits, 3 mantissa bits, no infinity */
+  SYMCOLL_FLOAT8_E5M2 = 11, /* OCP fp8: 5 exponent bits, 2 mantissa bits */
   SYMCOLL_NUM_DTYPES
 } symcoll_dtype_t;
 
 typedef enum { SYMCOLL_SUM = 0, SYMCOLL_MAX = 1, SYMCOLL_MIN = 2, SYMCOLL_NUM_OPS } symcoll_op_t;
+
+/* The collectives, for the calls that ask about one (symcoll_coll_algo, tuning rows). */
+typedef enum {
+  SYMCOLL_COLL_ALL_REDUCE = 0,
+  SYMCOLL_COLL_ALL_GATHER = 1,
+  SYMCOLL_COLL_REDUCE_SCATTER = 2,
+  SYMCOLL_NUM_COLLS
+} symcoll_coll_t;
 
 typedef enum {
   SYMCOLL_ALGO_AUTO = 0,     /* chosen per size from the tuning table */
@@ -70,14 +91,21 @@ typedef enum {
   SYMCOLL_ALGO_TWO_SHOT = 2, /* reduce-scatter then all-gather: O(2*S) traffic */
   SYMCOLL_ALGO_ONE_SHOT_DB = 3, /* one-shot through double-buffered staging: no trailing
                                    barrier (GPU); on CPU ranks the same as ONE_SHOT */
-  SYMCOLL_ALGO_LAMPORT = 4,  /* barrier-free one-shot (GPU): every rank writes its input into
+  SYMCOLL_ALGO_LAMPORT = 4,  /* barrier-free (GPU): data carries its own arrival. all_reduce:
+                                every rank writes its input into
                                 every peer's buffer, pre-filled with a sentinel, and each rank
                                 polls its own buffer; three rotating buffers. One 4-byte
                                 pattern is the sentinel: an fp16/bf16 input of -0.0 arrives as
                                 +0.0, and an fp32 input of bits 0x80008000 (-4.6e-41) as -0.0.
-                                On CPU ranks the same as ONE_SHOT. */
+                                On CPU ranks the same as ONE_SHOT. all_gather, reduce_scatter:
+                                8-byte packets of 4 data bytes and a flag (any data); on CPU
+                                ranks the same as PULL. */
   SYMCOLL_ALGO_NCCL = 5,     /* through the NCCL communicator this one holds (SYMCOLL_NCCL);
                                 UNSUPPORTED where it holds none */
+  SYMCOLL_ALGO_PULL = 6,     /* all_gather, reduce_scatter: each rank reads its peers' blocks */
+  SYMCOLL_ALGO_PUSH = 7,     /* all_gather: each rank stores its block into every peer */
+  SYMCOLL_ALGO_COPY_ENGINE = 8, /* all_gather (GPU): cudaMemcpyAsync from peers' symmetric
+                                   buffers: no SM is used, so it can overlap a kernel */
   SYMCOLL_NUM_ALGOS
 } symcoll_algo_t;
 
@@ -95,10 +123,11 @@ typedef struct {
   int timeout_ms;           /* bound on every wait for a peer; 0 = SYMCOLL_TIMEOUT_MS (30000) */
 } symcoll_config_t;
 
-/** Per-call options of symcoll_all_reduce_ex(). Initialise with symcoll_coll_opts_init(). */
+/** Per-call options of every collective's _ex variant. Initialise with symcoll_coll_opts_init(). */
 typedef struct {
   size_t struct_size;       /* sizeof(symcoll_coll_opts_t) */
-  symcoll_algo_t algo;      /* SYMCOLL_ALGO_AUTO: the tuning table decides */
+  symcoll_algo_t algo;      /* SYMCOLL_ALGO_AUTO: the tuning table decides; else one of the
+                               collective's algorithms (symcoll_coll_algo_supported) */
   int blocks;               /* GPU: grid size, 0 = tuned; ignored on CPU */
   int threads;              /* GPU: threads per block, 0 = tuned; ignored on CPU */
   size_t round_bytes;       /* GPU: bytes per rank a kernel stages per round (a multiple of 256,
@@ -189,6 +218,22 @@ SYMCOLL_API symcoll_status_t symcoll_comm_check(symcoll_comm_t comm);
  */
 SYMCOLL_API symcoll_status_t symcoll_comm_barrier(symcoll_comm_t comm);
 
+/** `color` of a rank that joins no group in symcoll_comm_split (NCCL_SPLIT_NOCOLOR). */
+#define SYMCOLL_SPLIT_NOCOLOR (-1)
+
+/**
+ * Splits comm into groups, as ncclCommSplit: collective over every rank of comm; ranks that
+ * pass the same color >= 0 form a new communicator, ordered by key (ties by their rank in
+ * comm); a rank passing SYMCOLL_SPLIT_NOCOLOR joins none and gets NULL in *newcomm_p. Each
+ * new communicator has its own workspace, signal pads and rendezvous, so groups never
+ * disturb each other and may run collectives at the same time. Its ranks keep comm's
+ * device, timeout and workspace size. Works in process and thread mode (in thread mode each
+ * rank's thread calls it, as for every collective); a new communicator may be split again.
+ * Errors: INVALID_ARGUMENT (color < -1, NULL newcomm_p), and those of symcoll_comm_create.
+ */
+SYMCOLL_API symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, int key,
+                                                symcoll_comm_t *newcomm_p);
+
 SYMCOLL_API int symcoll_comm_rank(symcoll_comm_t comm);
 SYMCOLL_API int symcoll_comm_nranks(symcoll_comm_t comm);
 SYMCOLL_API int symcoll_comm_device(symcoll_comm_t comm);
@@ -230,11 +275,23 @@ typedef struct {
 SYMCOLL_API symcoll_status_t symcoll_mem_device_view(symcoll_mem_t mem,
                                                      symcoll_device_view_t *view_p);
 
-/* ---- collectives ---------------------------------------------------------------------- */
+/* ---- collectives ---------------------------------------------------------------------- *
+ *
+ * Every rank makes the same calls in the same order with the same arguments (count, dtype,
+ * op, options). Where ranks are in different calls (a rank's call was refused locally, or
+ * ranks disagree), no call returns SYMCOLL_OK with wrong data: every call carries a signature
+ * (collective, count, dtype, op, algorithm) to its peers. CPU ranks compare it at their first
+ * wait and return SYMCOLL_ERR_MISMATCH on both sides, writing nothing, and stay usable. GPU
+ * kernels compare it wherever they meet a peer (the barrier value, the packet flag); a kernel
+ * that meets another call records SYMCOLL_ERR_MISMATCH in the communicator's async error
+ * (symcoll_comm_check), writes nothing, and the communicator refuses later calls, like after
+ * any GPU-side error. The one exception is the all_reduce lamport kernel, which meets no peer:
+ * there SYMCOLL_CHECK=1 compares every call's arguments on the host (a bootstrap exchange).
+ */
 
 /**
  * recv[i] = op over ranks of send[i], for 0 <= i < count. send == recv is in place.
- * fp16/bf16 accumulate in fp32; every rank gets bit-identical results.
+ * Every rank gets bit-identical results (sources combined in rank order everywhere).
  * GPU: enqueues on stream (cudaStream_t, NULL = legacy default stream), never synchronises
  * the host, launches one kernel (lamport: one per slot of 1 MiB per rank; nccl: NCCL's own),
  * may be captured in a CUDA graph.
@@ -249,8 +306,8 @@ SYMCOLL_API symcoll_status_t symcoll_all_reduce(symcoll_comm_t comm, const void 
 SYMCOLL_API void symcoll_coll_opts_init(symcoll_coll_opts_t *opts);
 /**
  * symcoll_all_reduce with per-call options (a forced algorithm, a GPU launch shape); opts may
- * be NULL. Every rank must pass the same options for the same call (SYMCOLL_CHECK=1 verifies).
- * UNSUPPORTED (nothing written) for an algorithm symcoll_algo_supported refuses.
+ * be NULL. Every rank must pass the same options for the same call.
+ * UNSUPPORTED (nothing written) for an algorithm symcoll_coll_algo_supported refuses.
  */
 SYMCOLL_API symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send,
                                                    void *recv, size_t count,
@@ -259,20 +316,63 @@ SYMCOLL_API symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const vo
                                                    const symcoll_coll_opts_t *opts);
 
 /**
- * The algorithm symcoll_all_reduce would use for `count` elements of `dtype` on this
- * communicator (the same on every rank: all ranks use rank 0's tuning table), written to
- * *algo_p. SYMCOLL_ALGO, when set, is taken into account. With one rank and nothing forced,
- * the call itself is a copy (or nothing, in place); this still names the table's row.
+ * recv holds nranks * sendcount elements: rank r's send block lands at recv + r * sendcount
+ * (NCCL's ncclAllGather). In place when send == recv + rank * sendcount; any other overlap
+ * of send and recv is refused. Any dtype (bytes are moved, not combined). GPU: one kernel
+ * (copy_engine: copies only, no kernel), capturable; CPU: stream must be NULL.
+ * sendcount == 0 returns SYMCOLL_OK and does nothing. On an error nothing is written.
  */
+SYMCOLL_API symcoll_status_t symcoll_all_gather(symcoll_comm_t comm, const void *send,
+                                                void *recv, size_t sendcount,
+                                                symcoll_dtype_t dtype, void *stream);
+SYMCOLL_API symcoll_status_t symcoll_all_gather_ex(symcoll_comm_t comm, const void *send,
+                                                   void *recv, size_t sendcount,
+                                                   symcoll_dtype_t dtype, void *stream,
+                                                   const symcoll_coll_opts_t *opts);
+
+/**
+ * send holds nranks * recvcount elements; rank r receives, in recv, op over ranks of
+ * send[r * recvcount ... (r + 1) * recvcount) (NCCL's ncclReduceScatter). In place when
+ * recv == send + rank * recvcount. Combined in rank order with the accumulation of
+ * symcoll_dtype_t, so every rank's block is what symcoll_all_reduce would give there.
+ */
+SYMCOLL_API symcoll_status_t symcoll_reduce_scatter(symcoll_comm_t comm, const void *send,
+                                                    void *recv, size_t recvcount,
+                                                    symcoll_dtype_t dtype, symcoll_op_t op,
+                                                    void *stream);
+SYMCOLL_API symcoll_status_t symcoll_reduce_scatter_ex(symcoll_comm_t comm, const void *send,
+                                                       void *recv, size_t recvcount,
+                                                       symcoll_dtype_t dtype, symcoll_op_t op,
+                                                       void *stream,
+                                                       const symcoll_coll_opts_t *opts);
+
+/** "all_reduce", "all_gather", "reduce_scatter"; "unknown" if out of range. */
+SYMCOLL_API const char *symcoll_coll_name(symcoll_coll_t coll);
+
+/**
+ * The algorithm the collective `coll` would use for a call with `count` (its count argument:
+ * all_reduce count, all_gather sendcount, reduce_scatter recvcount) elements of `dtype` on
+ * this communicator, written to *algo_p. The same on every rank (all ranks use rank 0's
+ * tuning table); SYMCOLL_ALGO, when set, is taken into account.
+ */
+SYMCOLL_API symcoll_status_t symcoll_coll_algo(symcoll_comm_t comm, symcoll_coll_t coll,
+                                               size_t count, symcoll_dtype_t dtype,
+                                               symcoll_algo_t *algo_p);
+
+/**
+ * Whether this communicator can run `algo` for `coll`: SYMCOLL_OK, or SYMCOLL_ERR_UNSUPPORTED
+ * (an algorithm of another collective; NCCL where no NCCL communicator is held; copy_engine
+ * on CPU ranks), or INVALID_ARGUMENT for an unknown value. The same on every rank.
+ */
+SYMCOLL_API symcoll_status_t symcoll_coll_algo_supported(symcoll_comm_t comm, symcoll_coll_t coll,
+                                                         symcoll_algo_t algo);
+
+/** symcoll_coll_algo for all_reduce (kept from 0.2). */
 SYMCOLL_API symcoll_status_t symcoll_all_reduce_algo(symcoll_comm_t comm, size_t count,
                                                      symcoll_dtype_t dtype,
                                                      symcoll_algo_t *algo_p);
 
-/**
- * Whether this communicator can run `algo`: SYMCOLL_OK, or SYMCOLL_ERR_UNSUPPORTED (NCCL
- * where no NCCL communicator is held, e.g. CPU ranks or ranks sharing a GPU), or
- * INVALID_ARGUMENT for an unknown value. The answer is the same on every rank.
- */
+/** symcoll_coll_algo_supported for all_reduce (kept from 0.2). */
 SYMCOLL_API symcoll_status_t symcoll_algo_supported(symcoll_comm_t comm, symcoll_algo_t algo);
 
 /* ---- environment knobs ------------------------------------------------------------------- */

@@ -29,6 +29,8 @@ void th_job_id(char *buf, size_t n, const char *tag) {
 
 /* ---- values -------------------------------------------------------------------------- */
 
+/* Only small integers are stored (and the fp8 types see -1, 0, 1), so every conversion
+ * below is exact and every order of combining gives the same result. */
 static uint16_t f32_to_bf16(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
@@ -40,7 +42,6 @@ static float bf16_to_f32(uint16_t h) {
   memcpy(&f, &u, 4);
   return f;
 }
-/* Only small integers are stored, so a direct conversion is exact. */
 static uint16_t f32_to_f16_int(float f) {
   if (f == 0) return signbit(f) ? 0x8000 : 0;
   uint16_t sign = f < 0 ? 0x8000 : 0;
@@ -56,45 +57,102 @@ static float f16_to_f32_any(uint16_t h) {
   if (e == 31) v = m ? NAN : INFINITY;
   return (h & 0x8000) ? -v : v;
 }
+/* fp8 of -8..8 (integers; e4m3 and e5m2 hold them all exactly). */
+static uint8_t f32_to_fp8_int(float f, int e5m2) {
+  if (f == 0) return signbit(f) ? 0x80 : 0;
+  uint8_t sign = f < 0 ? 0x80 : 0;
+  float a = fabsf(f);
+  int e = 0;
+  while (a >= 2.0f) { a /= 2; e++; }
+  const int mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+  return (uint8_t)(sign | ((e + bias) << mbits) | (uint8_t)((a - 1.0f) * (float)(1 << mbits)));
+}
+static double fp8_to_f64(uint8_t b, int e5m2) {
+  const int mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+  int e = (b & 0x7f) >> mbits, m = b & ((1 << mbits) - 1);
+  if (!e5m2 && e == 15 && m == 7) return NAN;
+  if (e5m2 && e == 31) return m ? NAN : ((b & 0x80) ? -INFINITY : INFINITY);
+  double v = e == 0 ? ldexp(m, 1 - bias - mbits) : ldexp(1.0 + m / (double)(1 << mbits), e - bias);
+  return (b & 0x80) ? -v : v;
+}
 
-float th_value(int rank, size_t i, uint32_t seed) {
-  uint32_t x = (uint32_t)i * 2654435761u ^ (uint32_t)rank * 40503u ^ seed;
+static uint32_t mix(uint32_t x) {
   x ^= x >> 15;
   x *= 2246822519u;
   x ^= x >> 13;
-  return (float)((int)(x % 17) - 8);
+  return x;
 }
 
-void th_store(void *host, symcoll_dtype_t dt, size_t i, float v) {
+double th_value(symcoll_dtype_t dt, int rank, size_t i, uint32_t seed) {
+  uint32_t x = mix((uint32_t)i * 2654435761u ^ (uint32_t)rank * 40503u ^ seed);
   switch (dt) {
-  case SYMCOLL_FLOAT32: ((float *)host)[i] = v; break;
-  case SYMCOLL_FLOAT16: ((uint16_t *)host)[i] = f32_to_f16_int(v); break;
-  default: ((uint16_t *)host)[i] = f32_to_bf16(v); break;
+  case SYMCOLL_FLOAT8_E4M3:
+  case SYMCOLL_FLOAT8_E5M2: return (double)((int)(x % 3) - 1);    /* sums of 8 stay within -8..8 */
+  case SYMCOLL_INT8: return (double)((int)(x % 9) - 4);           /* sums of 16 fit int8 */
+  case SYMCOLL_UINT8:
+  case SYMCOLL_UINT32:
+  case SYMCOLL_UINT64: return (double)(x % 8);                   /* no negative values */
+  case SYMCOLL_INT64: return (double)((int)(x % 17) - 8) * 4294967296.0; /* beyond 32 bits */
+  default: return (double)((int)(x % 17) - 8);
   }
 }
 
-float th_load(const void *host, symcoll_dtype_t dt, size_t i) {
+void th_store(void *host, symcoll_dtype_t dt, size_t i, double v) {
+  switch (dt) {
+  case SYMCOLL_FLOAT32: ((float *)host)[i] = (float)v; break;
+  case SYMCOLL_FLOAT16: ((uint16_t *)host)[i] = f32_to_f16_int((float)v); break;
+  case SYMCOLL_BFLOAT16: ((uint16_t *)host)[i] = f32_to_bf16((float)v); break;
+  case SYMCOLL_INT8: ((int8_t *)host)[i] = (int8_t)v; break;
+  case SYMCOLL_UINT8: ((uint8_t *)host)[i] = (uint8_t)v; break;
+  case SYMCOLL_INT32: ((int32_t *)host)[i] = (int32_t)v; break;
+  case SYMCOLL_UINT32: ((uint32_t *)host)[i] = (uint32_t)v; break;
+  case SYMCOLL_INT64: ((int64_t *)host)[i] = (int64_t)v; break;
+  case SYMCOLL_UINT64: ((uint64_t *)host)[i] = (uint64_t)v; break;
+  case SYMCOLL_FLOAT64: ((double *)host)[i] = v; break;
+  case SYMCOLL_FLOAT8_E4M3: ((uint8_t *)host)[i] = f32_to_fp8_int((float)v, 0); break;
+  default: ((uint8_t *)host)[i] = f32_to_fp8_int((float)v, 1); break;
+  }
+}
+
+double th_load(const void *host, symcoll_dtype_t dt, size_t i) {
   switch (dt) {
   case SYMCOLL_FLOAT32: return ((const float *)host)[i];
   case SYMCOLL_FLOAT16: return f16_to_f32_any(((const uint16_t *)host)[i]);
-  default: return bf16_to_f32(((const uint16_t *)host)[i]);
+  case SYMCOLL_BFLOAT16: return bf16_to_f32(((const uint16_t *)host)[i]);
+  case SYMCOLL_INT8: return ((const int8_t *)host)[i];
+  case SYMCOLL_UINT8: return ((const uint8_t *)host)[i];
+  case SYMCOLL_INT32: return ((const int32_t *)host)[i];
+  case SYMCOLL_UINT32: return ((const uint32_t *)host)[i];
+  case SYMCOLL_INT64: return (double)((const int64_t *)host)[i];
+  case SYMCOLL_UINT64: return (double)((const uint64_t *)host)[i];
+  case SYMCOLL_FLOAT64: return ((const double *)host)[i];
+  case SYMCOLL_FLOAT8_E4M3: return fp8_to_f64(((const uint8_t *)host)[i], 0);
+  default: return fp8_to_f64(((const uint8_t *)host)[i], 1);
   }
 }
 
-void th_fill(void *host, symcoll_dtype_t dt, size_t count, int rank, uint32_t seed) {
-  for (size_t i = 0; i < count; i++) th_store(host, dt, i, th_value(rank, i, seed));
+void th_fill_range(void *host, symcoll_dtype_t dt, size_t first, size_t count, int rank, uint32_t seed) {
+  for (size_t i = 0; i < count; i++) th_store(host, dt, i, th_value(dt, rank, first + i, seed));
 }
 
-void th_expect(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int nranks,
-               uint32_t seed) {
+void th_fill(void *host, symcoll_dtype_t dt, size_t count, int rank, uint32_t seed) {
+  th_fill_range(host, dt, 0, count, rank, seed);
+}
+
+void th_expect_range(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t first, size_t count, int nranks,
+                     uint32_t seed) {
   for (size_t i = 0; i < count; i++) {
-    float acc = th_value(0, i, seed);
+    double acc = th_value(dt, 0, first + i, seed);
     for (int r = 1; r < nranks; r++) {
-      float v = th_value(r, i, seed);
+      double v = th_value(dt, r, first + i, seed);
       acc = op == SYMCOLL_SUM ? acc + v : op == SYMCOLL_MAX ? (v > acc ? v : acc) : (v < acc ? v : acc);
     }
     th_store(host, dt, i, acc);
   }
+}
+
+void th_expect(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int nranks, uint32_t seed) {
+  th_expect_range(host, dt, op, 0, count, nranks, seed);
 }
 
 /* ---- buffers ------------------------------------------------------------------------- */

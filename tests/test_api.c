@@ -31,9 +31,18 @@ static void test_status_strings(void **state) {
   assert_non_null(strstr(symcoll_status_string((symcoll_status_t)-99), "UNKNOWN"));
   assert_non_null(strstr(symcoll_status_string((symcoll_status_t)5), "UNKNOWN"));
   assert_string_equal(symcoll_dtype_name(SYMCOLL_BFLOAT16), "bf16");
-  assert_string_equal(symcoll_dtype_name((symcoll_dtype_t)9), "unknown");
+  assert_string_equal(symcoll_dtype_name(SYMCOLL_FLOAT8_E4M3), "fp8_e4m3");
+  assert_string_equal(symcoll_dtype_name(SYMCOLL_NUM_DTYPES), "unknown");
   assert_int_equal(symcoll_dtype_size(SYMCOLL_FLOAT16), 2);
-  assert_int_equal(symcoll_dtype_size((symcoll_dtype_t)9), 0);
+  assert_int_equal(symcoll_dtype_size(SYMCOLL_INT64), 8);
+  assert_int_equal(symcoll_dtype_size(SYMCOLL_UINT8), 1);
+  assert_int_equal(symcoll_dtype_size(SYMCOLL_NUM_DTYPES), 0);
+  for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) /* names are distinct */
+    for (int e = 0; e < d; e++)
+      assert_string_not_equal(symcoll_dtype_name((symcoll_dtype_t)d), symcoll_dtype_name((symcoll_dtype_t)e));
+  assert_string_equal(symcoll_coll_name(SYMCOLL_COLL_REDUCE_SCATTER), "reduce_scatter");
+  assert_string_equal(symcoll_coll_name(SYMCOLL_NUM_COLLS), "unknown");
+  assert_string_equal(symcoll_algo_name(SYMCOLL_ALGO_COPY_ENGINE), "copy_engine");
   assert_string_equal(symcoll_algo_name(SYMCOLL_ALGO_TWO_SHOT), "twoshot");
   assert_int_equal(symcoll_version(), SYMCOLL_VERSION_CODE);
 }
@@ -503,7 +512,7 @@ static void test_tuning_table(void **state) {
   assert_int_equal(a, SYMCOLL_ALGO_TWO_SHOT);
   assert_int_equal(symcoll_all_reduce_algo(comm, 7, SYMCOLL_BFLOAT16, &a), SYMCOLL_OK);
   assert_int_equal(a, SYMCOLL_ALGO_TWO_SHOT); /* the exact-nranks row */
-  assert_int_equal(symcoll_all_reduce_algo(comm, 7, (symcoll_dtype_t)5, &a), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_all_reduce_algo(comm, 7, SYMCOLL_NUM_DTYPES, &a), SYMCOLL_ERR_INVALID_ARGUMENT);
   symcoll_comm_destroy(comm);
   setenv("SYMCOLL_ALGO", "oneshot", 1); /* the environment overrides the table */
   comm = solo();

@@ -229,7 +229,10 @@ static symcoll_status_t root_accept_one(symcoll_comm_t comm, boot_t *b, uint64_t
   if (why) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: refused pid %d claiming rank %d of %d: %s",
                  comm->job_id, (int)cred.pid, hello.rank, hello.nranks, why);
-    send_msg(comm, fd, SYMCOLL_BOOT_REJECT, SYMCOLL_ERR_MISMATCH, NULL, 0, NULL, 0);
+    char reason[96];
+    int len = snprintf(reason, sizeof reason, "%s (rank %d of %d, claimed by pid %d)", why, hello.rank,
+                       hello.nranks, (int)cred.pid);
+    send_msg(comm, fd, SYMCOLL_BOOT_REJECT, SYMCOLL_ERR_MISMATCH, reason, (size_t)len + 1, NULL, 0);
     close(fd);
     return SYMCOLL_OK;
   }
@@ -261,8 +264,23 @@ static symcoll_status_t root_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t
     return SYMCOLL_ERR_SYSTEM;
   }
   int joined = 1;
+  const uint64_t start = symcoll__now_ns();
+  uint64_t report = start + SYMCOLL_WAIT_REPORT_NS;
+  if (comm->nranks > 1)
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_BOOT, "job %s: rank 0 waiting for %d more ranks to join", comm->job_id,
+                 comm->nranks - 1);
   while (joined < comm->nranks) {
-    symcoll_status_t s = wait_fd(comm, b->listen_fd, POLLIN, deadline);
+    /* Wake up to say who is missing, every so often, until the deadline. */
+    symcoll_status_t s = wait_fd(comm, b->listen_fd, POLLIN, report < deadline ? report : deadline);
+    if (s == SYMCOLL_ERR_TIMEOUT && symcoll__now_ns() < deadline) {
+      char missing[256] = "";
+      for (int r = 1, len = 0; r < comm->nranks && len < (int)sizeof missing - 8; r++)
+        if (b->fd[r] < 0) len += snprintf(missing + len, sizeof missing - (size_t)len, "%s%d", len ? "," : "", r);
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: rank 0 still waiting for ranks %s to join (%.0f s of %.0f s)",
+                   comm->job_id, missing, (double)(symcoll__now_ns() - start) * 1e-9, comm->timeout_ms * 1e-3);
+      report += 2 * SYMCOLL_WAIT_REPORT_NS;
+      continue;
+    }
     if (s == SYMCOLL_ERR_TIMEOUT) {
       for (int r = 1; r < comm->nranks; r++)
         if (b->fd[r] < 0)
@@ -298,6 +316,8 @@ static symcoll_status_t peer_connect(symcoll_comm_t comm, uint64_t deadline, int
   struct sockaddr_un a;
   socklen_t al = make_addr(comm->job_id, &a);
   long backoff_us = 200;
+  const uint64_t start = symcoll__now_ns();
+  uint64_t report = start + SYMCOLL_WAIT_REPORT_NS;
   for (;;) {
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -316,9 +336,15 @@ static symcoll_status_t peer_connect(symcoll_comm_t comm, uint64_t deadline, int
       return SYMCOLL_ERR_SYSTEM;
     }
     if (atomic_load(&comm->aborted)) return SYMCOLL_ERR_ABORTED;
-    if (symcoll__now_ns() >= deadline) {
+    const uint64_t now = symcoll__now_ns();
+    if (now >= deadline) {
       SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: rank 0 never appeared", comm->job_id);
       return SYMCOLL_ERR_TIMEOUT;
+    }
+    if (now >= report) {
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: rank %d still waiting for rank 0 to appear (%.0f s of %.0f s)",
+                   comm->job_id, comm->rank, (double)(now - start) * 1e-9, comm->timeout_ms * 1e-3);
+      report += 2 * SYMCOLL_WAIT_REPORT_NS;
     }
     struct pollfd p = {.fd = comm->abort_fd, .events = POLLIN};
     poll(&p, 1, (int)(backoff_us / 1000) + 1);
@@ -330,7 +356,8 @@ static symcoll_status_t peer_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t
   symcoll__boot_hello_t hello = {.rank = comm->rank, .nranks = comm->nranks,
                                  .pid = (int32_t)getpid(), .device_kind = device_kind(comm)};
   symcoll__boot_hdr_t h;
-  pid_t pids[SYMCOLL_MAX_RANKS];
+  union { pid_t pids[SYMCOLL_MAX_RANKS]; char reason[256]; } msg;
+  pid_t *pids = msg.pids;
   for (;;) {
     SYMCOLL_CHECK(peer_connect(comm, deadline, &b->fd[0]));
     /* If rank 0 refused us before reading the hello, the send fails but the refusal waits. */
@@ -339,7 +366,7 @@ static symcoll_status_t peer_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t
     if (sent != SYMCOLL_OK && sent != SYMCOLL_ERR_PEER_LOST) return sent;
     symcoll__fault_point(comm->rank, "boot");
     memset(&h, 0, sizeof h);
-    symcoll_status_t s = recv_msg(comm, b->fd[0], deadline, &h, pids, sizeof pids, NULL, NULL);
+    symcoll_status_t s = recv_msg(comm, b->fd[0], deadline, &h, &msg, sizeof msg, NULL, NULL);
     if (s == SYMCOLL_OK && (sent == SYMCOLL_OK || h.type == SYMCOLL_BOOT_REJECT)) break;
     if (s != SYMCOLL_OK && s != SYMCOLL_ERR_PEER_LOST) return s;
     /* Reset before we were welcomed (a rendezvous closing under us): nothing was joined,
@@ -348,8 +375,9 @@ static symcoll_status_t peer_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t
     b->fd[0] = -1;
   }
   if (h.type == SYMCOLL_BOOT_REJECT) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: rank 0 refused rank %d: %s", comm->job_id,
-                 comm->rank, symcoll_status_string((symcoll_status_t)h.status));
+    msg.reason[sizeof msg.reason - 1] = 0;
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: rank 0 refused rank %d: %s", comm->job_id, comm->rank,
+                 h.len ? msg.reason : "the rendezvous is complete: every rank is already here");
     return h.status < 0 ? (symcoll_status_t)h.status : SYMCOLL_ERR_MISMATCH;
   }
   if (h.type != SYMCOLL_BOOT_WELCOME || h.len != sizeof(pid_t) * (size_t)comm->nranks)
@@ -390,6 +418,22 @@ static symcoll_status_t boot_allgather(symcoll_comm_t comm, const void *in, void
     s = send_msg(comm, b->fd[r], SYMCOLL_BOOT_DATA, 0, tmp, total, NULL, 0);
   if (s == SYMCOLL_OK) memcpy(out, tmp, total);
   free(tmp);
+  return s == SYMCOLL_OK ? s : boot_fail(comm, s);
+}
+
+static symcoll_status_t boot_bcast(symcoll_comm_t comm, void *buf, size_t bytes) {
+  boot_t *b = boot_of(comm);
+  if (b->broken) return SYMCOLL_ERR_PEER_LOST;
+  if (bytes > SYMCOLL_BOOT_MAX_PAYLOAD) return SYMCOLL_ERR_INVALID_ARGUMENT;
+  symcoll_status_t s = SYMCOLL_OK;
+  if (comm->rank == 0) {
+    for (int r = 1; r < comm->nranks && s == SYMCOLL_OK; r++)
+      s = send_msg(comm, b->fd[r], SYMCOLL_BOOT_DATA, 0, buf, bytes, NULL, 0);
+  } else {
+    symcoll__boot_hdr_t h;
+    s = recv_msg(comm, b->fd[0], deadline_of(comm), &h, buf, bytes, NULL, NULL);
+    if (s == SYMCOLL_OK && (h.type != SYMCOLL_BOOT_DATA || h.len != bytes)) s = SYMCOLL_ERR_MISMATCH;
+  }
   return s == SYMCOLL_OK ? s : boot_fail(comm, s);
 }
 
@@ -446,6 +490,7 @@ static void boot_destroy(symcoll_comm_t comm) {
 
 static const symcoll__oob_t boot_oob = {
     .allgather = boot_allgather,
+    .bcast = boot_bcast,
     .exchange_fd = boot_exchange_fd,
     .destroy = boot_destroy,
 };

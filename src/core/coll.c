@@ -1,5 +1,7 @@
-/* The collective entry points: argument checks, algorithm choice, dispatch to the transport. */
+/* The collective entry points: argument checks, algorithm choice, call signature, dispatch to
+ * the transport. One path for every collective; what differs is in coll_info below. */
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -10,20 +12,124 @@ void symcoll_coll_opts_init(symcoll_coll_opts_t *opts) {
   opts->struct_size = sizeof *opts;
 }
 
+/* ---- what belongs to which collective ------------------------------------------------- */
+
+bool symcoll__algo_of(symcoll_coll_t coll, symcoll_algo_t algo) {
+  switch (coll) {
+  case SYMCOLL_COLL_ALL_REDUCE:
+    return algo == SYMCOLL_ALGO_ONE_SHOT || algo == SYMCOLL_ALGO_TWO_SHOT || algo == SYMCOLL_ALGO_ONE_SHOT_DB ||
+           algo == SYMCOLL_ALGO_LAMPORT || algo == SYMCOLL_ALGO_NCCL;
+  case SYMCOLL_COLL_ALL_GATHER:
+    return algo == SYMCOLL_ALGO_PULL || algo == SYMCOLL_ALGO_PUSH || algo == SYMCOLL_ALGO_LAMPORT ||
+           algo == SYMCOLL_ALGO_COPY_ENGINE || algo == SYMCOLL_ALGO_NCCL;
+  case SYMCOLL_COLL_REDUCE_SCATTER:
+    return algo == SYMCOLL_ALGO_PULL || algo == SYMCOLL_ALGO_LAMPORT || algo == SYMCOLL_ALGO_NCCL;
+  default: return false;
+  }
+}
+
+size_t symcoll__coll_bytes(symcoll_coll_t coll, size_t count, size_t esize, int nranks) {
+  return count * esize * (coll == SYMCOLL_COLL_ALL_REDUCE ? 1 : (size_t)nranks);
+}
+
+/* SYMCOLL_ALGO: "name[,name...]" (each applies to every collective that has it) or
+ * "coll:name" / "coll=name" for one collective. */
+void symcoll__algo_from_env(symcoll_comm_t comm) {
+  for (int c = 0; c < SYMCOLL_NUM_COLLS; c++) comm->forced_algo[c] = SYMCOLL_ALGO_AUTO;
+  const char *v = symcoll__env_str("SYMCOLL_ALGO", "auto");
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", v);
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    int only = -1;
+    char *name = tok, *sep = strpbrk(tok, ":=");
+    if (sep) {
+      *sep = 0;
+      name = sep + 1;
+      for (int c = 0; c < SYMCOLL_NUM_COLLS; c++)
+        if (!strcmp(tok, symcoll_coll_name((symcoll_coll_t)c))) only = c;
+      if (only < 0) {
+        symcoll__env_warn("SYMCOLL_ALGO", "SYMCOLL_ALGO=%s: '%s' is not all_reduce, all_gather or reduce_scatter; "
+                          "that part is ignored", v, tok);
+        continue;
+      }
+    }
+    int algo = -1;
+    for (int a = 0; a < SYMCOLL_NUM_ALGOS; a++)
+      if (!strcmp(name, symcoll_algo_name((symcoll_algo_t)a))) algo = a;
+    bool used = false;
+    for (int c = 0; algo >= 0 && c < SYMCOLL_NUM_COLLS; c++)
+      if ((only < 0 || only == c) && (algo == SYMCOLL_ALGO_AUTO || symcoll__algo_of((symcoll_coll_t)c, (symcoll_algo_t)algo))) {
+        comm->forced_algo[c] = (symcoll_algo_t)algo;
+        used = true;
+      }
+    if (!used)
+      symcoll__env_warn("SYMCOLL_ALGO", "SYMCOLL_ALGO=%s: '%s' is no algorithm of %s; that part is ignored "
+                        "(all_reduce: oneshot, twoshot, oneshot_db, lamport, nccl; all_gather: pull, push, "
+                        "lamport, copy_engine, nccl; reduce_scatter: pull, lamport, nccl)",
+                        v, name, only < 0 ? "any collective" : symcoll_coll_name((symcoll_coll_t)only));
+  }
+}
+
+/* ---- checks ------------------------------------------------------------------------------ */
+
+#define REFUSE(coll, ...)                                                                     \
+  do {                                                                                        \
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, __VA_ARGS__);                                           \
+    return SYMCOLL_ERR_INVALID_ARGUMENT;                                                      \
+  } while (0)
+
+/* Options of 0.1 end before round_bytes: still accepted. */
+static symcoll_status_t check_opts(symcoll_coll_t coll, const symcoll_coll_opts_t *opts, size_t *round_p) {
+  *round_p = 0;
+  if (!opts) return SYMCOLL_OK;
+  const char *name = symcoll_coll_name(coll);
+  const bool has_round = opts->struct_size == sizeof *opts;
+  if (!has_round && opts->struct_size != offsetof(symcoll_coll_opts_t, round_bytes))
+    REFUSE(coll, "%s: options struct_size %zu (expected %zu; call symcoll_coll_opts_init)", name, opts->struct_size,
+           sizeof *opts);
+  if ((unsigned)opts->algo >= SYMCOLL_NUM_ALGOS) REFUSE(coll, "%s: unknown algorithm %d", name, (int)opts->algo);
+  if (opts->blocks < 0) REFUSE(coll, "%s: options blocks %d < 0", name, opts->blocks);
+  if (opts->threads < 0 || opts->threads > 1024 || (opts->threads & 31) != 0)
+    REFUSE(coll, "%s: options threads %d (0, or a multiple of 32 up to 1024)", name, opts->threads);
+  if (has_round && opts->round_bytes % 256 != 0)
+    REFUSE(coll, "%s: options round_bytes %zu (a multiple of 256)", name, opts->round_bytes);
+  *round_p = has_round ? opts->round_bytes : 0;
+  return SYMCOLL_OK;
+}
+
+static bool overlap(uintptr_t a, size_t an, uintptr_t b, size_t bn) { return a < b + bn && b < a + an; }
+
+/* ---- the signature of a call --------------------------------------------------------------- */
+
+static uint32_t call_signature(const symcoll__coll_args_t *a) {
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  const uint64_t parts[] = {(uint64_t)a->coll, (uint64_t)a->count, (uint64_t)a->dtype, (uint64_t)a->op,
+                            (uint64_t)a->algo};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    h ^= parts[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+  }
+  uint32_t s = (uint32_t)(h ^ (h >> 32));
+  return s ? s : 1;
+}
+
 /* SYMCOLL_CHECK=1: every rank compares the call's arguments with every peer's. */
 static symcoll_status_t check_agreement(symcoll_comm_t comm, const symcoll__coll_args_t *a) {
   /* The launch shape too: ranks whose grids or rounds differ would wait at different slots. */
-  uint64_t mine[7] = {a->count, (uint64_t)a->dtype, (uint64_t)a->op, (uint64_t)a->algo,
-                      (uint64_t)a->blocks, (uint64_t)a->threads, a->round_bytes};
-  uint64_t all[SYMCOLL_MAX_RANKS][7];
+  uint64_t mine[8] = {a->count, (uint64_t)a->dtype, (uint64_t)a->op, (uint64_t)a->algo,
+                      (uint64_t)a->blocks, (uint64_t)a->threads, a->round_bytes, (uint64_t)a->coll};
+  uint64_t all[SYMCOLL_MAX_RANKS][8];
   SYMCOLL_CHECK(comm->oob->allgather(comm, mine, all, sizeof mine));
   for (int r = 0; r < comm->nranks; r++)
     if (memcmp(all[r], mine, sizeof mine) != 0) {
       SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
-                   "collective %llu: rank %d passed count %llu %s %s %s, rank %d count %llu %s %s %s",
-                   (unsigned long long)comm->coll_seq, comm->rank, (unsigned long long)mine[0],
-                   symcoll_dtype_name(a->dtype), symcoll_op_name(a->op), symcoll_algo_name(a->algo),
-                   r, (unsigned long long)all[r][0], symcoll_dtype_name((symcoll_dtype_t)all[r][1]),
+                   "call %llu: rank %d is in %s count %llu %s %s %s, rank %d in %s count %llu %s %s %s",
+                   (unsigned long long)comm->coll_seq, comm->rank, symcoll_coll_name(a->coll),
+                   (unsigned long long)mine[0], symcoll_dtype_name(a->dtype), symcoll_op_name(a->op),
+                   symcoll_algo_name(a->algo), r, symcoll_coll_name((symcoll_coll_t)all[r][7]),
+                   (unsigned long long)all[r][0], symcoll_dtype_name((symcoll_dtype_t)all[r][1]),
                    symcoll_op_name((symcoll_op_t)all[r][2]), symcoll_algo_name((symcoll_algo_t)all[r][3]));
       if (!memcmp(all[r], mine, 4 * sizeof mine[0]))
         SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "... and launch shapes differ: rank %d blocks %llu threads %llu round %llu, rank %d %llu %llu %llu",
@@ -34,92 +140,160 @@ static symcoll_status_t check_agreement(symcoll_comm_t comm, const symcoll__coll
   return SYMCOLL_OK;
 }
 
-symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send, void *recv,
-                                       size_t count, symcoll_dtype_t dtype, symcoll_op_t op,
-                                       void *stream, const symcoll_coll_opts_t *opts) {
-  if (!comm) return SYMCOLL_ERR_INVALID_ARGUMENT;
-  if ((unsigned)dtype >= SYMCOLL_NUM_DTYPES || (unsigned)op >= SYMCOLL_NUM_OPS) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce: unknown dtype %d or op %d", (int)dtype, (int)op);
-    return SYMCOLL_ERR_INVALID_ARGUMENT;
-  }
-  /* Options of 0.1 end before round_bytes: still accepted. */
-  const bool has_round = opts && opts->struct_size == sizeof *opts;
-  const size_t opt_round = has_round ? opts->round_bytes : 0;
-  if (opts && ((!has_round && opts->struct_size != offsetof(symcoll_coll_opts_t, round_bytes)) ||
-               (unsigned)opts->algo >= SYMCOLL_NUM_ALGOS || opts->blocks < 0 || opts->threads < 0 ||
-               opts->threads > 1024 || (opts->threads & 31) != 0 || opt_round % 256 != 0)) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce: bad options (struct_size, algo, blocks, threads or round_bytes)");
-    return SYMCOLL_ERR_INVALID_ARGUMENT;
-  }
+/* ---- the one path ---------------------------------------------------------------------------- */
+
+static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const void *send, void *recv,
+                                 size_t count, symcoll_dtype_t dtype, symcoll_op_t op, void *stream,
+                                 const symcoll_coll_opts_t *opts) {
+  const char *name = symcoll_coll_name(coll);
+  if (!comm) REFUSE(coll, "%s: comm is NULL", name);
+  if ((unsigned)dtype >= SYMCOLL_NUM_DTYPES)
+    REFUSE(coll, "%s: unknown dtype %d (0..%d)", name, (int)dtype, SYMCOLL_NUM_DTYPES - 1);
+  if ((unsigned)op >= SYMCOLL_NUM_OPS) REFUSE(coll, "%s: unknown op %d (0..%d)", name, (int)op, SYMCOLL_NUM_OPS - 1);
+  size_t opt_round;
+  SYMCOLL_CHECK(check_opts(coll, opts, &opt_round));
   if (count == 0) return SYMCOLL_OK;
-  size_t esize = symcoll_dtype_size(dtype);
-  if (!send || !recv || count > SIZE_MAX / esize) return SYMCOLL_ERR_INVALID_ARGUMENT;
-  size_t bytes = count * esize;
-  uintptr_t s = (uintptr_t)send, r = (uintptr_t)recv;
-  if ((s | r) % esize != 0) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce: buffers not aligned to the %zu-byte element", esize);
-    return SYMCOLL_ERR_INVALID_ARGUMENT;
+  const int n = comm->nranks, me = comm->rank;
+  const size_t es = symcoll_dtype_size(dtype);
+  const size_t mult = coll == SYMCOLL_COLL_ALL_REDUCE ? 1 : (size_t)n;
+  if (count > SIZE_MAX / es / mult / 2)
+    REFUSE(coll, "%s: count %zu of %zu-byte elements (x %zu ranks) is too large", name, count, es, mult);
+  if (!send) REFUSE(coll, "%s: send is NULL", name);
+  if (!recv) REFUSE(coll, "%s: recv is NULL", name);
+  const size_t block = count * es; /* one rank's part */
+  const uintptr_t s = (uintptr_t)send, r = (uintptr_t)recv;
+  if ((s | r) % es != 0)
+    REFUSE(coll, "%s: send %p or recv %p is not aligned to the %zu-byte %s element", name, send, recv, es,
+           symcoll_dtype_name(dtype));
+  bool in_place = false;
+  switch (coll) {
+  case SYMCOLL_COLL_ALL_REDUCE:
+    in_place = s == r;
+    if (!in_place && overlap(s, block, r, block)) REFUSE(coll, "%s: send and recv overlap without being equal", name);
+    break;
+  case SYMCOLL_COLL_ALL_GATHER:
+    in_place = s == r + (size_t)me * block;
+    if (!in_place && overlap(s, block, r, block * (size_t)n))
+      REFUSE(coll, "%s: send overlaps recv without being rank %d's block of it (recv + %zu bytes)", name, me,
+             (size_t)me * block);
+    break;
+  default:
+    in_place = r == s + (size_t)me * block;
+    if (!in_place && overlap(s, block * (size_t)n, r, block))
+      REFUSE(coll, "%s: recv overlaps send without being rank %d's block of it (send + %zu bytes)", name, me,
+             (size_t)me * block);
   }
-  if (s != r && s < r + bytes && r < s + bytes) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce: send and recv overlap without being equal");
-    return SYMCOLL_ERR_INVALID_ARGUMENT;
-  }
-  if (comm->device == SYMCOLL_DEVICE_HOST && stream != NULL) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce: a CPU communicator takes no stream");
-    return SYMCOLL_ERR_INVALID_ARGUMENT;
-  }
+  if (comm->device == SYMCOLL_DEVICE_HOST && stream != NULL)
+    REFUSE(coll, "%s: a CPU communicator takes no stream (got %p)", name, stream);
+  if (coll == SYMCOLL_COLL_ALL_GATHER) op = SYMCOLL_SUM; /* not used: keep signatures equal */
   SYMCOLL_CHECK(symcoll__comm_status(comm));
 
-  symcoll__coll_args_t a = {.send = send, .recv = recv, .count = count, .dtype = dtype,
+  symcoll__coll_args_t a = {.coll = coll, .send = send, .recv = recv, .count = count, .dtype = dtype,
                             .op = op, .stream = stream};
-  const symcoll__tune_entry_t *t = &comm->tune[dtype].bucket[symcoll__tune_bucket(bytes)];
-  a.algo = opts && opts->algo != SYMCOLL_ALGO_AUTO ? opts->algo
-           : comm->forced_algo != SYMCOLL_ALGO_AUTO ? comm->forced_algo
-                                                     : t->algo;
-  /* One rank: the reduction of one input is that input. Auto copies it (in place there is
-   * nothing to do), as NCCL does; a forced algorithm still runs its protocol, so that the
-   * benchmark can time the protocol itself. */
-  if (comm->nranks == 1 && (!opts || opts->algo == SYMCOLL_ALGO_AUTO) &&
-      comm->forced_algo == SYMCOLL_ALGO_AUTO) {
+  const size_t bytes = block * mult;
+  const symcoll__tune_entry_t *t = &comm->tune[coll][dtype].bucket[symcoll__tune_bucket(bytes)];
+  const char *why = "table";
+  if (opts && opts->algo != SYMCOLL_ALGO_AUTO) a.algo = opts->algo, why = "options";
+  else if (comm->forced_algo[coll] != SYMCOLL_ALGO_AUTO) a.algo = comm->forced_algo[coll], why = "SYMCOLL_ALGO";
+  else a.algo = t->algo;
+  /* One rank: the result is the input. Auto copies it (in place there is nothing to do), as
+   * NCCL does; a forced algorithm still runs its protocol, so that the benchmark can time it. */
+  if (n == 1 && (!opts || opts->algo == SYMCOLL_ALGO_AUTO) && comm->forced_algo[coll] == SYMCOLL_ALGO_AUTO) {
     comm->coll_seq++;
-    return s == r ? SYMCOLL_OK : comm->tp->copy(comm, recv, send, bytes, stream);
+    SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank 0: %s #%llu count %zu %s: one rank, %s", name,
+                  (unsigned long long)comm->coll_seq, count, symcoll_dtype_name(dtype), in_place ? "in place: nothing" : "a copy");
+    return in_place ? SYMCOLL_OK : comm->tp->copy(comm, recv, send, block, stream);
   }
-  if (symcoll_algo_supported(comm, a.algo) != SYMCOLL_OK) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce: %s is not available on this communicator%s",
-                 symcoll_algo_name(a.algo),
-                 a.algo == SYMCOLL_ALGO_NCCL ? " (it holds no NCCL communicator: see SYMCOLL_NCCL)" : "");
+  symcoll_status_t sup = symcoll_coll_algo_supported(comm, coll, a.algo);
+  if (sup != SYMCOLL_OK) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "%s: %s (from the %s) is not available on this communicator%s", name,
+                 symcoll_algo_name(a.algo), why,
+                 !symcoll__algo_of(coll, a.algo)           ? ": it is not an algorithm of this collective"
+                 : a.algo == SYMCOLL_ALGO_NCCL             ? " (it holds no NCCL communicator: see SYMCOLL_NCCL)"
+                 : a.algo == SYMCOLL_ALGO_COPY_ENGINE      ? " (CPU ranks have no copy engine)"
+                                                           : "");
     return SYMCOLL_ERR_UNSUPPORTED;
   }
   a.blocks = opts && opts->blocks ? opts->blocks : t->blocks;
   a.threads = opts && opts->threads ? opts->threads : t->threads;
   a.round_bytes = opt_round ? opt_round : t->round_bytes;
-  /* Zero-copy only out of place: in place, writing the result would race with peers' reads. */
-  if (s != r) a.send_mem = symcoll__mem_find(comm, send, bytes, &a.send_off);
+  /* Zero-copy: peers read our input where it lies. Not in place for the reductions: writing
+   * the result would race with peers' reads. all_gather in place: peers read our block of
+   * recv, which we do not write. */
+  if (!in_place || coll == SYMCOLL_COLL_ALL_GATHER)
+    a.send_mem = symcoll__mem_find(comm, send, block * (coll == SYMCOLL_COLL_REDUCE_SCATTER ? (size_t)n : 1), &a.send_off);
+  if (coll == SYMCOLL_COLL_ALL_GATHER) a.recv_mem = symcoll__mem_find(comm, recv, block * (size_t)n, &a.recv_off);
+  a.sig = call_signature(&a);
   if (comm->check_args) SYMCOLL_CHECK(check_agreement(comm, &a));
   comm->coll_seq++;
-  symcoll__fault_point(comm->rank, "coll");
-  return comm->tp->all_reduce(comm, &a);
+  if (a.algo != comm->last_algo[coll]) { /* INFO names each change of algorithm */
+    comm->last_algo[coll] = a.algo;
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d: %s of %zu bytes (%s) runs %s (from the %s)", me, name, bytes,
+                 symcoll_dtype_name(dtype), symcoll_algo_name(a.algo), why);
+  }
+  SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: %s #%llu count %zu %s %s%s: %s (%s)%s%s", me, name,
+                (unsigned long long)comm->coll_seq, count, symcoll_dtype_name(dtype),
+                coll == SYMCOLL_COLL_ALL_GATHER ? "" : symcoll_op_name(op), in_place ? " in place" : "",
+                symcoll_algo_name(a.algo), why, a.send_mem ? ", input symmetric" : "",
+                a.recv_mem ? ", output symmetric" : "");
+  symcoll__fault_point(me, "coll");
+  return comm->tp->coll(comm, &a);
+}
+
+/* ---- public entry points ----------------------------------------------------------------------- */
+
+symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send, void *recv, size_t count,
+                                       symcoll_dtype_t dtype, symcoll_op_t op, void *stream,
+                                       const symcoll_coll_opts_t *opts) {
+  return run_coll(comm, SYMCOLL_COLL_ALL_REDUCE, send, recv, count, dtype, op, stream, opts);
+}
+symcoll_status_t symcoll_all_reduce(symcoll_comm_t comm, const void *send, void *recv, size_t count,
+                                    symcoll_dtype_t dtype, symcoll_op_t op, void *stream) {
+  return run_coll(comm, SYMCOLL_COLL_ALL_REDUCE, send, recv, count, dtype, op, stream, NULL);
+}
+symcoll_status_t symcoll_all_gather_ex(symcoll_comm_t comm, const void *send, void *recv, size_t sendcount,
+                                       symcoll_dtype_t dtype, void *stream, const symcoll_coll_opts_t *opts) {
+  return run_coll(comm, SYMCOLL_COLL_ALL_GATHER, send, recv, sendcount, dtype, SYMCOLL_SUM, stream, opts);
+}
+symcoll_status_t symcoll_all_gather(symcoll_comm_t comm, const void *send, void *recv, size_t sendcount,
+                                    symcoll_dtype_t dtype, void *stream) {
+  return run_coll(comm, SYMCOLL_COLL_ALL_GATHER, send, recv, sendcount, dtype, SYMCOLL_SUM, stream, NULL);
+}
+symcoll_status_t symcoll_reduce_scatter_ex(symcoll_comm_t comm, const void *send, void *recv,
+                                           size_t recvcount, symcoll_dtype_t dtype, symcoll_op_t op,
+                                           void *stream, const symcoll_coll_opts_t *opts) {
+  return run_coll(comm, SYMCOLL_COLL_REDUCE_SCATTER, send, recv, recvcount, dtype, op, stream, opts);
+}
+symcoll_status_t symcoll_reduce_scatter(symcoll_comm_t comm, const void *send, void *recv, size_t recvcount,
+                                        symcoll_dtype_t dtype, symcoll_op_t op, void *stream) {
+  return run_coll(comm, SYMCOLL_COLL_REDUCE_SCATTER, send, recv, recvcount, dtype, op, stream, NULL);
+}
+
+symcoll_status_t symcoll_coll_algo_supported(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo) {
+  if (!comm || (unsigned)coll >= SYMCOLL_NUM_COLLS || (unsigned)algo >= SYMCOLL_NUM_ALGOS)
+    return SYMCOLL_ERR_INVALID_ARGUMENT;
+  if (algo == SYMCOLL_ALGO_AUTO) return SYMCOLL_OK;
+  if (!symcoll__algo_of(coll, algo)) return SYMCOLL_ERR_UNSUPPORTED;
+  return comm->tp->has_algo(comm, coll, algo) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
 }
 
 symcoll_status_t symcoll_algo_supported(symcoll_comm_t comm, symcoll_algo_t algo) {
-  if (!comm || (unsigned)algo >= SYMCOLL_NUM_ALGOS) return SYMCOLL_ERR_INVALID_ARGUMENT;
-  if (algo != SYMCOLL_ALGO_NCCL) return SYMCOLL_OK;
-  return comm->tp->has_algo && comm->tp->has_algo(comm, algo) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
+  return symcoll_coll_algo_supported(comm, SYMCOLL_COLL_ALL_REDUCE, algo);
+}
+
+symcoll_status_t symcoll_coll_algo(symcoll_comm_t comm, symcoll_coll_t coll, size_t count, symcoll_dtype_t dtype,
+                                   symcoll_algo_t *algo_p) {
+  if (!comm || !algo_p || (unsigned)coll >= SYMCOLL_NUM_COLLS || (unsigned)dtype >= SYMCOLL_NUM_DTYPES)
+    return SYMCOLL_ERR_INVALID_ARGUMENT;
+  const size_t es = symcoll_dtype_size(dtype);
+  if (count > SIZE_MAX / es / (size_t)comm->nranks) return SYMCOLL_ERR_INVALID_ARGUMENT;
+  *algo_p = comm->forced_algo[coll] != SYMCOLL_ALGO_AUTO
+                ? comm->forced_algo[coll]
+                : comm->tune[coll][dtype].bucket[symcoll__tune_bucket(symcoll__coll_bytes(coll, count, es, comm->nranks))].algo;
+  return SYMCOLL_OK;
 }
 
 symcoll_status_t symcoll_all_reduce_algo(symcoll_comm_t comm, size_t count, symcoll_dtype_t dtype,
                                          symcoll_algo_t *algo_p) {
-  if (!comm || !algo_p || (unsigned)dtype >= SYMCOLL_NUM_DTYPES) return SYMCOLL_ERR_INVALID_ARGUMENT;
-  size_t esize = symcoll_dtype_size(dtype);
-  if (count > SIZE_MAX / esize) return SYMCOLL_ERR_INVALID_ARGUMENT;
-  *algo_p = comm->forced_algo != SYMCOLL_ALGO_AUTO
-                ? comm->forced_algo
-                : comm->tune[dtype].bucket[symcoll__tune_bucket(count * esize)].algo;
-  return SYMCOLL_OK;
-}
-
-symcoll_status_t symcoll_all_reduce(symcoll_comm_t comm, const void *send, void *recv,
-                                    size_t count, symcoll_dtype_t dtype, symcoll_op_t op,
-                                    void *stream) {
-  return symcoll_all_reduce_ex(comm, send, recv, count, dtype, op, stream, NULL);
+  return symcoll_coll_algo(comm, SYMCOLL_COLL_ALL_REDUCE, count, dtype, algo_p);
 }

@@ -57,14 +57,14 @@ static symcoll_status_t config_check(const symcoll_config_t *cfg, bool need_job)
   return SYMCOLL_OK;
 }
 
-static symcoll_status_t comm_new(const symcoll_config_t *cfg, symcoll_comm_t *comm_p) {
+symcoll_status_t symcoll__comm_new(const symcoll_config_t *cfg, symcoll_comm_t *comm_p) {
   symcoll__log_init();
   const symcoll__transport_t *tp = &symcoll__host_transport;
   if (cfg->device != SYMCOLL_DEVICE_HOST) {
 #ifdef SYMCOLL_HAVE_CUDA
     tp = &symcoll__cuda_transport;
 #else
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "this build of symcoll has no CUDA support");
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "this build of symcoll has no CUDA support (device %d asked for)", cfg->device);
     return SYMCOLL_ERR_UNSUPPORTED;
 #endif
   }
@@ -73,9 +73,7 @@ static symcoll_status_t comm_new(const symcoll_config_t *cfg, symcoll_comm_t *co
   c->rank = cfg->rank;
   c->nranks = cfg->nranks;
   c->device = cfg->device;
-  c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms
-                                  : (int)symcoll__env_long("SYMCOLL_TIMEOUT_MS", 30000);
-  if (c->timeout_ms <= 0) c->timeout_ms = 30000;
+  c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : (int)symcoll__env_int("SYMCOLL_TIMEOUT_MS");
   snprintf(c->job_id, sizeof c->job_id, "%s", cfg->job_id ? cfg->job_id : "local");
   c->tp = tp;
   c->abort_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -89,13 +87,9 @@ static symcoll_status_t comm_new(const symcoll_config_t *cfg, symcoll_comm_t *co
   /* More CPU ranks than cores: a spinning rank holds the core its peer needs, so yield early. */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   c->spin_before_yield = cfg->device == SYMCOLL_DEVICE_HOST && cores > 0 && cfg->nranks > cores ? 64 : 4096;
-  long ws = symcoll__env_long("SYMCOLL_WORKSPACE_BYTES", 0);
-  c->workspace_bytes = cfg->workspace_bytes ? cfg->workspace_bytes : (ws > 0 ? (size_t)ws : 0);
-  c->check_args = symcoll__env_long("SYMCOLL_CHECK", 0) != 0;
-  const char *algo = symcoll__env_str("SYMCOLL_ALGO", "auto");
-  c->forced_algo = SYMCOLL_ALGO_AUTO;
-  for (int a = 1; a < SYMCOLL_NUM_ALGOS; a++)
-    if (!strcmp(algo, symcoll_algo_name((symcoll_algo_t)a))) c->forced_algo = (symcoll_algo_t)a;
+  c->workspace_bytes = cfg->workspace_bytes ? cfg->workspace_bytes : (size_t)symcoll__env_int("SYMCOLL_WORKSPACE_BYTES");
+  c->check_args = symcoll__env_int("SYMCOLL_CHECK") != 0;
+  symcoll__algo_from_env(c);
   *comm_p = c;
   return SYMCOLL_OK;
 }
@@ -153,7 +147,7 @@ static void monitor_stop(symcoll_comm_t c) {
   c->monitor_running = false;
 }
 
-static void comm_free(symcoll_comm_t c) {
+void symcoll__comm_free(symcoll_comm_t c) {
   monitor_stop(c);
   while (c->mems) {
     struct symcoll_mem *m = c->mems;
@@ -169,29 +163,28 @@ static void comm_free(symcoll_comm_t c) {
   free(c);
 }
 
-/* The per-rank half of creation once the oob exists: transport, workspace, tuning. */
-static symcoll_status_t comm_setup(symcoll_comm_t c) {
+symcoll_status_t symcoll__comm_setup(symcoll_comm_t c) {
   /* Every rank must agree on nranks and device kind; compare through the oob. */
   int mine[2] = {c->nranks, c->device == SYMCOLL_DEVICE_HOST ? 0 : 1};
   int all[SYMCOLL_MAX_RANKS][2];
   SYMCOLL_CHECK(c->oob->allgather(c, mine, all, sizeof mine));
   for (int r = 0; r < c->nranks; r++)
     if (all[r][0] != mine[0] || all[r][1] != mine[1]) {
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "rank %d disagrees on nranks or device kind", r);
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job %s: rank %d has nranks %d and a %s device, rank %d nranks %d and a %s device",
+                   c->job_id, r, all[r][0], all[r][1] ? "CUDA" : "host", c->rank, mine[0], mine[1] ? "CUDA" : "host");
       return SYMCOLL_ERR_MISMATCH;
     }
   SYMCOLL_CHECK(c->tp->comm_init(c));
   symcoll__tune_init(c);
   /* All ranks must pick the same algorithm for the same call: adopt rank 0's table. */
-  symcoll__tune_t *gathered = malloc(sizeof(c->tune) * (size_t)c->nranks);
-  if (!gathered) return SYMCOLL_ERR_NO_MEMORY;
-  symcoll_status_t s = c->oob->allgather(c, c->tune, gathered, sizeof(c->tune));
-  if (s == SYMCOLL_OK) memcpy(c->tune, gathered, sizeof(c->tune));
-  free(gathered);
-  if (s != SYMCOLL_OK) return s;
+  SYMCOLL_CHECK(c->oob->bcast(c, c->tune, sizeof(c->tune)));
   if (c->tp->tune_ready) return c->tp->tune_ready(c);
   symcoll__tune_drop_algo(c, SYMCOLL_ALGO_NCCL);
   return SYMCOLL_OK;
+}
+
+void symcoll__comm_ready(symcoll_comm_t c) {
+  if (c->nranks > 1 && !c->thread_mode) monitor_start(c);
 }
 
 /* A dummy oob for a communicator of one rank: nothing to exchange. */
@@ -205,15 +198,20 @@ static symcoll_status_t solo_exchange_fd(symcoll_comm_t c, int my_fd, int *fds_p
   fds_p[0] = fcntl(my_fd, F_DUPFD_CLOEXEC, 0);
   return fds_p[0] < 0 ? SYMCOLL_ERR_SYSTEM : SYMCOLL_OK;
 }
+static symcoll_status_t solo_bcast(symcoll_comm_t c, void *buf, size_t n) {
+  (void)c, (void)buf, (void)n;
+  return SYMCOLL_OK;
+}
 static void solo_destroy(symcoll_comm_t c) { (void)c; }
-static const symcoll__oob_t solo_oob = {solo_allgather, solo_exchange_fd, solo_destroy};
+static const symcoll__oob_t solo_oob = {.allgather = solo_allgather, .bcast = solo_bcast,
+                                        .exchange_fd = solo_exchange_fd, .destroy = solo_destroy};
 
 symcoll_status_t symcoll_comm_create(const symcoll_config_t *cfg, symcoll_comm_t *comm_p) {
   symcoll__log_init();
   if (!comm_p) return SYMCOLL_ERR_INVALID_ARGUMENT;
   SYMCOLL_CHECK(config_check(cfg, true));
   symcoll_comm_t c;
-  SYMCOLL_CHECK(comm_new(cfg, &c));
+  SYMCOLL_CHECK(symcoll__comm_new(cfg, &c));
   symcoll_status_t s;
   if (c->nranks == 1) {
     c->oob = &solo_oob;
@@ -221,23 +219,30 @@ symcoll_status_t symcoll_comm_create(const symcoll_config_t *cfg, symcoll_comm_t
   } else {
     SYMCOLL_CHECK_GOTO(symcoll__bootstrap_init(c), s, err_free);
   }
-  SYMCOLL_CHECK_GOTO(comm_setup(c), s, err_free);
-  if (c->nranks > 1) monitor_start(c);
+  SYMCOLL_CHECK_GOTO(symcoll__comm_setup(c), s, err_free);
+  symcoll__comm_ready(c);
   *comm_p = c;
   return SYMCOLL_OK;
 err_free:
-  comm_free(c);
+  symcoll__comm_free(c);
   return s;
 }
 
 /* ---- creation from the environment ------------------------------------------------- */
 
-static bool env_int(const char *name, int *v) {
+/* A launcher's integer variable: false if unset; *bad set if set but not a whole number in
+ * [lo, hi] (and a WARN names it). */
+static bool env_int(const char *name, int *v, int lo, int hi, bool *bad) {
   const char *s = getenv(name);
   if (!s || !*s) return false;
   char *end;
+  errno = 0;
   long x = strtol(s, &end, 10);
-  if (*end) return false;
+  if (*end || end == s || errno || x < lo || x > hi) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "%s=%s is not a whole number from %d to %d", name, s, lo, hi);
+    *bad = true;
+    return false;
+  }
   *v = (int)x;
   return true;
 }
@@ -249,31 +254,43 @@ symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_comm_t *comm_p
   char job[SYMCOLL_JOB_ID_MAX + 1] = "";
   const char *src = NULL;
   int rank = -1, n = -1;
-  if (env_int("SYMCOLL_RANK", &rank) && env_int("SYMCOLL_NRANKS", &n)) {
+  bool bad = false;
+  const int MR = SYMCOLL_MAX_RANKS;
+#define ENV_PAIR(r, nr) (env_int(r, &rank, 0, MR - 1, &bad) & env_int(nr, &n, 1, MR, &bad))
+  if (ENV_PAIR("SYMCOLL_RANK", "SYMCOLL_NRANKS")) {
     src = "SYMCOLL_*";
     snprintf(job, sizeof job, "%s", symcoll__env_str("SYMCOLL_JOB_ID", "default"));
-  } else if (env_int("LOCAL_RANK", &rank) && env_int("LOCAL_WORLD_SIZE", &n)) {
+  } else if (!bad && ENV_PAIR("LOCAL_RANK", "LOCAL_WORLD_SIZE")) {
     src = "torchrun";
     const char *run = getenv("TORCHELASTIC_RUN_ID");
     if (run && *run && strcmp(run, "none") != 0) snprintf(job, sizeof job, "torch.%s", run);
     else snprintf(job, sizeof job, "torch.%s:%s", symcoll__env_str("MASTER_ADDR", "local"),
                   symcoll__env_str("MASTER_PORT", "0"));
-  } else if (env_int("OMPI_COMM_WORLD_LOCAL_RANK", &rank) &&
-             env_int("OMPI_COMM_WORLD_LOCAL_SIZE", &n)) {
+  } else if (!bad && ENV_PAIR("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE")) {
     src = "Open MPI";
     const char *id = getenv("OMPI_MCA_ess_base_jobid");
     if (!id) id = getenv("OMPI_MCA_orte_ess_jobid");
     if (!id) id = getenv("OMPI_MCA_orte_hnp_uri");
     snprintf(job, sizeof job, "ompi.%s", id ? id : "0");
-  } else if (env_int("SLURM_LOCALID", &rank)) {
+  } else if (!bad && env_int("SLURM_LOCALID", &rank, 0, MR - 1, &bad)) {
     src = "Slurm";
-    if (!env_int("SLURM_NTASKS_PER_NODE", &n) && !env_int("SLURM_NTASKS", &n)) n = -1;
+    /* SLURM_NTASKS_PER_NODE may read "4(x2)": its leading number is the tasks on this node. */
+    const char *per = getenv("SLURM_NTASKS_PER_NODE");
+    n = per && *per ? atoi(per) : -1;
+    if (n < 1 && !env_int("SLURM_NTASKS", &n, 1, MR, &bad)) n = -1;
     snprintf(job, sizeof job, "slurm.%s.%s", symcoll__env_str("SLURM_JOB_ID", "0"),
              symcoll__env_str("SLURM_STEP_ID", "0"));
   }
+#undef ENV_PAIR
+  if (bad) return SYMCOLL_ERR_INVALID_ARGUMENT; /* named above */
   if (!src || n < 1) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
-                 "no rank in the environment (SYMCOLL_RANK/NRANKS, torchrun, Open MPI, Slurm)");
+                 "no rank in the environment (SYMCOLL_RANK and SYMCOLL_NRANKS, torchrun's LOCAL_RANK and "
+                 "LOCAL_WORLD_SIZE, Open MPI's OMPI_COMM_WORLD_LOCAL_RANK/SIZE, Slurm's SLURM_LOCALID)");
+    return SYMCOLL_ERR_INVALID_ARGUMENT;
+  }
+  if (rank >= n) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "from %s: rank %d is not below the rank count %d", src, rank, n);
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   }
   /* Characters a job id may not hold (e.g. from an Open MPI URI) become '_'. */
@@ -298,7 +315,7 @@ typedef struct {
 
 static void *setup_thread(void *p) {
   setup_arg_t *a = p;
-  a->status = comm_setup(a->comm);
+  a->status = symcoll__comm_setup(a->comm);
   return NULL;
 }
 
@@ -341,7 +358,7 @@ symcoll_status_t symcoll_comm_create_all(int nranks, const int *devices, symcoll
     cfg.rank = made;
     cfg.nranks = nranks;
     cfg.device = devices ? devices[made] : SYMCOLL_DEVICE_HOST;
-    SYMCOLL_CHECK_GOTO(comm_new(&cfg, &tmp[made]), s, err_free);
+    SYMCOLL_CHECK_GOTO(symcoll__comm_new(&cfg, &tmp[made]), s, err_free);
   }
   SYMCOLL_CHECK_GOTO(symcoll__team_init(nranks, tmp), s, err_free);
   for (int r = 0; r < nranks; r++) {
@@ -363,7 +380,7 @@ symcoll_status_t symcoll_comm_create_all(int nranks, const int *devices, symcoll
   memcpy(comms, tmp, sizeof(symcoll_comm_t) * (size_t)nranks);
   return SYMCOLL_OK;
 err_free:
-  for (int r = 0; r < made; r++) comm_free(tmp[r]);
+  for (int r = 0; r < made; r++) symcoll__comm_free(tmp[r]);
   return s;
 }
 
@@ -371,7 +388,7 @@ err_free:
 
 symcoll_status_t symcoll_comm_destroy(symcoll_comm_t comm) {
   if (!comm) return SYMCOLL_ERR_INVALID_ARGUMENT;
-  comm_free(comm);
+  symcoll__comm_free(comm);
   return SYMCOLL_OK;
 }
 
@@ -423,6 +440,8 @@ void symcoll__waiter_init(symcoll__waiter_t *w, symcoll_comm_t comm, int peer) {
   uint64_t now = symcoll__now_ns();
   w->deadline_ns = now + (uint64_t)comm->timeout_ms * 1000000ull;
   w->next_peer_check_ns = now + 1000000ull;
+  w->start_ns = now;
+  w->next_report_ns = now + SYMCOLL_WAIT_REPORT_NS;
 }
 
 symcoll_status_t symcoll__comm_peers_alive(symcoll_comm_t comm, int peer) {
@@ -463,6 +482,14 @@ symcoll_status_t symcoll__waiter_slow(symcoll__waiter_t *w) {
     if (s != SYMCOLL_OK) return s;
   }
   if (now >= w->deadline_ns) return SYMCOLL_ERR_TIMEOUT;
+  if (now >= w->next_report_ns) { /* a long wait says whom it waits for */
+    w->next_report_ns = now + 2 * SYMCOLL_WAIT_REPORT_NS;
+    char who[24] = "any rank";
+    if (w->peer >= 0) snprintf(who, sizeof who, "rank %d", w->peer);
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "job %s: rank %d still waiting for %s in call %llu (%.0f s of the %.0f s timeout)",
+                 c->job_id, c->rank, who, (unsigned long long)c->coll_seq, (double)(now - w->start_ns) * 1e-9,
+                 c->timeout_ms * 1e-3);
+  }
   return SYMCOLL_OK;
 }
 

@@ -69,25 +69,52 @@ SYMCOLL_HIDDEN void symcoll__log_write(int level, int subsys, const char *file, 
   } while (0)
 
 /* ---- environment (env.c) ---------------------------------------------------------- */
-/* X(name, default, help): every knob the library reads, in one table. */
-#define SYMCOLL_ENV_MAP(X)                                                                          \
-  X(SYMCOLL_DEBUG, "WARN", "log level: NONE, WARN, INFO, TRACE")                                    \
-  X(SYMCOLL_DEBUG_SUBSYS, "ALL", "comma list of INIT,BOOT,MEM,COLL,TUNE or ALL")                    \
-  X(SYMCOLL_TIMEOUT_MS, "30000", "bound on every wait for a peer, in ms")                          \
-  X(SYMCOLL_ALGO, "auto", "force an all-reduce algorithm: auto, oneshot, twoshot, oneshot_db, lamport, nccl")  \
-  X(SYMCOLL_WORKSPACE_BYTES, "0", "symmetric scratch per rank; 0 = 32 MiB on CPU, 64 MiB on GPU")  \
-  X(SYMCOLL_HOST_SIMD, "auto", "CPU reduce loops: auto, avx512, scalar")                            \
-  X(SYMCOLL_CHECK, "0", "1: ranks verify they agree on every collective's arguments")               \
-  X(SYMCOLL_NCCL, "auto", "GPU: hold an NCCL communicator: auto (if the tuning table uses it), 1, 0") \
-  X(SYMCOLL_NCCL_LIB, "", "GPU: path of libnccl.so.2 when the loader does not find it")             \
-  X(SYMCOLL_TUNE_FILE, "", "tuning table to load; default ~/.cache/symcoll/tune.txt, else built-in") \
-  X(SYMCOLL_RANK, "", "this process's rank (with SYMCOLL_NRANKS, SYMCOLL_JOB_ID)")                  \
-  X(SYMCOLL_NRANKS, "", "number of ranks of the job")                                               \
-  X(SYMCOLL_JOB_ID, "", "rendezvous name shared by the ranks of one job")                          \
-  X(SYMCOLL_FAULT, "", "testing only: POINT:RANK[:N] kills RANK at its Nth boot|alloc|coll point")
+/* Types of knobs: how the value is parsed, and its unit. */
+enum {
+  SYMCOLL_ENV_STR,   /* free text */
+  SYMCOLL_ENV_BOOL,  /* 0/1, off/on, no/yes, false/true */
+  SYMCOLL_ENV_INT,   /* a whole number */
+  SYMCOLL_ENV_MS,    /* milliseconds; suffixes ms, s, min */
+  SYMCOLL_ENV_BYTES, /* bytes; suffixes K, M, G (powers of 1024) */
+  SYMCOLL_ENV_ENUM,  /* one of `choices` */
+  SYMCOLL_ENV_LIST,  /* comma list of `choices` (or ALL) */
+};
+/* X(name, type, default, min, max, choices, help): every knob the library reads, in one table;
+ * symcoll-bench --env prints it and the README's table says the same. */
+#define SYMCOLL_ENV_MAP(X)                                                                                  \
+  X(SYMCOLL_DEBUG, ENUM, "WARN", 0, 0, "NONE|WARN|INFO|TRACE",                                               \
+    "log level: NONE, WARN, INFO (set-up and each call's algorithm), TRACE (every call)")                   \
+  X(SYMCOLL_DEBUG_SUBSYS, LIST, "ALL", 0, 0, "INIT|BOOT|MEM|COLL|TUNE", "comma list of INIT,BOOT,MEM,COLL,TUNE or ALL") \
+  X(SYMCOLL_TIMEOUT_MS, MS, "30000", 1, 86400000,  "",                                                       \
+    "bound on every wait for a peer: milliseconds (or with a unit: 500ms, 10s, 2min), 1 ms to 24 h")         \
+  X(SYMCOLL_ALGO, STR, "auto", 0, 0, "",                                                                    \
+    "force algorithms: a comma list of names (each applies to the collectives that have it) or coll:name, "  \
+    "e.g. twoshot or all_gather:push,reduce_scatter:pull")                                                  \
+  X(SYMCOLL_WORKSPACE_BYTES, BYTES, "0", 0, 1ll << 40, "",                                                   \
+    "symmetric scratch per rank in bytes (K, M, G suffixes); 0 = 32 MiB on CPU, 64 MiB on GPU")             \
+  X(SYMCOLL_HOST_SIMD, ENUM, "auto", 0, 0, "auto|avx512|avx2|sse2|neon|generic|scalar",                     \
+    "CPU reduce loops: auto (the widest this CPU runs), avx512, avx2, sse2 or neon (the baseline), scalar") \
+  X(SYMCOLL_CHECK, BOOL, "0", 0, 1, "",                                                                      \
+    "1: ranks compare every call's arguments on the host (a bootstrap exchange per call)")                  \
+  X(SYMCOLL_NCCL, ENUM, "auto", 0, 0, "auto|1|0", "GPU: hold an NCCL communicator: auto (if the tuning table uses it), 1, 0") \
+  X(SYMCOLL_NCCL_LIB, STR, "", 0, 0, "", "GPU: path of libnccl.so.2 when the loader does not find it")      \
+  X(SYMCOLL_TUNE_FILE, STR, "", 0, 0, "", "tuning table to load; default ~/.cache/symcoll/tune.txt, else built-in") \
+  X(SYMCOLL_RANK, INT, "-1", 0, SYMCOLL_MAX_RANKS - 1, "", "this process's rank (with SYMCOLL_NRANKS, SYMCOLL_JOB_ID)") \
+  X(SYMCOLL_NRANKS, INT, "-1", 1, SYMCOLL_MAX_RANKS, "", "number of ranks of the job")                      \
+  X(SYMCOLL_JOB_ID, STR, "", 0, 0, "", "rendezvous name shared by the ranks of one job ([A-Za-z0-9._:-], <= 64)") \
+  X(SYMCOLL_FAULT, STR, "", 0, 0, "", "testing only: POINT:RANK[:N] kills RANK at its Nth boot|alloc|coll point")
 
-SYMCOLL_HIDDEN long symcoll__env_long(const char *name, long dflt);
+/* The knob's value parsed by its type (INT, MS, BYTES, BOOL); its default if unset or invalid. */
+SYMCOLL_HIDDEN long long symcoll__env_int(const char *name);
+/* ENUM: index of the value among the knob's choices (of the default if unset or invalid). */
+SYMCOLL_HIDDEN int symcoll__env_choice(const char *name);
+/* LIST: bit i set for choice i named in the value; `all` for ALL. */
+SYMCOLL_HIDDEN unsigned symcoll__env_list(const char *name, unsigned all);
+/* STR: the raw value, or dflt if unset or empty. */
 SYMCOLL_HIDDEN const char *symcoll__env_str(const char *name, const char *dflt);
+/* A WARN about the knob's value, printed once per process and knob. */
+SYMCOLL_HIDDEN void symcoll__env_warn(const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Fault injection for tests (SYMCOLL_FAULT=point:rank[:n]): SIGKILLs this process at the
  * n-th time (default 1st) the given rank passes the named point. No cost when unset. */
@@ -98,11 +125,12 @@ SYMCOLL_HIDDEN uint64_t symcoll__now_ns(void);
 
 /* ---- communicator ------------------------------------------------------------------- */
 typedef struct symcoll__coll_args {
+  symcoll_coll_t coll;
   const void *send;
   void *recv;
-  size_t count;
+  size_t count; /* the call's count: all_reduce count, all_gather sendcount, reduce_scatter recvcount */
   symcoll_dtype_t dtype;
-  symcoll_op_t op;
+  symcoll_op_t op; /* SUM for all_gather */
   symcoll_algo_t algo; /* never AUTO here: core resolved it */
   int blocks, threads;
   size_t round_bytes; /* 0: the transport's own */
@@ -110,11 +138,19 @@ typedef struct symcoll__coll_args {
   /* Zero-copy: send lies in this symmetric allocation at this offset on every rank. */
   struct symcoll_mem *send_mem;
   size_t send_off;
+  /* all_gather: recv lies in a symmetric allocation (push can store straight into peers'). */
+  struct symcoll_mem *recv_mem;
+  size_t recv_off;
+  /* The call's identity (collective, count, dtype, op, algorithm), never 0: peers compare it
+   * where they meet, so that ranks in different calls never pair up (symcoll.h). */
+  uint32_t sig;
 } symcoll__coll_args_t;
 
 /* Out-of-band exchange among the ranks of a communicator (bootstrap.c, team.c). */
 typedef struct symcoll__oob {
   symcoll_status_t (*allgather)(symcoll_comm_t comm, const void *in, void *out, size_t bytes);
+  /* Rank 0's `bytes` at buf reach every rank's buf. */
+  symcoll_status_t (*bcast)(symcoll_comm_t comm, void *buf, size_t bytes);
   /* fds_p[r] = rank r's fd as a descriptor valid in this process (own rank: a dup). */
   symcoll_status_t (*exchange_fd)(symcoll_comm_t comm, int my_fd, int *fds_p);
   void (*destroy)(symcoll_comm_t comm);
@@ -128,15 +164,19 @@ typedef struct symcoll__transport {
   symcoll_status_t (*mem_alloc)(symcoll_comm_t comm, size_t bytes, struct symcoll_mem *mem);
   void (*mem_free)(struct symcoll_mem *mem);
   symcoll_status_t (*mem_device_view)(struct symcoll_mem *mem, symcoll_device_view_t *view);
-  symcoll_status_t (*all_reduce)(symcoll_comm_t comm, const symcoll__coll_args_t *args);
-  /* dst = src, enqueued on stream (GPU) or done now (CPU): a one-rank all-reduce. */
+  /* Runs (CPU) or enqueues (GPU) one collective; args->coll says which. */
+  symcoll_status_t (*coll)(symcoll_comm_t comm, const symcoll__coll_args_t *args);
+  /* dst = src, enqueued on stream (GPU) or done now (CPU): a one-rank collective. */
   symcoll_status_t (*copy)(symcoll_comm_t comm, void *dst, const void *src, size_t bytes, void *stream);
   symcoll_status_t (*check)(symcoll_comm_t comm);
   /* Optional. Collective, once every rank holds rank 0's tuning table: set up what the
    * table asks for (CUDA: an NCCL communicator). Without it, NCCL rows are dropped. */
   symcoll_status_t (*tune_ready)(symcoll_comm_t comm);
-  /* Optional: whether an algorithm that needs more than symmetric memory (NCCL) can run. */
-  bool (*has_algo)(symcoll_comm_t comm, symcoll_algo_t algo);
+  /* Whether this transport runs `algo` for `coll` (core has already checked that the
+   * algorithm belongs to the collective). */
+  bool (*has_algo)(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo);
+  /* Optional: the machine class tuning rows may name after the backend ("host:avx2"). */
+  const char *(*tune_class)(symcoll_comm_t comm);
   /* Makes work already enqueued give up (GPU: raise the device error word with `status`).
    * Called from any thread: by symcoll_comm_abort, and by the peer monitor when a peer dies. */
   void (*abort)(symcoll_comm_t comm, symcoll_status_t status);
@@ -156,8 +196,10 @@ struct symcoll_mem {
   struct symcoll_mem *next;
 };
 
-/* Tuning (tune.c): per dtype, one choice per power-of-two size bucket: bucket b holds
- * sizes in (2^(b-1), 2^b] bytes, so a pick is one count-leading-zeros and one load. */
+/* Tuning (tune.c): per collective and dtype, one choice per power-of-two size bucket: bucket b
+ * holds sizes in (2^(b-1), 2^b] bytes (all_reduce: the buffer; all_gather: the gathered
+ * output; reduce_scatter: the input, as nccl-tests count them), so a pick is one
+ * count-leading-zeros and one load. */
 typedef struct symcoll__tune_entry {
   symcoll_algo_t algo;
   int blocks, threads; /* 0: the transport's own choice */
@@ -201,17 +243,22 @@ struct symcoll_comm {
   size_t workspace_bytes;
   struct symcoll_mem *workspace; /* symmetric scratch of the collectives */
   bool check_args;               /* SYMCOLL_CHECK=1 */
-  symcoll_algo_t forced_algo;    /* SYMCOLL_ALGO */
-  symcoll__tune_t tune[SYMCOLL_NUM_DTYPES];
+  symcoll_algo_t forced_algo[SYMCOLL_NUM_COLLS]; /* SYMCOLL_ALGO */
+  symcoll__tune_t tune[SYMCOLL_NUM_COLLS][SYMCOLL_NUM_DTYPES];
   uint64_t coll_seq;             /* collectives issued on this rank */
+  uint64_t split_seq;            /* splits of this communicator (names their rendezvous) */
+  symcoll_algo_t last_algo[SYMCOLL_NUM_COLLS]; /* for INFO lines when the choice changes */
 };
 
-/* Bounded waiting for a peer. Spin, yield, check abort, deadline and peers' liveness. */
+/* Bounded waiting for a peer. Spin, yield, check abort, deadline and peers' liveness; a WARN
+ * names the missing rank after SYMCOLL_WAIT_REPORT_NS and then every twice that. */
+#define SYMCOLL_WAIT_REPORT_NS 5000000000ull
 typedef struct symcoll__waiter {
   symcoll_comm_t comm;
   int peer; /* the rank waited for (its death ends the wait); -1: any */
   uint64_t deadline_ns;
   uint64_t next_peer_check_ns;
+  uint64_t start_ns, next_report_ns; /* "still waiting for rank r" reports */
   uint32_t spins;
 } symcoll__waiter_t;
 SYMCOLL_HIDDEN void symcoll__waiter_init(symcoll__waiter_t *w, symcoll_comm_t comm, int peer);
@@ -232,9 +279,20 @@ SYMCOLL_HIDDEN struct symcoll_mem *symcoll__mem_find(symcoll_comm_t comm, const 
 SYMCOLL_HIDDEN symcoll_status_t symcoll__mem_alloc_internal(symcoll_comm_t comm, size_t bytes,
                                                             struct symcoll_mem **mem_p);
 
+/* ---- communicator creation shared with split.c (comm.c) -------------------------------- */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__comm_new(const symcoll_config_t *cfg, symcoll_comm_t *comm_p);
+/* The per-rank half of creation once the oob exists: transport, workspace, tuning. */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__comm_setup(symcoll_comm_t comm);
+/* Starts the peer monitor (process mode) once the communicator is complete. */
+SYMCOLL_HIDDEN void symcoll__comm_ready(symcoll_comm_t comm);
+SYMCOLL_HIDDEN void symcoll__comm_free(symcoll_comm_t comm);
+
 /* ---- bootstrap (bootstrap.c) and thread teams (team.c) ------------------------------- */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__bootstrap_init(symcoll_comm_t comm);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__team_init(int nranks, symcoll_comm_t *comms);
+/* A team object for nranks threads, to hand to symcoll__team_join (split in thread mode). */
+SYMCOLL_HIDDEN void *symcoll__team_new(int nranks);
+SYMCOLL_HIDDEN void symcoll__team_join(symcoll_comm_t comm, void *team);
 /* Wakes a thread team's waiters after symcoll_comm_abort. */
 SYMCOLL_HIDDEN void symcoll__team_wake(symcoll_comm_t comm);
 
@@ -273,11 +331,19 @@ SYMCOLL_HIDDEN symcoll_status_t symcoll__boot_hello_parse(const symcoll__boot_hd
 
 /* ---- selection (tune.c) --------------------------------------------------------------------- */
 SYMCOLL_HIDDEN void symcoll__tune_init(symcoll_comm_t comm);
-/* Parses a table (see docs/tuning.md) into comm->tune; rows for other backends or nranks
- * are skipped. Returns the number of rows used, or -1 on a syntax error (line in *line_p). */
+/* Parses a table (see docs/tuning.md) into comm->tune; rows for other backends, CPU classes
+ * or nranks are skipped. Returns the number of rows used, or -1 on a syntax error (line in
+ * *line_p). */
 SYMCOLL_HIDDEN int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p);
-/* Replaces every choice of `algo` by the choice for the next smaller size (two-shot if none). */
+/* Replaces every choice of `algo` by the choice for the next smaller size (the collective's
+ * fallback if none). */
 SYMCOLL_HIDDEN void symcoll__tune_drop_algo(symcoll_comm_t comm, symcoll_algo_t algo);
+/* Bytes a call's size bucket is taken from (see symcoll__tune_t). */
+SYMCOLL_HIDDEN size_t symcoll__coll_bytes(symcoll_coll_t coll, size_t count, size_t esize, int nranks);
+/* Whether `algo` is one of the collective's algorithms (not whether this comm can run it). */
+SYMCOLL_HIDDEN bool symcoll__algo_of(symcoll_coll_t coll, symcoll_algo_t algo);
+/* Parses SYMCOLL_ALGO into comm->forced_algo. */
+SYMCOLL_HIDDEN void symcoll__algo_from_env(symcoll_comm_t comm);
 
 /* ---- half-precision helpers shared by the CPU transport and tests ----------------- */
 static inline float symcoll__bf16_to_f32(uint16_t h) {

@@ -16,29 +16,9 @@ int symcoll__log_level = SYMCOLL_LOG_WARN;
 int symcoll__log_subsys = SYMCOLL_SUBSYS_ALL;
 
 static void log_init_once(void) {
-  const char *lvl = getenv("SYMCOLL_DEBUG");
-  if (lvl) {
-    if (!strcasecmp(lvl, "NONE")) symcoll__log_level = SYMCOLL_LOG_NONE;
-    else if (!strcasecmp(lvl, "INFO")) symcoll__log_level = SYMCOLL_LOG_INFO;
-    else if (!strcasecmp(lvl, "TRACE")) symcoll__log_level = SYMCOLL_LOG_TRACE;
-    else symcoll__log_level = SYMCOLL_LOG_WARN;
-  }
-  const char *sub = getenv("SYMCOLL_DEBUG_SUBSYS");
-  if (sub && *sub && strcasecmp(sub, "ALL") != 0) {
-    static const struct { const char *name; int bit; } names[] = {
-        {"INIT", SYMCOLL_SUBSYS_INIT}, {"BOOT", SYMCOLL_SUBSYS_BOOT},
-        {"MEM", SYMCOLL_SUBSYS_MEM},   {"COLL", SYMCOLL_SUBSYS_COLL},
-        {"TUNE", SYMCOLL_SUBSYS_TUNE},
-    };
-    int mask = 0;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", sub);
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-      for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcasecmp(tok, names[i].name)) mask |= names[i].bit;
-    symcoll__log_subsys = mask;
-  }
+  /* Choices in SYMCOLL_ENV_MAP follow SYMCOLL_LOG_* and SYMCOLL_SUBSYS_* in order. */
+  symcoll__log_level = symcoll__env_choice("SYMCOLL_DEBUG");
+  symcoll__log_subsys = (int)symcoll__env_list("SYMCOLL_DEBUG_SUBSYS", SYMCOLL_SUBSYS_ALL);
 }
 
 void symcoll__log_init(void) {
@@ -64,31 +44,6 @@ uint64_t symcoll__now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-long symcoll__env_long(const char *name, long dflt) {
-  const char *s = getenv(name);
-  if (!s || !*s) return dflt;
-  char *end = NULL;
-  long v = strtol(s, &end, 0);
-  if (end == s) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "ignoring %s=%s: not a number", name, s);
-    return dflt;
-  }
-  return v;
-}
-
-const char *symcoll__env_str(const char *name, const char *dflt) {
-  const char *s = getenv(name);
-  return (s && *s) ? s : dflt;
-}
-
-void symcoll_env_foreach(void (*fn)(const char *, const char *, const char *, void *),
-                         void *arg) {
-  if (!fn) return;
-#define SYMCOLL__ENV_CALL(name, dflt, help) fn(#name, dflt, help, arg);
-  SYMCOLL_ENV_MAP(SYMCOLL__ENV_CALL)
-#undef SYMCOLL__ENV_CALL
 }
 
 /* IEEE half conversions, round to nearest even (matches F16C / CUDA __float2half_rn). */

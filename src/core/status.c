@@ -15,21 +15,38 @@ const char *symcoll_status_string(symcoll_status_t status) {
   return status_strings[i];
 }
 
+/* X(enum, name, bytes): the element types. */
+#define DTYPE_MAP(X)                                                                         \
+  X(SYMCOLL_FLOAT32, "fp32", 4) X(SYMCOLL_FLOAT16, "fp16", 2) X(SYMCOLL_BFLOAT16, "bf16", 2)  \
+  X(SYMCOLL_INT8, "int8", 1) X(SYMCOLL_UINT8, "uint8", 1) X(SYMCOLL_INT32, "int32", 4)        \
+  X(SYMCOLL_UINT32, "uint32", 4) X(SYMCOLL_INT64, "int64", 8) X(SYMCOLL_UINT64, "uint64", 8)  \
+  X(SYMCOLL_FLOAT64, "fp64", 8) X(SYMCOLL_FLOAT8_E4M3, "fp8_e4m3", 1)                         \
+  X(SYMCOLL_FLOAT8_E5M2, "fp8_e5m2", 1)
+
 const char *symcoll_dtype_name(symcoll_dtype_t dtype) {
   switch (dtype) {
-  case SYMCOLL_FLOAT32: return "fp32";
-  case SYMCOLL_FLOAT16: return "fp16";
-  case SYMCOLL_BFLOAT16: return "bf16";
+#define DTYPE_NAME(e, name, bytes) case e: return name;
+    DTYPE_MAP(DTYPE_NAME)
+#undef DTYPE_NAME
   default: return "unknown";
   }
 }
 
 size_t symcoll_dtype_size(symcoll_dtype_t dtype) {
   switch (dtype) {
-  case SYMCOLL_FLOAT32: return 4;
-  case SYMCOLL_FLOAT16:
-  case SYMCOLL_BFLOAT16: return 2;
+#define DTYPE_SIZE(e, name, bytes) case e: return bytes;
+    DTYPE_MAP(DTYPE_SIZE)
+#undef DTYPE_SIZE
   default: return 0;
+  }
+}
+
+const char *symcoll_coll_name(symcoll_coll_t coll) {
+  switch (coll) {
+  case SYMCOLL_COLL_ALL_REDUCE: return "all_reduce";
+  case SYMCOLL_COLL_ALL_GATHER: return "all_gather";
+  case SYMCOLL_COLL_REDUCE_SCATTER: return "reduce_scatter";
+  default: return "unknown";
   }
 }
 
@@ -50,6 +67,9 @@ const char *symcoll_algo_name(symcoll_algo_t algo) {
   case SYMCOLL_ALGO_ONE_SHOT_DB: return "oneshot_db";
   case SYMCOLL_ALGO_LAMPORT: return "lamport";
   case SYMCOLL_ALGO_NCCL: return "nccl";
+  case SYMCOLL_ALGO_PULL: return "pull";
+  case SYMCOLL_ALGO_PUSH: return "push";
+  case SYMCOLL_ALGO_COPY_ENGINE: return "copy_engine";
   default: return "unknown";
   }
 }

@@ -31,13 +31,20 @@ typedef struct team {
 static team_t *team_of(symcoll_comm_t comm) { return (team_t *)comm->oob_state; }
 
 /* Waits until all ranks arrive; TIMEOUT / ABORTED break the team for everyone. */
+static struct timespec abs_after(uint64_t ns) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  ns += (uint64_t)t.tv_nsec;
+  t.tv_sec += (time_t)(ns / 1000000000ull);
+  t.tv_nsec = (long)(ns % 1000000000ull);
+  return t;
+}
+
 static symcoll_status_t team_barrier(symcoll_comm_t comm) {
   team_t *t = team_of(comm);
-  struct timespec dl;
-  clock_gettime(CLOCK_MONOTONIC, &dl);
-  uint64_t ns = (uint64_t)dl.tv_nsec + (uint64_t)comm->timeout_ms * 1000000ull;
-  dl.tv_sec += (time_t)(ns / 1000000000ull);
-  dl.tv_nsec = (long)(ns % 1000000000ull);
+  const uint64_t timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
+  const struct timespec dl = abs_after(timeout_ns);
+  uint64_t waited_ns = 0;
   pthread_mutex_lock(&t->mu);
   symcoll_status_t s = t->broken;
   if (s == SYMCOLL_OK) {
@@ -52,7 +59,17 @@ static symcoll_status_t team_barrier(symcoll_comm_t comm) {
           t->broken = SYMCOLL_ERR_ABORTED;
           break;
         }
-        int rc = pthread_cond_timedwait(&t->cv, &t->mu, &dl);
+        /* Wake up now and then to say how many ranks are missing. */
+        const uint64_t step = SYMCOLL_WAIT_REPORT_NS * (waited_ns ? 2 : 1);
+        const bool report = waited_ns + step < timeout_ns;
+        const struct timespec until = report ? abs_after(step) : dl;
+        int rc = pthread_cond_timedwait(&t->cv, &t->mu, &until);
+        if (rc == ETIMEDOUT && report && t->generation == gen) {
+          waited_ns += step;
+          SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "thread team: rank %d still waiting, %d of %d ranks arrived (%.0f s of %.0f s)",
+                       comm->rank, t->arrived, t->nranks, (double)waited_ns * 1e-9, (double)timeout_ns * 1e-9);
+          continue;
+        }
         if (rc == ETIMEDOUT && t->generation == gen) {
           SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "thread team: rank %d timed out; %d of %d arrived",
                        comm->rank, t->arrived, t->nranks);
@@ -81,6 +98,17 @@ static symcoll_status_t team_allgather(symcoll_comm_t comm, const void *in, void
     else memcpy((char *)out + bytes * (size_t)r, t->slot[r], bytes);
   }
   /* Peers' inputs must stay valid until everyone has copied them. */
+  symcoll_status_t s2 = team_barrier(comm);
+  return s != SYMCOLL_OK ? s : s2;
+}
+
+static symcoll_status_t team_bcast(symcoll_comm_t comm, void *buf, size_t bytes) {
+  team_t *t = team_of(comm);
+  t->slot[comm->rank] = buf;
+  t->bytes[comm->rank] = bytes;
+  SYMCOLL_CHECK(team_barrier(comm));
+  symcoll_status_t s = t->bytes[0] == bytes ? SYMCOLL_OK : SYMCOLL_ERR_MISMATCH;
+  if (s == SYMCOLL_OK && comm->rank != 0) memcpy(buf, t->slot[0], bytes);
   symcoll_status_t s2 = team_barrier(comm);
   return s != SYMCOLL_OK ? s : s2;
 }
@@ -121,13 +149,14 @@ static void team_destroy(symcoll_comm_t comm) {
 
 static const symcoll__oob_t team_oob = {
     .allgather = team_allgather,
+    .bcast = team_bcast,
     .exchange_fd = team_exchange_fd,
     .destroy = team_destroy,
 };
 
-symcoll_status_t symcoll__team_init(int nranks, symcoll_comm_t *comms) {
+void *symcoll__team_new(int nranks) {
   team_t *t = calloc(1, sizeof *t);
-  if (!t) return SYMCOLL_ERR_NO_MEMORY;
+  if (!t) return NULL;
   t->nranks = nranks;
   atomic_init(&t->refs, nranks);
   pthread_condattr_t ca;
@@ -136,12 +165,21 @@ symcoll_status_t symcoll__team_init(int nranks, symcoll_comm_t *comms) {
   pthread_cond_init(&t->cv, &ca);
   pthread_condattr_destroy(&ca);
   pthread_mutex_init(&t->mu, NULL);
-  for (int r = 0; r < nranks; r++) {
-    comms[r]->oob = &team_oob;
-    comms[r]->oob_state = t;
-    comms[r]->pids[r] = getpid();
-    comms[r]->thread_mode = true;
-  }
+  return t;
+}
+
+/* The comm takes one of the team's nranks references (dropped by its oob's destroy). */
+void symcoll__team_join(symcoll_comm_t comm, void *team) {
+  comm->oob = &team_oob;
+  comm->oob_state = team;
+  comm->pids[comm->rank] = getpid();
+  comm->thread_mode = true;
+}
+
+symcoll_status_t symcoll__team_init(int nranks, symcoll_comm_t *comms) {
+  team_t *t = symcoll__team_new(nranks);
+  if (!t) return SYMCOLL_ERR_NO_MEMORY;
+  for (int r = 0; r < nranks; r++) symcoll__team_join(comms[r], t);
   return SYMCOLL_OK;
 }
 

@@ -4,10 +4,12 @@
  * so every rank picks the same algorithm for the same call. The launch path indexes it by
  * the size's power-of-two bucket: O(1).
  *
- * Table format (plain text, one row per line, '#' starts a comment):
- *   <backend> <nranks|*> <dtype|*> <max_bytes|inf> <algo> [blocks] [threads] [round_bytes]
- * e.g. "cuda 8 bf16 262144 oneshot 0 512". Rows apply in order of max_bytes; a row covers
- * sizes above the previous row's max_bytes up to its own.
+ * Table format (plain text, one row per line, '#' starts a comment; docs/tuning.md):
+ *   [coll] <backend>[:class] <nranks|*> <dtype|*> <max_bytes|inf> <algo> [blocks] [threads] [round_bytes]
+ * e.g. "all_gather cuda 8 bf16 262144 pull 0 512". coll is all_reduce (the default: rows of 0.2
+ * tables have none), all_gather or reduce_scatter; class narrows a row to one kind of machine
+ * (host: the CPU reduce loops in use, e.g. host:avx2). Rows apply in order of max_bytes; a
+ * row covers sizes above the previous row's max_bytes up to its own.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -49,12 +51,23 @@ static int cmp_row(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* The algorithm a collective falls back on where nothing else is chosen. */
+static symcoll_algo_t fallback(symcoll_coll_t coll) {
+  return coll == SYMCOLL_COLL_ALL_REDUCE ? SYMCOLL_ALGO_TWO_SHOT : SYMCOLL_ALGO_PULL;
+}
+
+#define MAX_ROWS 64
+
 int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
-  row_t rows[SYMCOLL_NUM_DTYPES][64];
-  int nrows[SYMCOLL_NUM_DTYPES] = {0};
+  row_t(*rows)[SYMCOLL_NUM_DTYPES][MAX_ROWS] = malloc(sizeof(row_t) * SYMCOLL_NUM_COLLS * SYMCOLL_NUM_DTYPES * MAX_ROWS);
+  if (!rows) return -1;
+  int nrows[SYMCOLL_NUM_COLLS][SYMCOLL_NUM_DTYPES] = {{0}};
   int used = 0, line = 0;
-  /* The most specific nranks wins: rows naming our nranks hide '*' rows for that dtype. */
-  bool exact[SYMCOLL_NUM_DTYPES] = {false};
+  const char *my_class = comm->tp->tune_class ? comm->tp->tune_class(comm) : NULL;
+  /* The most specific rows win: for each collective and dtype, only rows naming this machine
+   * class (then: naming our nranks) are used, if there are any. */
+  int best[SYMCOLL_NUM_COLLS][SYMCOLL_NUM_DTYPES];
+  memset(best, -1, sizeof best);
   for (int pass = 0; pass < 2; pass++) {
     const char *p = text;
     line = 0;
@@ -67,18 +80,24 @@ int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
       p = nl ? nl + 1 : NULL;
       char *hash = strchr(buf, '#');
       if (hash) *hash = 0;
-      char backend[32], nr[16], dt[16], mb[32], algo[32];
+      /* An optional leading collective; rows of 0.2 tables have none and mean all_reduce. */
+      char first[32];
+      int coll = SYMCOLL_COLL_ALL_REDUCE, skip = 0;
+      if (sscanf(buf, "%31s%n", first, &skip) <= 0) continue;
+      const char *rest = buf;
+      for (int c = 0; c < SYMCOLL_NUM_COLLS; c++)
+        if (!strcmp(first, symcoll_coll_name((symcoll_coll_t)c))) coll = c, rest = buf + skip;
+      char backend[48], nr[16], dt[16], mb[32], algo[32];
       int blocks = 0, threads = 0;
       unsigned long long round = 0;
-      int k = sscanf(buf, "%31s %15s %15s %31s %31s %d %d %llu", backend, nr, dt, mb, algo, &blocks,
+      int k = sscanf(rest, "%47s %15s %15s %31s %31s %d %d %llu", backend, nr, dt, mb, algo, &blocks,
                      &threads, &round);
-      if (k <= 0) continue;
       if (k < 5) goto syntax;
       symcoll_algo_t a = SYMCOLL_NUM_ALGOS;
       for (int i = 1; i < SYMCOLL_NUM_ALGOS; i++)
         if (!strcmp(algo, symcoll_algo_name((symcoll_algo_t)i))) a = (symcoll_algo_t)i;
-      if (a == SYMCOLL_NUM_ALGOS || blocks < 0 || threads < 0 || threads > 1024 || threads % 32 ||
-          round % 256)
+      if (a == SYMCOLL_NUM_ALGOS || !symcoll__algo_of((symcoll_coll_t)coll, a) || blocks < 0 || threads < 0 ||
+          threads > 1024 || threads % 32 || round % 256)
         goto syntax;
       size_t max_bytes = SIZE_MAX;
       if (strcmp(mb, "inf") != 0) {
@@ -86,49 +105,59 @@ int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
         max_bytes = strtoull(mb, &end, 10);
         if (*end) goto syntax;
       }
+      /* backend, or backend:class (host:avx2): rows for another class are skipped */
+      char *colon = strchr(backend, ':');
+      bool has_class = colon != NULL;
+      if (colon) *colon = 0;
       if (strcmp(backend, comm->tp->name) != 0) continue;
+      if (has_class && (!my_class || strcmp(colon + 1, my_class) != 0)) continue;
       bool is_exact = strcmp(nr, "*") != 0;
       if (is_exact && atoi(nr) != comm->nranks) continue;
+      const int score = (has_class ? 2 : 0) + (is_exact ? 1 : 0);
       for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
-        if (strcmp(dt, "*") != 0 && strcmp(dt, symcoll_dtype_name((symcoll_dtype_t)d)) != 0)
-          continue;
+        if (strcmp(dt, "*") != 0 && strcmp(dt, symcoll_dtype_name((symcoll_dtype_t)d)) != 0) continue;
         if (pass == 0) {
-          if (is_exact) exact[d] = true;
+          if (score > best[coll][d]) best[coll][d] = score;
           continue;
         }
-        if (exact[d] != is_exact || nrows[d] >= 64) continue;
-        rows[d][nrows[d]++] = (row_t){max_bytes, {a, blocks, threads, (size_t)round}};
+        if (score != best[coll][d] || nrows[coll][d] >= MAX_ROWS) continue;
+        rows[coll][d][nrows[coll][d]++] = (row_t){max_bytes, {a, blocks, threads, (size_t)round}};
         used++;
       }
     }
   }
-  for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
-    if (nrows[d] == 0) continue;
-    qsort(rows[d], (size_t)nrows[d], sizeof(row_t), cmp_row);
-    for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++) {
-      size_t top = (size_t)1 << b;
-      int i = 0;
-      while (i < nrows[d] - 1 && rows[d][i].max_bytes < top) i++;
-      comm->tune[d].bucket[b] = rows[d][i].e;
+  for (int c = 0; c < SYMCOLL_NUM_COLLS; c++)
+    for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
+      int nr = nrows[c][d];
+      if (nr == 0) continue;
+      qsort(rows[c][d], (size_t)nr, sizeof(row_t), cmp_row);
+      for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++) {
+        size_t top = (size_t)1 << b;
+        int i = 0;
+        while (i < nr - 1 && rows[c][d][i].max_bytes < top) i++;
+        comm->tune[c][d].bucket[b] = rows[c][d][i].e;
+      }
     }
-  }
+  free(rows);
   return used;
 syntax:
+  free(rows);
   if (line_p) *line_p = line;
   return -1;
 }
 
 void symcoll__tune_drop_algo(symcoll_comm_t comm, symcoll_algo_t algo) {
-  for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
-    symcoll__tune_entry_t below = {SYMCOLL_ALGO_TWO_SHOT, 0, 0, 0};
-    for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++) {
-      symcoll__tune_entry_t *e = &comm->tune[d].bucket[b];
-      if (e->algo == algo)
-        *e = below;
-      else
-        below = *e;
+  for (int c = 0; c < SYMCOLL_NUM_COLLS; c++)
+    for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
+      symcoll__tune_entry_t below = {fallback((symcoll_coll_t)c), 0, 0, 0};
+      for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++) {
+        symcoll__tune_entry_t *e = &comm->tune[c][d].bucket[b];
+        if (e->algo == algo)
+          *e = below;
+        else
+          below = *e;
+      }
     }
-  }
 }
 
 static char *read_file(const char *path) {
@@ -144,9 +173,10 @@ static char *read_file(const char *path) {
 }
 
 void symcoll__tune_init(symcoll_comm_t comm) {
-  for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++)
-    for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++)
-      comm->tune[d].bucket[b] = (symcoll__tune_entry_t){SYMCOLL_ALGO_ONE_SHOT, 0, 0, 0};
+  for (int c = 0; c < SYMCOLL_NUM_COLLS; c++)
+    for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++)
+      for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++)
+        comm->tune[c][d].bucket[b] = (symcoll__tune_entry_t){fallback((symcoll_coll_t)c), 0, 0, 0};
   symcoll__tune_parse(comm, builtin_table, NULL);
   char path[512];
   const char *file = symcoll__env_str("SYMCOLL_TUNE_FILE", NULL);
@@ -163,8 +193,8 @@ void symcoll__tune_init(symcoll_comm_t comm) {
     else
       SYMCOLL_INFO(SYMCOLL_SUBSYS_TUNE, "%s: %d rows for %s with %d ranks", file, n,
                    comm->tp->name, comm->nranks);
-    free(text);
-  } else if (getenv("SYMCOLL_TUNE_FILE")) {
+  } else if (file && getenv("SYMCOLL_TUNE_FILE")) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_TUNE, "cannot read SYMCOLL_TUNE_FILE=%s: %m", file);
   }
+  free(text);
 }

@@ -1,7 +1,8 @@
 /*
  * CUDA transport: symmetric GPU memory from the VMM API (cuMemCreate, exported as POSIX fds
  * through the bootstrap in process mode, shared by address in thread mode), a reachability
- * probe at creation, and the launch path of the all-reduce kernels (kernels.cu).
+ * probe at creation, the async error word. The launch path of the collectives is in
+ * cuda_coll.c, their kernels in allreduce.cu, allgather.cu and reducescatter.cu.
  *
  * Driver entry points come through cudart (cudaGetDriverEntryPointByVersion) and cudart is
  * linked statically, so libsymcoll loads on machines without a GPU driver; there creating a
@@ -20,20 +21,18 @@
 #include <unistd.h>
 
 #include "../core/internal.h"
-#include "cuda_internal.h"
-#include "nccl_engine.h"
+#include "cuda_host.h"
 
 #define AUX_BYTES 4096
 #define AUX_ERR 0       /* offset of the async error word */
 #define AUX_PROBE 256   /* offset of the probe words, one per rank */
-#define AUX_DB_STATE 1024 /* ONE_SHOT_DB: call counter, one copy per block slot */
-#define AUX_LP_STATE 2048 /* LAMPORT: buffer and last size, one copy per block slot */
+#define AUX_DB_STATE 1024 /* double buffer: call counter, one copy per block slot */
+#define AUX_LP_STATE 2048 /* LAMPORT all_reduce: buffer and last size, one copy per block slot */
+#define AUX_LL_STATE 3072 /* LL all_gather / reduce_scatter: call counter, one copy per block slot */
 #define PROBE_MAGIC 0x5c000000u
 #define CUDA_DEFAULT_WS (64u << 20)
-#define LAMPORT_SLOT ((size_t)1 << 20) /* bytes one rank sends per LAMPORT launch */
-_Static_assert(LAMPORT_SLOT < ((size_t)1 << 30), "LAMPORT's state word holds a slot's bytes in 30 bits");
-_Static_assert(AUX_LP_STATE + 4 * SYMCOLL_CUDA_SLOTS <= AUX_BYTES, "per-block state words fit the aux area");
-#define DEFAULT_THREADS 512
+_Static_assert(SYMCOLL_CUDA_LAMPORT_SLOT < ((size_t)1 << 30), "LAMPORT's state word holds a slot's bytes in 30 bits");
+_Static_assert(AUX_LL_STATE + 4 * SYMCOLL_CUDA_SLOTS <= AUX_BYTES, "per-block state words fit the aux area");
 
 /* ---- driver entry points ------------------------------------------------------------ */
 static struct {
@@ -107,43 +106,6 @@ static symcoll_status_t drv_load(void) {
       goto label;                                                                          \
     }                                                                                      \
   } while (0)
-
-/* ---- state ------------------------------------------------------------------------------ */
-typedef struct {
-  size_t map_bytes, pad_off, aux_off;
-  CUmemGenericAllocationHandle handle[SYMCOLL_MAX_RANKS];
-  CUdeviceptr va[SYMCOLL_MAX_RANKS]; /* mappings this process made (0: not ours to unmap) */
-  int device;
-} cuda_mem_t;
-
-typedef struct {
-  /* Launch geometry, the same on every rank (block b of every rank meets its twins at
-   * barrier slot b, and rounds must line up): the fewest SMs and the smallest L2 of the
-   * team's GPUs, and the most ranks sharing any one of them. */
-  int dev, sms, l2, share;
-  int devs[SYMCOLL_MAX_RANKS]; /* thread mode: every rank's ordinal */
-  struct symcoll_mem *ws;
-  size_t ws_bytes, db_half, lp_slot;
-  size_t round_cap[SYMCOLL_NUM_ALGOS];   /* the most a round can be: its staging buffer */
-  size_t round_bytes[SYMCOLL_NUM_ALGOS]; /* bytes per round by default, at most round_cap */
-  uint32_t *err;            /* this rank's async error word (device memory) */
-  cudaStream_t side;        /* private stream: probe, error reads */
-  symcoll__nccl_t nccl;     /* an NCCL communicator over the same ranks, if held */
-  symcoll__cuda_args_t args; /* the constant part of every launch */
-  struct { const void *fn; int threads, blocks_per_sm; } occ[64];
-  int nocc;
-} cuda_state_t;
-
-/* Makes comm's device current for the duration of a call. */
-typedef struct { int prev; } dev_guard_t;
-static symcoll_status_t dev_enter(symcoll_comm_t comm, dev_guard_t *g) {
-  if (cudaGetDevice(&g->prev) != cudaSuccess) g->prev = -1;
-  if (g->prev != comm->device && cudaSetDevice(comm->device) != cudaSuccess) return SYMCOLL_ERR_CUDA;
-  return SYMCOLL_OK;
-}
-static void dev_leave(symcoll_comm_t comm, dev_guard_t *g) {
-  if (g->prev >= 0 && g->prev != comm->device) cudaSetDevice(g->prev);
-}
 
 /* ---- memory --------------------------------------------------------------------------- */
 
@@ -392,10 +354,12 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   /* [staging of ONE_SHOT / TWO_SHOT | two halves of a quarter each for ONE_SHOT_DB |
    *  three LAMPORT buffers of nranks slots] */
   cs->db_half = (cs->ws_bytes / 4) & ~(size_t)255;
-  cs->lp_slot = cs->db_half < LAMPORT_SLOT ? cs->db_half : LAMPORT_SLOT;
+  cs->lp_slot = cs->db_half < SYMCOLL_CUDA_LAMPORT_SLOT ? cs->db_half : SYMCOLL_CUDA_LAMPORT_SLOT;
   const size_t lp_off = cs->ws_bytes + 2 * cs->db_half;
   const size_t lp_bytes = 3 * (size_t)comm->nranks * cs->lp_slot;
-  SYMCOLL_CHECK_GOTO(symcoll__mem_alloc_internal(comm, lp_off + lp_bytes, &cs->ws), s, out);
+  const size_t ll_off = lp_off + lp_bytes, ll_slot = (SYMCOLL_CUDA_LL_SLOT + 255) & ~(size_t)255;
+  const size_t ll_bytes = 2 * (size_t)comm->nranks * ll_slot;
+  SYMCOLL_CHECK_GOTO(symcoll__mem_alloc_internal(comm, ll_off + ll_bytes, &cs->ws), s, out);
   /* LAMPORT buffers start cleared; the probe's exchange below orders this before any peer's
    * first write. */
   CU_GOTO(drv.MemsetD32Async((CUdeviceptr)cs->ws->ptrs[comm->rank] + lp_off, 0x80008000u, lp_bytes / 4,
@@ -412,6 +376,8 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   cs->round_cap[SYMCOLL_ALGO_ONE_SHOT] = cs->round_cap[SYMCOLL_ALGO_TWO_SHOT] = cs->ws_bytes;
   cs->round_cap[SYMCOLL_ALGO_ONE_SHOT_DB] = cs->db_half;
   cs->round_cap[SYMCOLL_ALGO_LAMPORT] = cs->lp_slot;
+  cs->round_cap[SYMCOLL_ALGO_PULL] = cs->round_cap[SYMCOLL_ALGO_PUSH] = cs->db_half;
+  cs->round_cap[SYMCOLL_ALGO_COPY_ENGINE] = cs->ws_bytes;
   for (int x = 0; x < SYMCOLL_NUM_ALGOS; x++) {
     const bool one_shot = x == SYMCOLL_ALGO_ONE_SHOT || x == SYMCOLL_ALGO_ONE_SHOT_DB;
     cs->round_bytes[x] = one_shot && l2_round < cs->round_cap[x] ? l2_round : cs->round_cap[x];
@@ -431,6 +397,9 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   a->lp_slot_bytes = cs->lp_slot;
   a->lp_state = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_LP_STATE);
   a->db_epoch = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_DB_STATE);
+  a->ll_off = ll_off; /* zeroed at allocation: no packet there carries a call number */
+  a->ll_slot_bytes = ll_slot;
+  a->ll_epoch = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_LL_STATE);
   a->error = cs->err;
   a->timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
   a->rank = comm->rank;
@@ -492,19 +461,7 @@ static symcoll_status_t cuda_check(symcoll_comm_t comm) {
   return s;
 }
 
-/* ---- launch path: no allocation, no host synchronisation, one kernel (LAMPORT: one a slot) -- */
-
-static int resident_blocks(cuda_state_t *cs, const void *fn, int threads) {
-  for (int i = 0; i < cs->nocc; i++)
-    if (cs->occ[i].fn == fn && cs->occ[i].threads == threads)
-      return cs->occ[i].blocks_per_sm * cs->sms / cs->share;
-  int per_sm = 1;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, 0) != cudaSuccess || per_sm < 1)
-    per_sm = 1;
-  if (cs->nocc < (int)(sizeof cs->occ / sizeof cs->occ[0]))
-    cs->occ[cs->nocc++] = (typeof(cs->occ[0])){fn, threads, per_sm};
-  return per_sm * cs->sms / cs->share;
-}
+/* ---- algorithms this communicator runs ------------------------------------------------------ */
 
 static symcoll_status_t cuda_tune_ready(symcoll_comm_t comm) {
   cuda_state_t *cs = comm->tp_state;
@@ -515,81 +472,10 @@ static symcoll_status_t cuda_tune_ready(symcoll_comm_t comm) {
   return s;
 }
 
-static bool cuda_has_algo(symcoll_comm_t comm, symcoll_algo_t algo) {
+static bool cuda_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo) {
   cuda_state_t *cs = comm->tp_state;
+  (void)coll;
   return algo != SYMCOLL_ALGO_NCCL || cs->nccl.comm != NULL;
-}
-
-static symcoll_status_t cuda_all_reduce(symcoll_comm_t comm, const symcoll__coll_args_t *a) {
-  cuda_state_t *cs = comm->tp_state;
-  if (a->algo == SYMCOLL_ALGO_NCCL) {
-    dev_guard_t g;
-    SYMCOLL_CHECK(dev_enter(comm, &g));
-    symcoll_status_t s = symcoll__nccl_all_reduce(&cs->nccl, a);
-    dev_leave(comm, &g);
-    return s;
-  }
-  const size_t es = symcoll_dtype_size(a->dtype);
-  symcoll__cuda_args_t k = cs->args;
-  k.send = a->send;
-  k.recv = a->recv;
-  k.count = a->count;
-  /* A round asked for (table or call) within what the algorithm's buffer holds. */
-  size_t rb = cs->round_bytes[a->algo];
-  if (a->round_bytes) rb = a->round_bytes < cs->round_cap[a->algo] ? a->round_bytes : cs->round_cap[a->algo];
-  k.chunk_elems = rb / es;
-  symcoll__cuda_launch_t l = {.algo = a->algo, .dtype = a->dtype, .op = a->op};
-  l.vec = (((uintptr_t)a->send | (uintptr_t)a->recv) & 15) == 0;
-  if (a->send_mem && a->algo == SYMCOLL_ALGO_ONE_SHOT) { /* ONE_SHOT_DB always stages */
-    k.zero_copy = 1;
-    for (int r = 0; r < comm->nranks; r++) k.src[r] = (const char *)a->send_mem->ptrs[r] + a->send_off;
-  }
-  const size_t per_vec = l.vec ? 16 / es : 1;
-  size_t round = k.zero_copy || a->count < k.chunk_elems ? a->count : k.chunk_elems;
-  size_t work = round / per_vec;
-  if (a->algo == SYMCOLL_ALGO_TWO_SHOT) work = (work + (size_t)comm->nranks - 1) / (size_t)comm->nranks;
-  l.threads = a->threads ? a->threads : DEFAULT_THREADS;
-  if (l.threads < 32 * ((comm->nranks + 31) / 32)) l.threads = 32 * ((comm->nranks + 31) / 32);
-  int maxb = resident_blocks(cs, symcoll__cuda_kernel(&l), l.threads);
-  if (maxb > SYMCOLL_CUDA_SLOTS) maxb = SYMCOLL_CUDA_SLOTS;
-  if (maxb < 1) maxb = 1;
-  size_t want = a->blocks ? (size_t)a->blocks : (work + (size_t)l.threads - 1) / (size_t)l.threads;
-  l.blocks = want < 1 ? 1 : want > (size_t)maxb ? maxb : (int)want;
-  dev_guard_t g;
-  SYMCOLL_CHECK(dev_enter(comm, &g));
-  int e = cudaSuccess;
-  if (a->algo != SYMCOLL_ALGO_LAMPORT) {
-    e = symcoll__cuda_launch(&l, &k, a->stream);
-  } else { /* one launch per slot: each is a call of the protocol */
-    for (size_t base = 0; base < a->count && e == cudaSuccess; base += k.chunk_elems) {
-      symcoll__cuda_args_t c = k;
-      c.send = (const char *)a->send + base * es;
-      c.recv = (char *)a->recv + base * es;
-      c.count = a->count - base < k.chunk_elems ? a->count - base : k.chunk_elems;
-      e = symcoll__cuda_launch(&l, &c, a->stream);
-    }
-  }
-  dev_leave(comm, &g);
-  if (e != cudaSuccess) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "launching the %s kernel (%d x %d) failed: %s",
-                 symcoll_algo_name(a->algo), l.blocks, l.threads, cudaGetErrorString((cudaError_t)e));
-    return SYMCOLL_ERR_CUDA;
-  }
-  return SYMCOLL_OK;
-}
-
-static symcoll_status_t cuda_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes,
-                                  void *stream) {
-  dev_guard_t g;
-  SYMCOLL_CHECK(dev_enter(comm, &g));
-  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
-  dev_leave(comm, &g);
-  if (e != cudaSuccess) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce of one rank: copy of %zu bytes failed: %s", bytes,
-                 cudaGetErrorString(e));
-    return SYMCOLL_ERR_CUDA;
-  }
-  return SYMCOLL_OK;
 }
 
 const symcoll__transport_t symcoll__cuda_transport = {
@@ -599,8 +485,8 @@ const symcoll__transport_t symcoll__cuda_transport = {
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,
     .mem_device_view = cuda_mem_device_view,
-    .all_reduce = cuda_all_reduce,
-    .copy = cuda_copy,
+    .coll = symcoll__cuda_coll,
+    .copy = symcoll__cuda_copy,
     .check = cuda_check,
     .tune_ready = cuda_tune_ready,
     .has_algo = cuda_has_algo,

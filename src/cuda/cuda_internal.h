@@ -1,4 +1,5 @@
-/* Shared between the CUDA transport's host code (cuda.c) and its kernels (kernels.cu). */
+/* Shared between the CUDA transport's host code (cuda.c, cuda_coll.c) and its kernels
+ * (allreduce.cu, allgather.cu, reducescatter.cu, launch.cu). */
 #ifndef SYMCOLL_CUDA_INTERNAL_H
 #define SYMCOLL_CUDA_INTERNAL_H
 #include <stddef.h>
@@ -10,8 +11,12 @@
 extern "C" {
 #endif
 
-/* Barrier slots per rank: one per block, so at most this many blocks per launch. */
+/* Barrier slots per rank: one per block, so at most this many blocks per launch. The last
+ * two rows are not barrier slots: CE_SLOT is the copy engine's one-block barrier, and the
+ * probe at creation writes into the aux area through a pad pointer of its own. */
 #define SYMCOLL_CUDA_SLOTS 256
+#define SYMCOLL_CUDA_CE_SLOT (SYMCOLL_CUDA_SLOTS - 2)
+#define SYMCOLL_CUDA_MAX_BLOCKS (SYMCOLL_CUDA_SLOTS - 2)
 #define SYMCOLL_CUDA_PAD_BYTES ((size_t)SYMCOLL_CUDA_SLOTS * SYMCOLL_MAX_RANKS * 4)
 
 /* Ranks of one CUDA communicator: the GPUs of one NVLink node (8 on HGX), with room for
@@ -24,43 +29,55 @@ typedef struct symcoll__cuda_args {
   char *ws[SYMCOLL_CUDA_MAX_RANKS];          /* peers' workspaces (staging of inputs) */
   uint32_t *pad[SYMCOLL_CUDA_MAX_RANKS];     /* peers' barrier pads */
   const char *src[SYMCOLL_CUDA_MAX_RANKS];   /* zero-copy: peers' inputs; unused otherwise */
+  char *dst[SYMCOLL_CUDA_MAX_RANKS];         /* all_gather push: peers' symmetric outputs */
   const char *send;
   char *recv;
-  size_t count;       /* elements */
-  size_t chunk_elems; /* elements staged per round (workspace size) */
+  size_t count;       /* elements this launch handles (all_gather, reduce_scatter: per rank) */
+  size_t stride;      /* all_gather, reduce_scatter: elements between ranks' blocks in send/recv */
+  size_t chunk_elems; /* elements staged per round (per rank for all_gather / reduce_scatter) */
   uint32_t *error;    /* async error word (device memory) */
   uint64_t timeout_ns;
   int rank, nranks;
   int zero_copy;
-  /* ONE_SHOT_DB: peers' double-buffered staging areas and this rank's call counter, one
-   * copy per block slot (device memory). */
+  uint32_t sig;       /* the call's signature: the value its barriers and packets carry */
+  /* Double-buffered staging (ONE_SHOT_DB; all_gather and reduce_scatter PULL/PUSH): peers'
+   * two halves and this rank's call counter, one copy per block slot (device memory). */
   char *db[SYMCOLL_CUDA_MAX_RANKS];
   size_t db_half_bytes;
   uint32_t *db_epoch;
-  /* LAMPORT: three buffers of nranks slots each at ws[r] + lp_off; this rank's state words,
-   * one per block slot: buffer of the next call | bytes per slot the last call wrote << 2. */
+  /* LAMPORT all_reduce: three buffers of nranks slots each at ws[r] + lp_off; this rank's state
+   * words, one per block slot: buffer of the next call | bytes per slot the last call wrote << 2. */
   size_t lp_off, lp_slot_bytes;
   uint32_t *lp_state;
+  /* LAMPORT all_gather / reduce_scatter: packets of 8 data bytes and two flags (16 bytes) in two
+   * buffers of nranks slots at ws[r] + ll_off; this rank's call counter per block slot. */
+  size_t ll_off, ll_slot_bytes;
+  uint32_t *ll_epoch;
 } symcoll__cuda_args_t;
 
 typedef struct symcoll__cuda_launch {
+  symcoll_coll_t coll;
   symcoll_algo_t algo;
   symcoll_dtype_t dtype;
   symcoll_op_t op;
-  int vec;     /* 16-byte vector path (send and recv 16-byte aligned) */
+  int vec;     /* 16-byte vector path (every address the kernel computes is 16-byte aligned) */
   int blocks, threads;
 } symcoll__cuda_launch_t;
 
 /* Enqueues one kernel on stream; returns a cudaError_t. */
-int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_args_t *a,
-                         void *stream);
-/* The kernel's function pointer, for occupancy queries. */
+int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_args_t *a, void *stream);
+/* The kernel's function pointer (NULL if there is none), for launches and occupancy queries. */
 const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l);
-/* Loads every kernel of the library (see kernels.cu); returns a cudaError_t. */
+const void *symcoll__cuda_allreduce_kernel(const symcoll__cuda_launch_t *l);
+const void *symcoll__cuda_allgather_kernel(const symcoll__cuda_launch_t *l);
+const void *symcoll__cuda_reducescatter_kernel(const symcoll__cuda_launch_t *l);
+/* Loads every kernel of the library (see launch.cu); returns a cudaError_t. */
 int symcoll__cuda_preload(void);
 /* A tiny kernel that writes `value` into slot `slot` of every peer's pad, for the
  * reachability probe at communicator creation. */
 int symcoll__cuda_probe(uint32_t *const *pads, int nranks, int rank, uint32_t value, void *stream);
+/* The copy engine's barrier: one block meets every peer at CE_SLOT with the call's signature. */
+int symcoll__cuda_ce_barrier(const symcoll__cuda_args_t *a, void *stream);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /*
  * NCCL as an engine beside the symmetric-memory protocols: a CUDA communicator may hold an
  * NCCL communicator over the same ranks, and SYMCOLL_ALGO_NCCL (a tuning-table row, or a
- * forced choice) sends an all-reduce through it. libnccl.so.2 is opened at run time, so
+ * forced choice) sends a collective through it. libnccl.so.2 is opened at run time, so
  * libsymcoll neither links against NCCL nor needs its header: the few types used here are
  * NCCL's stable ABI (a 128-byte unique id passed by value, int enums, an opaque handle).
  *
@@ -20,12 +20,19 @@
 #include "nccl_engine.h"
 
 typedef struct { char internal[128]; } nccl_id_t;
-enum { NCCL_OK = 0, NCCL_SUM = 0, NCCL_MAX = 2, NCCL_MIN = 3, NCCL_F16 = 6, NCCL_F32 = 7, NCCL_BF16 = 9 };
+enum { NCCL_OK = 0, NCCL_SUM = 0, NCCL_MAX = 2, NCCL_MIN = 3 };
+/* ncclDataType_t: int8, uint8, int32, uint32, int64, uint64, f16, f32, f64, bf16, fp8 e4m3, e5m2. */
+static const int nccl_dtype[SYMCOLL_NUM_DTYPES] = {
+    [SYMCOLL_INT8] = 0,    [SYMCOLL_UINT8] = 1,   [SYMCOLL_INT32] = 2,         [SYMCOLL_UINT32] = 3,
+    [SYMCOLL_INT64] = 4,   [SYMCOLL_UINT64] = 5,  [SYMCOLL_FLOAT16] = 6,       [SYMCOLL_FLOAT32] = 7,
+    [SYMCOLL_FLOAT64] = 8, [SYMCOLL_BFLOAT16] = 9, [SYMCOLL_FLOAT8_E4M3] = 10, [SYMCOLL_FLOAT8_E5M2] = 11};
 
 static struct {
   int (*GetUniqueId)(nccl_id_t *);
   int (*CommInitRank)(void **, int, nccl_id_t, int);
   int (*AllReduce)(const void *, void *, size_t, int, int, void *, void *);
+  int (*AllGather)(const void *, void *, size_t, int, void *, void *);
+  int (*ReduceScatter)(const void *, void *, size_t, int, int, void *, void *);
   int (*CommDestroy)(void *);
   int (*CommAbort)(void *);
   const char *(*GetErrorString)(int);
@@ -48,6 +55,7 @@ static void lib_load_once(void) {
   struct { const char *name; void **fn; } t[] = {
       {"ncclGetUniqueId", (void **)&lib.GetUniqueId},   {"ncclCommInitRank", (void **)&lib.CommInitRank},
       {"ncclAllReduce", (void **)&lib.AllReduce},       {"ncclCommDestroy", (void **)&lib.CommDestroy},
+      {"ncclAllGather", (void **)&lib.AllGather},       {"ncclReduceScatter", (void **)&lib.ReduceScatter},
       {"ncclCommAbort", (void **)&lib.CommAbort},       {"ncclGetErrorString", (void **)&lib.GetErrorString},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
@@ -66,19 +74,20 @@ static bool lib_load(void) {
 
 /* Whether rank 0's table (adopted by all) picks NCCL for some size. */
 static bool table_wants(symcoll_comm_t comm) {
-  for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++)
-    for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++)
-      if (comm->tune[d].bucket[b].algo == SYMCOLL_ALGO_NCCL) return true;
+  for (int c = 0; c < SYMCOLL_NUM_COLLS; c++)
+    for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++)
+      for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++)
+        if (comm->tune[c][d].bucket[b].algo == SYMCOLL_ALGO_NCCL) return true;
   return false;
 }
 
 symcoll_status_t symcoll__nccl_setup(symcoll_comm_t comm, symcoll__nccl_t *nc) {
   memset(nc, 0, sizeof *nc);
   pthread_mutex_init(&nc->lock, NULL);
-  const char *mode = symcoll__env_str("SYMCOLL_NCCL", "auto");
-  int want = !strcmp(mode, "1") || comm->forced_algo == SYMCOLL_ALGO_NCCL ? 1
-             : !strcmp(mode, "0")                                         ? 0
-                                                                          : table_wants(comm);
+  const int mode = symcoll__env_choice("SYMCOLL_NCCL"); /* auto, 1, 0 */
+  bool forced = false;
+  for (int c = 0; c < SYMCOLL_NUM_COLLS; c++) forced |= comm->forced_algo[c] == SYMCOLL_ALGO_NCCL;
+  int want = mode == 1 || forced ? 1 : mode == 2 ? 0 : table_wants(comm);
   /* Rank 0 decides whether to try; every rank says whether it can. */
   int wants[SYMCOLL_MAX_RANKS];
   SYMCOLL_CHECK(comm->oob->allgather(comm, &want, wants, sizeof want));
@@ -90,7 +99,7 @@ symcoll_status_t symcoll__nccl_setup(symcoll_comm_t comm, symcoll__nccl_t *nc) {
   SYMCOLL_CHECK(comm->oob->allgather(comm, &can, cans, sizeof can));
   for (int r = 0; r < comm->nranks; r++)
     if (!cans[r]) {
-      SYMCOLL_LOG(!strcmp(mode, "1") ? SYMCOLL_LOG_WARN : SYMCOLL_LOG_INFO, SYMCOLL_SUBSYS_INIT,
+      SYMCOLL_LOG(mode == 1 ? SYMCOLL_LOG_WARN : SYMCOLL_LOG_INFO, SYMCOLL_SUBSYS_INIT,
                   "no NCCL engine: rank %d %s", r,
                   comm->ranks_on_my_device > 1 ? "shares its GPU (NCCL takes one rank per GPU)" : "cannot load libnccl.so.2");
       symcoll__tune_drop_algo(comm, SYMCOLL_ALGO_NCCL);
@@ -115,16 +124,21 @@ symcoll_status_t symcoll__nccl_setup(symcoll_comm_t comm, symcoll__nccl_t *nc) {
   return SYMCOLL_OK;
 }
 
-symcoll_status_t symcoll__nccl_all_reduce(symcoll__nccl_t *nc, const symcoll__coll_args_t *a) {
-  static const int dt[] = {[SYMCOLL_FLOAT32] = NCCL_F32, [SYMCOLL_FLOAT16] = NCCL_F16, [SYMCOLL_BFLOAT16] = NCCL_BF16};
+symcoll_status_t symcoll__nccl_coll(symcoll__nccl_t *nc, const symcoll__coll_args_t *a) {
   static const int op[] = {[SYMCOLL_SUM] = NCCL_SUM, [SYMCOLL_MAX] = NCCL_MAX, [SYMCOLL_MIN] = NCCL_MIN};
+  const int dt = nccl_dtype[a->dtype];
   /* The lock keeps an abort (from another thread) from freeing the communicator under us. */
   pthread_mutex_lock(&nc->lock);
-  int rc = nc->comm ? lib.AllReduce(a->send, a->recv, a->count, dt[a->dtype], op[a->op], nc->comm, a->stream) : -1;
+  int rc = -1;
+  if (nc->comm) {
+    if (a->coll == SYMCOLL_COLL_ALL_REDUCE) rc = lib.AllReduce(a->send, a->recv, a->count, dt, op[a->op], nc->comm, a->stream);
+    else if (a->coll == SYMCOLL_COLL_ALL_GATHER) rc = lib.AllGather(a->send, a->recv, a->count, dt, nc->comm, a->stream);
+    else rc = lib.ReduceScatter(a->send, a->recv, a->count, dt, op[a->op], nc->comm, a->stream);
+  }
   pthread_mutex_unlock(&nc->lock);
   if (rc == -1) return SYMCOLL_ERR_ABORTED;
   if (rc != NCCL_OK) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "ncclAllReduce: %s", lib.GetErrorString(rc));
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "NCCL %s: %s", symcoll_coll_name(a->coll), lib.GetErrorString(rc));
     return SYMCOLL_ERR_CUDA;
   }
   return SYMCOLL_OK;

@@ -14,7 +14,8 @@ typedef struct symcoll__nccl {
  * SYMCOLL_NCCL and the table ask for one and every rank can; otherwise rewrites the table's
  * NCCL rows. Fails only when the bootstrap does. */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__nccl_setup(symcoll_comm_t comm, symcoll__nccl_t *nc);
-SYMCOLL_HIDDEN symcoll_status_t symcoll__nccl_all_reduce(symcoll__nccl_t *nc, const symcoll__coll_args_t *a);
+/* Enqueues the collective (args->coll) through NCCL on args->stream. */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__nccl_coll(symcoll__nccl_t *nc, const symcoll__coll_args_t *a);
 /* From any thread: ncclCommAbort, so that NCCL kernels waiting for a peer end. */
 SYMCOLL_HIDDEN void symcoll__nccl_abort(symcoll__nccl_t *nc);
 SYMCOLL_HIDDEN void symcoll__nccl_fini(symcoll__nccl_t *nc);

@@ -1,59 +1,25 @@
 /*
  * CPU transport: symmetric memory from memfd_create (passed to peers as fds, so nothing
- * appears in /dev/shm and nothing outlives the ranks), signal pads of C11 atomics, and
- * one-shot / two-shot all-reduce pipelined in sub-chunks.
- *
- * Protocol. Each rank's workspace starts with its pad; the rest is two halves used by
- * alternate epochs (one epoch per chunk of at most half the workspace). A rank publishes
- * progress as ready = (epoch << 24) | sub-chunks copied in, with release; readers wait with
- * acquire. Reaching epoch e's first wait proves that every peer finished epoch e-1, hence
- * that the half of epoch e-2, which epoch e reuses, is no longer read: no trailing barrier.
- * Zero-copy one-shot reads peers' own symmetric buffers (where each rank publishes its source
- * in its pad) and so must wait, at the end, until peers are done with its buffer.
+ * appears in /dev/shm and nothing outlives the ranks), signal pads of C11 atomics, and the
+ * epoch protocol every collective uses (host_internal.h). The collectives themselves are in
+ * host_allreduce.c, host_allgather.c and host_reducescatter.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define cpu_relax() _mm_pause()
-#else
-#define cpu_relax() ((void)0)
-#endif
 
-#include "reduce.h"
+#include "host_internal.h"
 
-#define HOST_PAD_BYTES 4096
-#define HOST_SUB_BYTES (64 * 1024)
 #define HOST_DEFAULT_WS (32u << 20)
-#define EPOCH_SHIFT 24
-
-typedef struct {
-  _Alignas(64) _Atomic uint64_t ready;   /* (epoch << 24) | sub-chunks copied in */
-  _Alignas(64) _Atomic uint64_t reduced; /* two-shot: (epoch << 24) | sub-chunks reduced */
-  _Alignas(64) _Atomic uint64_t done;    /* last epoch whose reads of peers finished */
-  /* Where epoch e's input lies, in slot e & 1: a slot is rewritten only two epochs later,
-   * when every peer is provably done with it. src_mem -1 = own workspace. */
-  _Alignas(64) int32_t src_mem[2];
-  uint64_t src_off[2];
-} host_pad_t;
-_Static_assert(sizeof(host_pad_t) <= HOST_PAD_BYTES, "pad too large");
 
 typedef struct {
   size_t map_bytes;
   void *maps[SYMCOLL_MAX_RANKS];
 } host_mem_t;
-
-typedef struct {
-  struct symcoll_mem *ws;
-  size_t half; /* bytes per workspace half */
-  uint64_t epoch;
-  host_pad_t *pad[SYMCOLL_MAX_RANKS];
-  char *data[SYMCOLL_MAX_RANKS]; /* start of each rank's halves */
-} host_state_t;
 
 /* ---- memory ------------------------------------------------------------------------ */
 
@@ -132,11 +98,22 @@ static void host_comm_fini(symcoll_comm_t comm) {
   comm->tp_state = NULL;
 }
 
-/* ---- waiting on peers ------------------------------------------------------------------- */
+/* ---- the epoch protocol ------------------------------------------------------------------ */
 
-/* Waits until every peer's counter (at byte offset `field` of its pad) reaches target. */
-static symcoll_status_t wait_all(symcoll_comm_t comm, host_state_t *hs, size_t field,
-                                 uint64_t target) {
+host_epoch_t symcoll__host_epoch_begin(symcoll_comm_t comm, host_state_t *hs, const symcoll__coll_args_t *a,
+                                       bool first, struct symcoll_mem *zmem, size_t zoff) {
+  host_epoch_t ep = {.e = ++hs->epoch, .first = first, .a = a};
+  ep.half_off = (ep.e & 1) * hs->half;
+  host_pad_t *pad = hs->pad[comm->rank];
+  const unsigned slot = ep.e & 1;
+  pad->src_mem[slot] = zmem ? zmem->id : -1;
+  pad->src_off[slot] = zmem ? zoff : ep.half_off;
+  pad->call[slot] = (host_call_t){.sig = a->sig, .coll = (uint8_t)a->coll, .dtype = (uint8_t)a->dtype,
+                                  .op = (uint8_t)a->op, .algo = (uint8_t)a->algo, .count = a->count};
+  return ep;
+}
+
+symcoll_status_t symcoll__host_wait_all(symcoll_comm_t comm, host_state_t *hs, size_t field, uint64_t target) {
   for (int p = 0; p < comm->nranks; p++) {
     if (p == comm->rank) continue;
     _Atomic uint64_t *c = (_Atomic uint64_t *)((char *)hs->pad[p] + field);
@@ -147,12 +124,12 @@ static symcoll_status_t wait_all(symcoll_comm_t comm, host_state_t *hs, size_t f
       cpu_relax();
       symcoll_status_t s = symcoll__waiter_poll(&w);
       /* A peer that published and then exited is not lost: look once more after its death. */
-      if (s == SYMCOLL_ERR_PEER_LOST && atomic_load_explicit(c, memory_order_acquire) >= target)
-        break;
+      if (s == SYMCOLL_ERR_PEER_LOST && atomic_load_explicit(c, memory_order_acquire) >= target) break;
       if (s != SYMCOLL_OK) {
         if (s == SYMCOLL_ERR_TIMEOUT || s == SYMCOLL_ERR_PEER_LOST)
-          SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "rank %d: %s waiting for rank %d", comm->rank,
-                       s == SYMCOLL_ERR_TIMEOUT ? "timed out" : "peer exited", p);
+          SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "job %s: rank %d %s waiting for rank %d in call %llu", comm->job_id,
+                       comm->rank, s == SYMCOLL_ERR_TIMEOUT ? "timed out" : "lost its peer", p,
+                       (unsigned long long)comm->coll_seq);
         return s;
       }
     }
@@ -160,126 +137,83 @@ static symcoll_status_t wait_all(symcoll_comm_t comm, host_state_t *hs, size_t f
   return SYMCOLL_OK;
 }
 
-static void publish(_Atomic uint64_t *c, uint64_t v) {
-  atomic_store_explicit(c, v, memory_order_release);
+static void describe(char *buf, size_t n, const host_call_t *c) {
+  snprintf(buf, n, "%s count %llu %s%s%s %s", symcoll_coll_name((symcoll_coll_t)c->coll),
+           (unsigned long long)c->count, symcoll_dtype_name((symcoll_dtype_t)c->dtype),
+           c->coll == SYMCOLL_COLL_ALL_GATHER ? "" : " ",
+           c->coll == SYMCOLL_COLL_ALL_GATHER ? "" : symcoll_op_name((symcoll_op_t)c->op),
+           symcoll_algo_name((symcoll_algo_t)c->algo));
 }
 
-/* ---- algorithms ------------------------------------------------------------------------ */
-
-typedef struct {
-  const char *send;
-  char *recv;
-  size_t n; /* elements of this chunk */
-} chunk_t;
-
-static symcoll_status_t one_shot(symcoll_comm_t comm, host_state_t *hs, const symcoll__coll_args_t *a,
-                                 chunk_t c, struct symcoll_mem *zmem, size_t zoff) {
-  const int me = comm->rank, n = comm->nranks;
-  const size_t es = symcoll_dtype_size(a->dtype), sub = HOST_SUB_BYTES / es;
-  const uint64_t e = ++hs->epoch;
-  char *mine = hs->data[me] + (e & 1) * hs->half;
-  host_pad_t *pad = hs->pad[me];
-  symcoll__reduce_fn reduce = symcoll__host_reduce_fn(a->dtype, a->op);
-  pad->src_mem[e & 1] = zmem ? zmem->id : -1;
-  pad->src_off[e & 1] = zmem ? zoff : (e & 1) * hs->half;
-  const char *base[SYMCOLL_MAX_RANKS];
-  const void *srcs[SYMCOLL_MAX_RANKS];
-  for (size_t k = 0, lo = 0; lo < c.n; k++, lo += sub) {
-    size_t cnt = c.n - lo < sub ? c.n - lo : sub;
-    if (!zmem) memcpy(mine + lo * es, c.send + lo * es, cnt * es);
-    publish(&pad->ready, (e << EPOCH_SHIFT) | (k + 1));
-    SYMCOLL_CHECK(wait_all(comm, hs, offsetof(host_pad_t, ready), (e << EPOCH_SHIFT) | (k + 1)));
-    if (k == 0) {
-      for (int p = 0; p < n; p++) {
-        host_pad_t *pp = hs->pad[p];
-        const int32_t src_mem = pp->src_mem[e & 1];
-        const uint64_t src_off = pp->src_off[e & 1];
-        if (src_mem < 0) {
-          base[p] = hs->data[p] + src_off;
-        } else { /* the peer reads from its own symmetric allocation */
-          base[p] = NULL;
-          for (struct symcoll_mem *m = comm->mems; m; m = m->next)
-            if (m->id == src_mem && src_off + c.n * es <= m->bytes)
-              base[p] = (const char *)m->ptrs[p] + src_off;
-          if (!base[p]) {
-            SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "rank %d's input is not in a known allocation", p);
-            return SYMCOLL_ERR_MISMATCH;
-          }
-        }
-      }
-      base[me] = c.send; /* same bits as the copy; saves reading it back */
-    }
-    for (int p = 0; p < n; p++) srcs[p] = base[p] + lo * es;
-    reduce(c.recv + lo * es, srcs, n, cnt);
+symcoll_status_t symcoll__host_wait_ready(symcoll_comm_t comm, host_state_t *hs, const host_epoch_t *ep, size_t k) {
+  SYMCOLL_CHECK(symcoll__host_wait_all(comm, hs, offsetof(host_pad_t, ready), (ep->e << EPOCH_SHIFT) | (k + 1)));
+  if (!ep->first || k != 0) return SYMCOLL_OK;
+  const host_call_t *mine = &hs->pad[comm->rank]->call[ep->e & 1];
+  for (int p = 0; p < comm->nranks; p++) {
+    const host_call_t *theirs = &hs->pad[p]->call[ep->e & 1];
+    if (p == comm->rank || theirs->sig == mine->sig) continue;
+    char m[128], t[128];
+    describe(m, sizeof m, mine);
+    describe(t, sizeof t, theirs);
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "job %s: rank %d is in %s, rank %d in %s: nothing written", comm->job_id,
+                 comm->rank, m, p, t);
+    return SYMCOLL_ERR_MISMATCH;
   }
-  publish(&pad->done, e);
-  if (zmem) SYMCOLL_CHECK(wait_all(comm, hs, offsetof(host_pad_t, done), e));
   return SYMCOLL_OK;
 }
 
-static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const symcoll__coll_args_t *a,
-                                 chunk_t c) {
-  const int me = comm->rank, n = comm->nranks;
-  const size_t es = symcoll_dtype_size(a->dtype), sub = HOST_SUB_BYTES / es;
-  const uint64_t e = ++hs->epoch;
-  const size_t half_off = (e & 1) * hs->half;
-  char *mine = hs->data[me] + half_off;
-  host_pad_t *pad = hs->pad[me];
-  symcoll__reduce_fn reduce = symcoll__host_reduce_fn(a->dtype, a->op);
-  pad->src_mem[e & 1] = -1;
-  pad->src_off[e & 1] = half_off;
-  const void *srcs[SYMCOLL_MAX_RANKS];
-  for (size_t k = 0, lo = 0; lo < c.n; k++, lo += sub) {
-    size_t cnt = c.n - lo < sub ? c.n - lo : sub;
-    /* Segments of 16 elements keep every rank's part vector-aligned. */
-    size_t seg = ((cnt + (size_t)n - 1) / (size_t)n + 15) & ~(size_t)15;
-    memcpy(mine + lo * es, c.send + lo * es, cnt * es);
-    publish(&pad->ready, (e << EPOCH_SHIFT) | (k + 1));
-    SYMCOLL_CHECK(wait_all(comm, hs, offsetof(host_pad_t, ready), (e << EPOCH_SHIFT) | (k + 1)));
-    size_t s_lo = seg * (size_t)me < cnt ? seg * (size_t)me : cnt;
-    size_t s_n = cnt - s_lo < seg ? cnt - s_lo : seg;
-    if (s_n > 0) {
-      for (int p = 0; p < n; p++) srcs[p] = hs->data[p] + half_off + (lo + s_lo) * es;
-      reduce(mine + (lo + s_lo) * es, srcs, n, s_n);
-    }
-    publish(&pad->reduced, (e << EPOCH_SHIFT) | (k + 1));
-    SYMCOLL_CHECK(wait_all(comm, hs, offsetof(host_pad_t, reduced), (e << EPOCH_SHIFT) | (k + 1)));
-    for (int q = 0; q < n; q++) {
-      size_t q_lo = seg * (size_t)q < cnt ? seg * (size_t)q : cnt;
-      size_t q_n = cnt - q_lo < seg ? cnt - q_lo : seg;
-      if (q_n) memcpy(c.recv + (lo + q_lo) * es, hs->data[q] + half_off + (lo + q_lo) * es, q_n * es);
-    }
-  }
-  publish(&pad->done, e);
+const char *symcoll__host_peer_input(symcoll_comm_t comm, host_state_t *hs, const host_epoch_t *ep, int p,
+                                     size_t bytes) {
+  const host_pad_t *pp = hs->pad[p];
+  const int32_t src_mem = pp->src_mem[ep->e & 1];
+  const uint64_t src_off = pp->src_off[ep->e & 1];
+  if (src_mem < 0) return hs->data[p] + src_off;
+  for (struct symcoll_mem *m = comm->mems; m; m = m->next) /* the peer reads its own allocation */
+    if (m->id == src_mem && src_off <= m->bytes && bytes <= m->bytes - src_off) return (const char *)m->ptrs[p] + src_off;
+  SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "rank %d's input is not in an allocation rank %d knows", p, comm->rank);
+  return NULL;
+}
+
+symcoll_status_t symcoll__host_epoch_end(symcoll_comm_t comm, host_state_t *hs, const host_epoch_t *ep,
+                                         bool zero_copy) {
+  symcoll__host_publish(&hs->pad[comm->rank]->done, ep->e);
+  if (zero_copy) SYMCOLL_CHECK(symcoll__host_wait_all(comm, hs, offsetof(host_pad_t, done), ep->e));
   return SYMCOLL_OK;
 }
 
-static symcoll_status_t host_all_reduce(symcoll_comm_t comm, const symcoll__coll_args_t *a) {
+/* ---- dispatch ------------------------------------------------------------------------------- */
+
+static symcoll_status_t host_coll(symcoll_comm_t comm, const symcoll__coll_args_t *a) {
   host_state_t *hs = comm->tp_state;
-  const size_t es = symcoll_dtype_size(a->dtype);
-  symcoll_status_t s = SYMCOLL_OK;
-  /* Zero-copy inputs are cut into the same chunks as staged ones, so every rank counts the
-   * same epochs whichever kind of input each one passes. */
-  /* The CPU one-shot is double-buffered already and waits once, on peers' epoch flags:
-   * ONE_SHOT_DB and LAMPORT are the same algorithm here. */
-  struct symcoll_mem *zmem = a->algo != SYMCOLL_ALGO_TWO_SHOT ? a->send_mem : NULL;
-  const size_t per = hs->half / es;
-  for (size_t lo = 0; lo < a->count && s == SYMCOLL_OK; lo += per) {
-    chunk_t c = {(const char *)a->send + lo * es, (char *)a->recv + lo * es,
-                 a->count - lo < per ? a->count - lo : per};
-    s = a->algo == SYMCOLL_ALGO_TWO_SHOT ? two_shot(comm, hs, a, c)
-                                         : one_shot(comm, hs, a, c, zmem, a->send_off + lo * es);
+  symcoll_status_t s;
+  switch (a->coll) {
+  case SYMCOLL_COLL_ALL_REDUCE: s = symcoll__host_all_reduce(comm, hs, a); break;
+  case SYMCOLL_COLL_ALL_GATHER: s = symcoll__host_all_gather(comm, hs, a); break;
+  default: s = symcoll__host_reduce_scatter(comm, hs, a); break;
   }
-  if (s != SYMCOLL_OK) symcoll__comm_fail(comm, s == SYMCOLL_ERR_ABORTED ? SYMCOLL_OK : s);
+  /* A lost or silent peer ends the communicator; a mismatch or an abort does not count here. */
+  if (s == SYMCOLL_ERR_TIMEOUT || s == SYMCOLL_ERR_PEER_LOST) symcoll__comm_fail(comm, s);
   return s;
 }
 
-static symcoll_status_t host_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes,
-                                  void *stream) {
+static symcoll_status_t host_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes, void *stream) {
   (void)comm;
   (void)stream;
   memcpy(dst, src, bytes);
   return SYMCOLL_OK;
+}
+
+/* CPU ranks run every algorithm but the GPU's copy engine and NCCL (LAMPORT and ONE_SHOT_DB
+ * are the one-shot there, LAMPORT for gathers the pull: see symcoll.h). */
+static bool host_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo) {
+  (void)comm;
+  (void)coll;
+  return algo != SYMCOLL_ALGO_COPY_ENGINE && algo != SYMCOLL_ALGO_NCCL;
+}
+
+static const char *host_tune_class(symcoll_comm_t comm) {
+  (void)comm;
+  return symcoll__host_simd_name();
 }
 
 const symcoll__transport_t symcoll__host_transport = {
@@ -289,8 +223,10 @@ const symcoll__transport_t symcoll__host_transport = {
     .mem_alloc = host_mem_alloc,
     .mem_free = host_mem_free,
     .mem_device_view = NULL,
-    .all_reduce = host_all_reduce,
+    .coll = host_coll,
     .copy = host_copy,
     .check = NULL,
+    .has_algo = host_has_algo,
+    .tune_class = host_tune_class,
     .abort = NULL,
 };

@@ -1,69 +1,130 @@
-/* Portable reduce loops and the run-time choice between them and the AVX-512 ones. */
+/* The run-time choice among the builds of the reduce loops, and the scalar fp8 conversions. */
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "reduce.h"
 
-#define OP_SUM(acc, x) ((acc) + (x))
-/* Written as in the vector code (max_ps(a,b) = a > b ? a : b) so both give the same bits. */
-#define OP_MAX(acc, x) ((acc) > (x) ? (acc) : (x))
-#define OP_MIN(acc, x) ((acc) < (x) ? (acc) : (x))
+/* ---- fp8 (OCP E4M3 / E5M2) --------------------------------------------------------------- */
 
-static inline float ld_f32(const void *p, size_t i) { float v; memcpy(&v, (const char *)p + 4 * i, 4); return v; }
-static inline float ld_f16(const void *p, size_t i) { uint16_t v; memcpy(&v, (const char *)p + 2 * i, 2); return symcoll__f16_to_f32(v); }
-static inline float ld_bf16(const void *p, size_t i) { uint16_t v; memcpy(&v, (const char *)p + 2 * i, 2); return symcoll__bf16_to_f32(v); }
-static inline void st_f32(void *p, size_t i, float f) { memcpy((char *)p + 4 * i, &f, 4); }
-static inline void st_f16(void *p, size_t i, float f) { uint16_t v = symcoll__f32_to_f16(f); memcpy((char *)p + 2 * i, &v, 2); }
-static inline void st_bf16(void *p, size_t i, float f) { uint16_t v = symcoll__f32_to_bf16(f); memcpy((char *)p + 2 * i, &v, 2); }
-
-#define DEFINE_SCALAR(T, OPN, OPM)                                                      \
-  static void reduce_##T##_##OPN(void *dst, const void *const *srcs, int nsrc, size_t n) { \
-    for (size_t i = 0; i < n; i++) {                                                    \
-      float acc = ld_##T(srcs[0], i);                                                   \
-      for (int s = 1; s < nsrc; s++) acc = OPM(acc, ld_##T(srcs[s], i));               \
-      st_##T(dst, i, acc);                                                              \
-    }                                                                                   \
+float symcoll__fp8_to_f32(uint8_t b, int e5m2) {
+  const uint32_t sign = (uint32_t)(b & 0x80u) << 24;
+  uint32_t mag;
+  float sub;
+  if (!e5m2) {
+    const uint32_t e = (b >> 3) & 15u, m = b & 7u;
+    sub = (float)m * 0x1p-9f;
+    if (e == 15 && m == 7) mag = 0x7fffe000u; /* NaN, as CUDA widens it */
+    else if (e == 0) memcpy(&mag, &sub, 4);
+    else mag = ((e + 120u) << 23) | (m << 20);
+  } else { /* the top byte of an IEEE half */
+    const uint32_t e = (b >> 2) & 31u, m = b & 3u;
+    sub = (float)m * 0x1p-16f;
+    if (e == 31) mag = 0x7f800000u | (m << 21) | (m ? 0x400000u : 0u);
+    else if (e == 0) memcpy(&mag, &sub, 4);
+    else mag = ((e + 112u) << 23) | (m << 21);
   }
-#define DEFINE_ALL_OPS(T) DEFINE_SCALAR(T, sum, OP_SUM) DEFINE_SCALAR(T, max, OP_MAX) DEFINE_SCALAR(T, min, OP_MIN)
-DEFINE_ALL_OPS(f32)
-DEFINE_ALL_OPS(f16)
-DEFINE_ALL_OPS(bf16)
+  uint32_t u = sign | mag;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
 
-const symcoll__reduce_fn symcoll__reduce_scalar[SYMCOLL_NUM_DTYPES][SYMCOLL_NUM_OPS] = {
-    [SYMCOLL_FLOAT32] = {reduce_f32_sum, reduce_f32_max, reduce_f32_min},
-    [SYMCOLL_FLOAT16] = {reduce_f16_sum, reduce_f16_max, reduce_f16_min},
-    [SYMCOLL_BFLOAT16] = {reduce_bf16_sum, reduce_bf16_max, reduce_bf16_min},
+/* Round to nearest even, saturating to the largest finite value; the float is widened to
+ * double (exactly) and rounded the way CUDA's software path for __nv_cvt_float_to_fp8 does,
+ * which is what the hardware conversion computes. */
+uint8_t symcoll__f32_to_fp8(float f, int e5m2) {
+  const double x = (double)f;
+  uint64_t xb;
+  memcpy(&xb, &x, 8);
+  const uint64_t sig_bits = e5m2 ? 3 : 4, mant_mask = e5m2 ? 3 : 7, bias = e5m2 ? 15 : 7;
+  const uint64_t min_denorm_o2 = e5m2 ? 0x3EE0000000000000ull : 0x3F50000000000000ull;
+  const uint64_t overflow = e5m2 ? 0x40EE000000000000ull - 1 : 0x407D000000000000ull;
+  const uint64_t min_norm = e5m2 ? 0x3F10000000000000ull : 0x3F90000000000000ull;
+  const uint8_t max_norm = e5m2 ? 0x7B : 0x7E;
+  const uint64_t half_ulp = 1ull << (53 - sig_bits - 1);
+  const uint8_t sign = (uint8_t)((xb >> 63) << 7);
+  const uint8_t exp = (uint8_t)((((uint16_t)(xb >> 52)) & 0x7ffu) - 1023u + bias);
+  uint8_t mant = (uint8_t)((xb >> (53 - sig_bits)) & mant_mask);
+  const uint64_t absx = xb & 0x7fffffffffffffffull;
+  uint8_t res;
+  if (absx <= min_denorm_o2) {
+    res = 0;
+  } else if (absx > 0x7FF0000000000000ull) {
+    res = e5m2 ? (uint8_t)(0x7E | mant) : 0x7F;
+  } else if (absx > overflow) {
+    res = max_norm;
+  } else if (absx >= min_norm) {
+    res = (uint8_t)((exp << (sig_bits - 1)) | mant);
+    const uint64_t round = xb & ((half_ulp << 1) - 1);
+    if (round > half_ulp || (round == half_ulp && (mant & 1))) res++;
+  } else {
+    const uint8_t shift = (uint8_t)(1u - exp);
+    mant |= (uint8_t)(1u << (sig_bits - 1));
+    res = (uint8_t)(mant >> shift);
+    const uint64_t round = (xb | (1ull << 52)) & ((half_ulp << (shift + 1)) - 1);
+    if (round > (half_ulp << shift) || (round == (half_ulp << shift) && (res & 1))) res++;
+  }
+  return (uint8_t)(res | sign);
+}
+
+/* ---- choice --------------------------------------------------------------------------------- */
+
+static int cpu_runs(const symcoll__reduce_table_t *t) {
+#if defined(__x86_64__)
+  if (t == &symcoll__reduce_avx512)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c");
+  if (t == &symcoll__reduce_avx2)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#endif
+  (void)t;
+  return 1;
+}
+
+/* Widest first. */
+static const symcoll__reduce_table_t *const all_tables[] = {
+#if defined(__x86_64__)
+    &symcoll__reduce_avx512,
+    &symcoll__reduce_avx2,
+#endif
+    &symcoll__reduce_baseline,
+    &symcoll__reduce_scalar,
 };
+#define NTABLES (sizeof all_tables / sizeof all_tables[0])
 
-static const symcoll__reduce_fn (*chosen)[SYMCOLL_NUM_OPS] = symcoll__reduce_scalar;
-static const char *chosen_name = "scalar";
+int symcoll__host_reduce_tables(const symcoll__reduce_table_t **tables, int max) {
+  int n = 0;
+  for (size_t i = 0; i < NTABLES && n < max; i++)
+    if (cpu_runs(all_tables[i])) tables[n++] = all_tables[i];
+  return n;
+}
+
+static const symcoll__reduce_table_t *chosen;
 
 static void choose_once(void) {
   const char *want = symcoll__env_str("SYMCOLL_HOST_SIMD", "auto");
-#if defined(__x86_64__)
-  bool have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-              __builtin_cpu_supports("avx512vl");
-  if (strcmp(want, "scalar") != 0 && have) {
-    chosen = symcoll__reduce_avx512;
-    chosen_name = "avx512";
-  } else if (!strcmp(want, "avx512") && !have) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "SYMCOLL_HOST_SIMD=avx512 but this CPU lacks AVX-512; using scalar");
+  for (size_t i = 0; i < NTABLES && !chosen; i++) {
+    const symcoll__reduce_table_t *t = all_tables[i];
+    if (strcmp(want, "auto") != 0 && strcmp(want, t->name) != 0) continue;
+    if (cpu_runs(t)) chosen = t;
+    else SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "SYMCOLL_HOST_SIMD=%s: this CPU cannot run those loops", want);
   }
-#else
-  (void)want;
-#endif
-  SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "CPU reduce loops: %s", chosen_name);
+  if (!chosen) {
+    /* An unknown name: the environment table's check already warned; take the widest. */
+    symcoll__host_reduce_tables(&chosen, 1);
+  }
+  SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "CPU reduce loops: %s", chosen->name);
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 symcoll__reduce_fn symcoll__host_reduce_fn(symcoll_dtype_t dtype, symcoll_op_t op) {
   pthread_once(&once, choose_once);
-  return chosen[dtype][op];
+  return chosen->fn[dtype][op];
 }
 
 const char *symcoll__host_simd_name(void) {
   pthread_once(&once, choose_once);
-  return chosen_name;
+  return chosen->name;
 }

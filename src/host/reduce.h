@@ -5,17 +5,37 @@
 
 #include "../core/internal.h"
 
-/* Sources are combined in index order with fp32 accumulation, so every rank that passes
- * the same sources in the same order gets the same bits. dst may equal a source. */
+/* Sources are combined in index order (floating types narrower than 32 bits in fp32, fp64 in
+ * fp64, integers in their own type with wrap-around sums), so every rank that passes the same
+ * sources in the same order gets the same bits, on every path below. dst may equal a source. */
 typedef void (*symcoll__reduce_fn)(void *dst, const void *const *srcs, int nsrc, size_t n);
 
-/* The table chosen at run time (SYMCOLL_HOST_SIMD, else AVX-512 when the CPU has it). */
-SYMCOLL_HIDDEN symcoll__reduce_fn symcoll__host_reduce_fn(symcoll_dtype_t dtype, symcoll_op_t op);
-/* Name of the loops in use: "avx512" or "scalar". */
-SYMCOLL_HIDDEN const char *symcoll__host_simd_name(void);
+/* One build of the loops (reduce_loops.h compiled for one instruction set). */
+typedef struct symcoll__reduce_table {
+  const char *name; /* "scalar", "sse2", "neon", "avx2", "avx512" */
+  symcoll__reduce_fn fn[SYMCOLL_NUM_DTYPES][SYMCOLL_NUM_OPS];
+} symcoll__reduce_table_t;
 
-extern SYMCOLL_HIDDEN const symcoll__reduce_fn symcoll__reduce_scalar[SYMCOLL_NUM_DTYPES][SYMCOLL_NUM_OPS];
+/* The table chosen at run time: SYMCOLL_HOST_SIMD, else the widest this CPU runs. */
+SYMCOLL_HIDDEN symcoll__reduce_fn symcoll__host_reduce_fn(symcoll_dtype_t dtype, symcoll_op_t op);
+/* Name of the loops in use. */
+SYMCOLL_HIDDEN const char *symcoll__host_simd_name(void);
+/* Every table this CPU can run, widest first (for tests, which compare them bit for bit).
+ * Returns how many were written to tables[0..max). */
+SYMCOLL_HIDDEN int symcoll__host_reduce_tables(const symcoll__reduce_table_t **tables, int max);
+
+/* The builds: the portable loops without and with the compiler's vectoriser at the
+ * architecture's baseline (SSE2 on x86-64, NEON on aarch64), and x86-64 AVX2 / AVX-512. */
+extern SYMCOLL_HIDDEN const symcoll__reduce_table_t symcoll__reduce_scalar;
+extern SYMCOLL_HIDDEN const symcoll__reduce_table_t symcoll__reduce_baseline;
 #if defined(__x86_64__)
-extern SYMCOLL_HIDDEN const symcoll__reduce_fn symcoll__reduce_avx512[SYMCOLL_NUM_DTYPES][SYMCOLL_NUM_OPS];
+extern SYMCOLL_HIDDEN const symcoll__reduce_table_t symcoll__reduce_avx2;
+extern SYMCOLL_HIDDEN const symcoll__reduce_table_t symcoll__reduce_avx512;
 #endif
+
+/* Scalar element conversions shared by every build and by the tests' references: IEEE
+ * half and OCP fp8 to fp32 (exact), fp32 to fp8 rounding to nearest even with saturation to
+ * the largest finite value (as CUDA's __nv_cvt_float_to_fp8 with __NV_SATFINITE). */
+SYMCOLL_HIDDEN float symcoll__fp8_to_f32(uint8_t b, int e5m2);
+SYMCOLL_HIDDEN uint8_t symcoll__f32_to_fp8(float f, int e5m2);
 #endif

@@ -11,131 +11,14 @@
  * AllReduce_Lamport (below): no barrier at all; data carries its own arrival.
  * Block b of every rank owns the same elements, so per-block barriers (slot = block) are
  * enough. Inputs larger than the workspace are processed in rounds inside the one kernel.
- * Every wait is bounded: on timeout the kernel records the error and returns.
+ * Every wait is bounded: on timeout the kernel records the error and returns. Barriers carry
+ * the call's signature: a block that meets a peer in another call records MISMATCH.
+ * Every dtype: floating types narrower than 32 bits combine in fp32 (device_common.cuh).
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "device_common.cuh"
 
-#include "cuda_internal.h"
-#include "symcoll_device.cuh"
-
+namespace symcoll_cuda {
 namespace {
-
-template <typename T> struct Conv;
-template <> struct Conv<float> {
-  __device__ static float load(float v) { return v; }
-  __device__ static float store(float v) { return v; }
-};
-template <> struct Conv<__half> {
-  __device__ static float load(__half v) { return __half2float(v); }
-  __device__ static __half store(float v) { return __float2half_rn(v); }
-};
-template <> struct Conv<__nv_bfloat16> {
-  __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
-};
-
-/* Same expressions as the CPU loops, so both backends agree bit for bit. */
-template <int OP> __device__ __forceinline__ float combine(float acc, float x) {
-  if (OP == SYMCOLL_SUM) return acc + x;
-  if (OP == SYMCOLL_MAX) return acc > x ? acc : x;
-  return acc < x ? acc : x;
-}
-
-/* A "vector" of E elements of T: 16 bytes on the fast path, one element otherwise. */
-template <typename T, bool VEC> struct Pack {
-  static constexpr int E = VEC ? 16 / (int)sizeof(T) : 1;
-  using Raw = typename std::conditional<VEC, uint4, T>::type;
-  union {
-    Raw raw;
-    T e[E];
-  };
-};
-
-template <typename T, bool VEC>
-__device__ __forceinline__ Pack<T, VEC> load_cg(const char *p, size_t v) {
-  Pack<T, VEC> x;
-  if constexpr (VEC) {
-    x.raw = __ldcg(reinterpret_cast<const uint4 *>(p) + v);
-  } else {
-    x.raw = __ldcg(reinterpret_cast<const T *>(p) + v);
-  }
-  return x;
-}
-
-template <typename T, bool VEC>
-__device__ __forceinline__ void store(char *p, size_t v, const Pack<T, VEC> &x) {
-  reinterpret_cast<typename Pack<T, VEC>::Raw *>(p)[v] = x.raw;
-}
-
-/* The op over ranks of fetch(r), in rank order, in fp32; returns the packed result. */
-template <typename T, int OP, bool VEC, typename Fetch>
-__device__ __forceinline__ Pack<T, VEC> reduce_with(Fetch fetch, int nranks) {
-  constexpr int E = Pack<T, VEC>::E;
-  float acc[E];
-  Pack<T, VEC> x = fetch(0);
-#pragma unroll
-  for (int i = 0; i < E; i++) acc[i] = Conv<T>::load(x.e[i]);
-  for (int r = 1; r < nranks; r++) {
-    Pack<T, VEC> y = fetch(r);
-#pragma unroll
-    for (int i = 0; i < E; i++) acc[i] = combine<OP>(acc[i], Conv<T>::load(y.e[i]));
-  }
-  Pack<T, VEC> out;
-#pragma unroll
-  for (int i = 0; i < E; i++) out.e[i] = Conv<T>::store(acc[i]);
-  return out;
-}
-
-/* reduce_with over src(r)[v]. `src` reads the peer table from the kernel's parameters with a
- * block-uniform index (a constant-cache load), so no per-thread copy of the table is made. */
-template <typename T, int OP, bool VEC, typename Src>
-__device__ __forceinline__ Pack<T, VEC> reduce_at(Src src, int nranks, size_t v) {
-  return reduce_with<T, OP, VEC>([&](int r) { return load_cg<T, VEC>(src(r), v); }, nranks);
-}
-
-/*
- * Which thread touches which staged bytes, in every kernel with rounds: thread `first` of the
- * grid owns the vectors first, first + stride, ... of every round, and the elements past the
- * last whole vector (only the last round has them) belong to the owner of the vector they
- * sit in. The split never depends on the round's size, so a block that went on to the next
- * round only overwrites staging that the same block of every peer (met at the barrier) was
- * reading; other blocks of a peer may still be in the round before, on other bytes.
- * A thread learns it owns the tail when its grid-stride loop stops exactly at nvec.
- */
-
-/* Elements past the last whole vector, reduced one by one by their owner. */
-template <typename T, int OP, typename Src>
-__device__ __forceinline__ void reduce_tail(Src src, int nranks, char *dst, size_t nvec, size_t tail,
-                                            bool owner) {
-  constexpr int E = Pack<T, true>::E; /* only vector rounds have a tail */
-  if (!owner) return;
-  for (size_t i = nvec * E; i < nvec * E + tail; i++)
-    store<T, false>(dst, i, reduce_at<T, OP, false>(src, nranks, i));
-}
-
-/* Copies this thread's share of one round of the caller's input into staging `dst`; returns
- * whether the thread owns the tail. */
-template <typename T, bool VEC>
-__device__ __forceinline__ bool stage(char *dst, const char *in, size_t nvec, size_t tail,
-                                      size_t first, size_t stride) {
-  constexpr int E = Pack<T, VEC>::E;
-  size_t v = first;
-  for (; v < nvec; v += stride) store<T, VEC>(dst, v, load_cg<T, VEC>(in, v));
-  const bool owner = v == nvec;
-  if (owner)
-    for (size_t i = nvec * E; i < nvec * E + tail; i++)
-      reinterpret_cast<T *>(dst)[i] = reinterpret_cast<const T *>(in)[i];
-  return owner;
-}
-
-#define BARRIER(a)                                                                           \
-  do {                                                                                       \
-    if (!symcoll_impl::block_barrier((a).pad, blockIdx.x, (a).rank, (a).nranks,              \
-                                     (a).timeout_ns, (a).error))                             \
-      return;                                                                                \
-  } while (0)
 
 template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(1024) AllReduce_OneShot(const symcoll__cuda_args_t a) {
@@ -158,28 +41,6 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShot(const symcoll__cuda_ar
     /* Peers are done reading this block's share of our workspace (or of our input). */
     BARRIER(a);
   }
-}
-
-/* Per-call state of a rank (ONE_SHOT_DB's call counter, LAMPORT's buffer), one copy per
- * block slot. Thread 0 reads its block's copy and writes the next value at once; block 0
- * also advances the copies of the slots this launch has no block for. So every copy moves on
- * every call, and no block waits for another at the end. Also reads the error word: after
- * an error the state may be stale on some ranks, and the kernel must give up (false). */
-template <typename Next>
-__device__ __forceinline__ bool take_state(const symcoll__cuda_args_t &a, uint32_t *words, Next next,
-                                           uint32_t *state_p) {
-  __shared__ uint32_t s_error, s_state;
-  volatile uint32_t *w = words;
-  if (threadIdx.x == 0) {
-    s_error = *(volatile uint32_t *)a.error;
-    s_state = w[blockIdx.x];
-    w[blockIdx.x] = next(s_state);
-  }
-  __syncthreads();
-  if (blockIdx.x == 0)
-    for (unsigned b = gridDim.x + threadIdx.x; b < SYMCOLL_CUDA_SLOTS; b += blockDim.x) w[b] = next(s_state);
-  *state_p = s_state;
-  return s_error == 0;
 }
 
 /*
@@ -383,70 +244,33 @@ const void *pick(symcoll_algo_t algo) {
   switch (algo) {
   case SYMCOLL_ALGO_TWO_SHOT: return (const void *)AllReduce_TwoShot<T, OP, VEC>;
   case SYMCOLL_ALGO_ONE_SHOT_DB: return (const void *)AllReduce_OneShotDB<T, OP, VEC>;
-  case SYMCOLL_ALGO_LAMPORT: return (const void *)AllReduce_Lamport<T, OP, VEC>;
-  default: return (const void *)AllReduce_OneShot<T, OP, VEC>;
+  case SYMCOLL_ALGO_LAMPORT:
+    /* The sentinel is a 4-byte pattern of fp32 / fp16 / bf16: other dtypes never get here
+     * (the host runs them one-shot double-buffered). */
+    if constexpr (std::is_same<T, float>::value || std::is_same<T, __half>::value ||
+                  std::is_same<T, __nv_bfloat16>::value)
+      return (const void *)AllReduce_Lamport<T, OP, VEC>;
+    return nullptr;
+  case SYMCOLL_ALGO_ONE_SHOT: return (const void *)AllReduce_OneShot<T, OP, VEC>;
+  default: return nullptr;
   }
-}
-
-template <typename T, int OP>
-const void *pick_vec(const symcoll__cuda_launch_t *l) {
-  return l->vec ? pick<T, OP, true>(l->algo) : pick<T, OP, false>(l->algo);
 }
 
 template <typename T>
 const void *pick_op(const symcoll__cuda_launch_t *l) {
   switch (l->op) {
-  case SYMCOLL_SUM: return pick_vec<T, SYMCOLL_SUM>(l);
-  case SYMCOLL_MAX: return pick_vec<T, SYMCOLL_MAX>(l);
-  default: return pick_vec<T, SYMCOLL_MIN>(l);
+  case SYMCOLL_SUM: return l->vec ? pick<T, SYMCOLL_SUM, true>(l->algo) : pick<T, SYMCOLL_SUM, false>(l->algo);
+  case SYMCOLL_MAX: return l->vec ? pick<T, SYMCOLL_MAX, true>(l->algo) : pick<T, SYMCOLL_MAX, false>(l->algo);
+  default: return l->vec ? pick<T, SYMCOLL_MIN, true>(l->algo) : pick<T, SYMCOLL_MIN, false>(l->algo);
   }
-}
-
-__global__ void ProbePeers(const symcoll__cuda_args_t a, uint32_t value) {
-  int p = threadIdx.x;
-  if (p < a.nranks)
-    __stcg(a.pad[p] + (size_t)(SYMCOLL_CUDA_SLOTS - 1) * SYMCOLL_MAX_RANKS + a.rank, value);
 }
 
 }  // namespace
+}  // namespace symcoll_cuda
 
-extern "C" const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l) {
-  switch (l->dtype) {
-  case SYMCOLL_FLOAT32: return pick_op<float>(l);
-  case SYMCOLL_FLOAT16: return pick_op<__half>(l);
-  default: return pick_op<__nv_bfloat16>(l);
-  }
-}
-
-extern "C" int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_args_t *a,
-                                    void *stream) {
-  void *args[] = {(void *)a};
-  return (int)cudaLaunchKernel(symcoll__cuda_kernel(l), dim3((unsigned)l->blocks),
-                               dim3((unsigned)l->threads), args, 0, (cudaStream_t)stream);
-}
-
-/* Loads every kernel now. With lazy loading (the default) the first launch of a kernel can
- * wait for the device to go idle, which never happens while a peer's kernel spins waiting
- * for ours: a deadlock until the timeout. */
-extern "C" int symcoll__cuda_preload(void) {
-  cudaFuncAttributes attr;
-  for (int algo = SYMCOLL_ALGO_ONE_SHOT; algo < SYMCOLL_NUM_ALGOS; algo++)
-    for (int dt = 0; dt < SYMCOLL_NUM_DTYPES; dt++)
-      for (int op = 0; op < SYMCOLL_NUM_OPS; op++)
-        for (int vec = 0; vec < 2; vec++) {
-          symcoll__cuda_launch_t l = {(symcoll_algo_t)algo, (symcoll_dtype_t)dt, (symcoll_op_t)op, vec, 0, 0};
-          cudaError_t e = cudaFuncGetAttributes(&attr, symcoll__cuda_kernel(&l));
-          if (e != cudaSuccess) return (int)e;
-        }
-  return (int)cudaFuncGetAttributes(&attr, ProbePeers);
-}
-
-extern "C" int symcoll__cuda_probe(uint32_t *const *pads, int nranks, int rank, uint32_t value,
-                                   void *stream) {
-  symcoll__cuda_args_t a = {};
-  for (int r = 0; r < nranks; r++) a.pad[r] = pads[r];
-  a.nranks = nranks;
-  a.rank = rank;
-  ProbePeers<<<1, 64, 0, (cudaStream_t)stream>>>(a, value);
-  return (int)cudaGetLastError();
+extern "C" const void *symcoll__cuda_allreduce_kernel(const symcoll__cuda_launch_t *l) {
+  return symcoll_cuda::with_dtype(l->dtype, [&](auto *t) {
+    using T = typename std::remove_pointer<decltype(t)>::type;
+    return symcoll_cuda::pick_op<T>(l);
+  });
 }

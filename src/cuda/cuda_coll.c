@@ -1,0 +1,275 @@
+/*
+ * The CUDA transport's launch path: for each collective and algorithm, the kernel's geometry
+ * (blocks, threads, rounds), one launch (LAMPORT / LL: one per slot; the copy engine: copies
+ * between two one-block barriers), no allocation and no host synchronisation, so every call
+ * can be captured in a CUDA graph.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_host.h"
+
+#define DEFAULT_THREADS 512
+#define LL_THREADS 256
+
+/* Blocks of `fn` at `threads` that fit on the GPU beside every other rank sharing it; cached
+ * (open addressing on the function and block size), since the occupancy query is slow. */
+static int resident_blocks(cuda_state_t *cs, const void *fn, int threads) {
+  const size_t cap = sizeof cs->occ / sizeof cs->occ[0];
+  size_t h = (((uintptr_t)fn >> 4) ^ (uintptr_t)threads * 2654435761u) % cap;
+  for (size_t i = 0; i < cap; i++, h = (h + 1) % cap) {
+    if (cs->occ[h].fn == fn && cs->occ[h].threads == threads) return cs->occ[h].blocks_per_sm * cs->sms / cs->share;
+    if (!cs->occ[h].fn) break;
+  }
+  int per_sm = 1;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, 0) != cudaSuccess || per_sm < 1) per_sm = 1;
+  if (!cs->occ[h].fn) cs->occ[h] = (typeof(cs->occ[0])){fn, threads, per_sm};
+  return per_sm * cs->sms / cs->share;
+}
+
+/* Fills blocks and threads of l for `work` units of one thread each (a block-size option of
+ * the call or its table row, else `dflt`), within what is resident. */
+static void shape(cuda_state_t *cs, symcoll_comm_t comm, const symcoll__coll_args_t *a, symcoll__cuda_launch_t *l,
+                  size_t work, int dflt) {
+  l->threads = a->threads ? a->threads : dflt;
+  const int min_threads = 32 * ((comm->nranks + 31) / 32); /* one thread per peer at barriers */
+  if (l->threads < min_threads) l->threads = min_threads;
+  int maxb = resident_blocks(cs, symcoll__cuda_kernel(l), l->threads);
+  if (maxb > SYMCOLL_CUDA_MAX_BLOCKS) maxb = SYMCOLL_CUDA_MAX_BLOCKS;
+  if (maxb < 1) maxb = 1;
+  const size_t want = a->blocks ? (size_t)a->blocks : (work + (size_t)l->threads - 1) / (size_t)l->threads;
+  l->blocks = want < 1 ? 1 : want > (size_t)maxb ? maxb : (int)want;
+}
+
+/* A call's signature as its kernels carry it: ranks that place their inputs differently
+ * (zero-copy on one rank, staged on another) must not meet either. */
+static uint32_t kernel_sig(const symcoll__coll_args_t *a, int zero_copy, const struct symcoll_mem *m, size_t off) {
+  uint32_t s = a->sig;
+  if (zero_copy) s ^= 0x9e3779b9u * (uint32_t)(m->id + 1) ^ (uint32_t)(off * 0x85ebca6bu) ^ 0x5bd1e995u;
+  return s ? s : 1;
+}
+
+/* The round a call stages: the table's or the call's, within what the algorithm's buffer
+ * holds, in whole vectors; `parts` ranks' pieces share the buffer. */
+static size_t round_elems(cuda_state_t *cs, const symcoll__coll_args_t *a, size_t dflt_bytes, int parts) {
+  const size_t es = symcoll_dtype_size(a->dtype), cap = cs->round_cap[a->algo] / (size_t)parts;
+  size_t rb = a->round_bytes ? a->round_bytes / (size_t)parts : dflt_bytes;
+  if (rb > cap) rb = cap;
+  rb &= ~(size_t)255; /* keeps every rank's piece 16-byte aligned */
+  if (rb < 256) rb = 256;
+  return rb / es;
+}
+
+static symcoll_status_t launch_failed(const symcoll__coll_args_t *a, const symcoll__cuda_launch_t *l, int e) {
+  SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "launching the %s %s kernel (%d x %d) failed: %s", symcoll_coll_name(a->coll),
+               symcoll_algo_name(a->algo), l->blocks, l->threads, cudaGetErrorString((cudaError_t)e));
+  return SYMCOLL_ERR_CUDA;
+}
+
+static void trace(symcoll_comm_t comm, const symcoll__coll_args_t *a, const symcoll__cuda_launch_t *l, size_t round,
+                  int launches) {
+  SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: %s %s %s: %d launch(es) of %d x %d, %s, round %zu elements", comm->rank,
+                symcoll_coll_name(a->coll), symcoll_algo_name(l->algo), symcoll_dtype_name(a->dtype), launches,
+                l->blocks, l->threads, l->vec ? "16-byte vectors" : "element loads", round);
+}
+
+/* ---- all_reduce ------------------------------------------------------------------------------ */
+
+static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__coll_args_t *a) {
+  const size_t es = symcoll_dtype_size(a->dtype);
+  symcoll__cuda_args_t k = cs->args;
+  k.send = a->send;
+  k.recv = a->recv;
+  k.count = a->count;
+  symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = a->op};
+  /* LAMPORT's sentinel is a pattern of fp32 / fp16 / bf16: other types run one-shot
+   * double-buffered (every rank alike, so the signature still matches). */
+  if (l.algo == SYMCOLL_ALGO_LAMPORT && a->dtype != SYMCOLL_FLOAT32 && a->dtype != SYMCOLL_FLOAT16 &&
+      a->dtype != SYMCOLL_BFLOAT16)
+    l.algo = SYMCOLL_ALGO_ONE_SHOT_DB;
+  /* A round asked for (table or call) within what the algorithm's buffer holds. */
+  size_t rb = cs->round_bytes[l.algo];
+  if (a->round_bytes) rb = a->round_bytes < cs->round_cap[l.algo] ? a->round_bytes : cs->round_cap[l.algo];
+  k.chunk_elems = rb / es;
+  l.vec = (((uintptr_t)a->send | (uintptr_t)a->recv) & 15) == 0;
+  if (a->send_mem && l.algo == SYMCOLL_ALGO_ONE_SHOT) { /* ONE_SHOT_DB always stages */
+    k.zero_copy = 1;
+    for (int r = 0; r < comm->nranks; r++) k.src[r] = (const char *)a->send_mem->ptrs[r] + a->send_off;
+  }
+  k.sig = kernel_sig(a, k.zero_copy, a->send_mem, a->send_off);
+  const size_t per_vec = l.vec ? 16 / es : 1;
+  const size_t round = k.zero_copy || a->count < k.chunk_elems ? a->count : k.chunk_elems;
+  size_t work = round / per_vec;
+  if (l.algo == SYMCOLL_ALGO_TWO_SHOT) work = (work + (size_t)comm->nranks - 1) / (size_t)comm->nranks;
+  shape(cs, comm, a, &l, work, DEFAULT_THREADS);
+  int e = cudaSuccess, launches = 0;
+  if (l.algo != SYMCOLL_ALGO_LAMPORT) {
+    e = symcoll__cuda_launch(&l, &k, a->stream), launches = 1;
+  } else { /* one launch per slot: each is a call of the protocol */
+    for (size_t base = 0; base < a->count && e == cudaSuccess; base += k.chunk_elems, launches++) {
+      symcoll__cuda_args_t c = k;
+      c.send = (const char *)a->send + base * es;
+      c.recv = (char *)a->recv + base * es;
+      c.count = a->count - base < k.chunk_elems ? a->count - base : k.chunk_elems;
+      e = symcoll__cuda_launch(&l, &c, a->stream);
+    }
+  }
+  trace(comm, a, &l, round, launches);
+  return e == cudaSuccess ? SYMCOLL_OK : launch_failed(a, &l, e);
+}
+
+/* ---- all_gather -------------------------------------------------------------------------------- */
+
+/* LL launches (all_gather and reduce_scatter): one per SYMCOLL_CUDA_LL_DATA bytes of a rank's
+ * block; `bytes_unit` is what the kernel counts (all_gather: bytes, reduce_scatter: elements). */
+static symcoll_status_t ll_launches(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__coll_args_t *a,
+                                    symcoll__cuda_args_t *k, symcoll__cuda_launch_t *l, size_t total, size_t unit) {
+  const size_t per = SYMCOLL_CUDA_LL_DATA / unit;
+  shape(cs, comm, a, l, ((total < per ? total : per) * unit + 7) / 8, LL_THREADS);
+  int e = cudaSuccess, launches = 0;
+  const char *send = k->send;
+  char *recv = k->recv;
+  for (size_t base = 0; base < total && e == cudaSuccess; base += per, launches++) {
+    symcoll__cuda_args_t c = *k;
+    c.send = send + base * unit;
+    c.recv = recv + base * unit;
+    c.count = total - base < per ? total - base : per;
+    e = symcoll__cuda_launch(l, &c, a->stream);
+  }
+  trace(comm, a, l, per, launches);
+  return e == cudaSuccess ? SYMCOLL_OK : launch_failed(a, l, e);
+}
+
+/* The copy engine: cudaMemcpyAsync from peers' staging (or symmetric inputs) into recv, in
+ * rounds of the staging buffer, each between two one-block barriers: the first says every
+ * peer's round is staged, the second that every peer has read ours. */
+static symcoll_status_t copy_engine(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__coll_args_t *a,
+                                    symcoll__cuda_args_t *k) {
+  const int n = comm->nranks, me = comm->rank;
+  const size_t block = a->count * symcoll_dtype_size(a->dtype);
+  const bool zc = k->zero_copy != 0;
+  const size_t round = zc ? block : cs->round_cap[SYMCOLL_ALGO_COPY_ENGINE] & ~(size_t)255;
+  const char *send = a->send;
+  char *recv = a->recv;
+  const bool in_place = send == recv + (size_t)me * block;
+  cudaStream_t s = (cudaStream_t)a->stream;
+  cudaError_t e = cudaSuccess;
+  int rounds = 0;
+  for (size_t base = 0; base < block && e == cudaSuccess; base += round, rounds++) {
+    const size_t m = block - base < round ? block - base : round;
+    if (!zc) e = cudaMemcpyAsync(k->ws[me], send + base, m, cudaMemcpyDeviceToDevice, s);
+    if (e == cudaSuccess) e = (cudaError_t)symcoll__cuda_ce_barrier(k, s);
+    for (int j = 1; j < n && e == cudaSuccess; j++) { /* peers in rotated order */
+      const int p = (me + j) % n;
+      const char *from = zc ? k->src[p] + base : k->ws[p]; /* staging holds the round at its start */
+      e = cudaMemcpyAsync(recv + (size_t)p * block + base, from, m, cudaMemcpyDeviceToDevice, s);
+    }
+    if (e == cudaSuccess && !in_place)
+      e = cudaMemcpyAsync(recv + (size_t)me * block + base, send + base, m, cudaMemcpyDeviceToDevice, s);
+    if (e == cudaSuccess) e = (cudaError_t)symcoll__cuda_ce_barrier(k, s);
+  }
+  SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: all_gather copy_engine: %d round(s) of %zu bytes, %s", me, rounds,
+                round, zc ? "from peers' inputs" : "staged");
+  if (e != cudaSuccess) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_gather copy_engine: enqueuing copies failed: %s", cudaGetErrorString(e));
+    return SYMCOLL_ERR_CUDA;
+  }
+  return SYMCOLL_OK;
+}
+
+static symcoll_status_t all_gather(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__coll_args_t *a) {
+  const size_t es = symcoll_dtype_size(a->dtype), block = a->count * es;
+  const int n = comm->nranks;
+  symcoll__cuda_args_t k = cs->args;
+  k.send = a->send;
+  k.recv = a->recv;
+  k.count = a->count;
+  k.stride = a->count;
+  symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
+  const uintptr_t addr = (uintptr_t)a->send | (uintptr_t)a->recv;
+  const struct symcoll_mem *zmem = NULL;
+  size_t zoff = 0;
+  if (a->algo == SYMCOLL_ALGO_PULL || a->algo == SYMCOLL_ALGO_COPY_ENGINE) {
+    if (a->send_mem) {
+      k.zero_copy = 1, zmem = a->send_mem, zoff = a->send_off;
+      for (int r = 0; r < n; r++) k.src[r] = (const char *)a->send_mem->ptrs[r] + a->send_off;
+    }
+  } else if (a->algo == SYMCOLL_ALGO_PUSH && a->recv_mem) {
+    k.zero_copy = 1, zmem = a->recv_mem, zoff = a->recv_off;
+    for (int r = 0; r < n; r++) k.dst[r] = (char *)a->recv_mem->ptrs[r] + a->recv_off;
+  }
+  k.sig = kernel_sig(a, k.zero_copy, zmem, zoff);
+  if (a->algo == SYMCOLL_ALGO_COPY_ENGINE) return copy_engine(comm, cs, a, &k);
+  if (a->algo == SYMCOLL_ALGO_LAMPORT) { /* counts in bytes */
+    k.stride = block;
+    l.vec = ((addr | block) & 7) == 0;
+    return ll_launches(comm, cs, a, &k, &l, block, 1);
+  }
+  l.vec = ((addr | block) & 15) == 0;
+  /* A round per rank: pull stages one rank's piece per half, push every rank's. */
+  const int parts = a->algo == SYMCOLL_ALGO_PUSH ? n : 1;
+  k.chunk_elems = round_elems(cs, a, cs->db_half / (size_t)parts, parts);
+  const size_t round = k.zero_copy || a->count < k.chunk_elems ? a->count : k.chunk_elems;
+  shape(cs, comm, a, &l, round / (l.vec ? 16 / es : 1), DEFAULT_THREADS);
+  int e = symcoll__cuda_launch(&l, &k, a->stream);
+  trace(comm, a, &l, round, 1);
+  return e == cudaSuccess ? SYMCOLL_OK : launch_failed(a, &l, e);
+}
+
+/* ---- reduce_scatter ----------------------------------------------------------------------------- */
+
+static symcoll_status_t reduce_scatter(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__coll_args_t *a) {
+  const size_t es = symcoll_dtype_size(a->dtype), block = a->count * es;
+  const int n = comm->nranks;
+  symcoll__cuda_args_t k = cs->args;
+  k.send = a->send;
+  k.recv = a->recv;
+  k.count = a->count;
+  k.stride = a->count;
+  symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = a->op};
+  const uintptr_t addr = (uintptr_t)a->send | (uintptr_t)a->recv;
+  if (a->algo == SYMCOLL_ALGO_PULL && a->send_mem) {
+    k.zero_copy = 1;
+    for (int r = 0; r < n; r++) k.src[r] = (const char *)a->send_mem->ptrs[r] + a->send_off;
+  }
+  k.sig = kernel_sig(a, k.zero_copy, a->send_mem, a->send_off);
+  if (a->algo == SYMCOLL_ALGO_LAMPORT) {
+    l.vec = ((addr | block) & 7) == 0;
+    return ll_launches(comm, cs, a, &k, &l, a->count, es);
+  }
+  l.vec = ((addr | block) & 15) == 0;
+  k.chunk_elems = round_elems(cs, a, cs->db_half / (size_t)n, n);
+  const size_t round = k.zero_copy || a->count < k.chunk_elems ? a->count : k.chunk_elems;
+  shape(cs, comm, a, &l, round / (l.vec ? 16 / es : 1), DEFAULT_THREADS);
+  int e = symcoll__cuda_launch(&l, &k, a->stream);
+  trace(comm, a, &l, round, 1);
+  return e == cudaSuccess ? SYMCOLL_OK : launch_failed(a, &l, e);
+}
+
+/* ---- entry ---------------------------------------------------------------------------------------- */
+
+symcoll_status_t symcoll__cuda_coll(symcoll_comm_t comm, const symcoll__coll_args_t *a) {
+  cuda_state_t *cs = comm->tp_state;
+  dev_guard_t g;
+  SYMCOLL_CHECK(dev_enter(comm, &g));
+  symcoll_status_t s;
+  if (a->algo == SYMCOLL_ALGO_NCCL) s = symcoll__nccl_coll(&cs->nccl, a);
+  else if (a->coll == SYMCOLL_COLL_ALL_REDUCE) s = all_reduce(comm, cs, a);
+  else if (a->coll == SYMCOLL_COLL_ALL_GATHER) s = all_gather(comm, cs, a);
+  else s = reduce_scatter(comm, cs, a);
+  dev_leave(comm, &g);
+  return s;
+}
+
+symcoll_status_t symcoll__cuda_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes, void *stream) {
+  dev_guard_t g;
+  SYMCOLL_CHECK(dev_enter(comm, &g));
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
+  dev_leave(comm, &g);
+  if (e != cudaSuccess) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "one-rank collective: copy of %zu bytes failed: %s", bytes, cudaGetErrorString(e));
+    return SYMCOLL_ERR_CUDA;
+  }
+  return SYMCOLL_OK;
+}

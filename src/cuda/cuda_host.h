@@ -1,0 +1,58 @@
+/* The CUDA transport's host-side state, shared by cuda.c (memory, set-up, errors) and
+ * cuda_coll.c (the launch path). Not seen by the kernels. */
+#ifndef SYMCOLL_CUDA_HOST_H
+#define SYMCOLL_CUDA_HOST_H
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "../core/internal.h"
+#include "cuda_internal.h"
+#include "nccl_engine.h"
+
+/* Workspace of a rank: [staging | double buffer (2 halves) | LAMPORT all_reduce (3 buffers of
+ * nranks slots) | LL all_gather / reduce_scatter (2 buffers of nranks slots)]. */
+#define SYMCOLL_CUDA_LAMPORT_SLOT ((size_t)1 << 20) /* bytes a rank sends per LAMPORT launch */
+#define SYMCOLL_CUDA_LL_DATA ((size_t)64 << 10)     /* data bytes a rank sends a peer per LL launch */
+#define SYMCOLL_CUDA_LL_SLOT (16 + 2 * SYMCOLL_CUDA_LL_DATA) /* header + packets */
+
+typedef struct {
+  size_t map_bytes, pad_off, aux_off;
+  CUmemGenericAllocationHandle handle[SYMCOLL_MAX_RANKS];
+  CUdeviceptr va[SYMCOLL_MAX_RANKS]; /* mappings this process made (0: not ours to unmap) */
+  int device;
+} cuda_mem_t;
+
+typedef struct {
+  /* Launch geometry, the same on every rank (block b of every rank meets its twins at
+   * barrier slot b, and rounds must line up): the fewest SMs and the smallest L2 of the
+   * team's GPUs, and the most ranks sharing any one of them. */
+  int dev, sms, l2, share;
+  int devs[SYMCOLL_MAX_RANKS]; /* thread mode: every rank's ordinal */
+  struct symcoll_mem *ws;
+  size_t ws_bytes, db_half, lp_slot;
+  size_t round_cap[SYMCOLL_NUM_ALGOS];   /* the most a round can be: its staging buffer */
+  size_t round_bytes[SYMCOLL_NUM_ALGOS]; /* all_reduce bytes per round by default, at most round_cap */
+  uint32_t *err;            /* this rank's async error word (device memory) */
+  cudaStream_t side;        /* private stream: probe, error reads */
+  symcoll__nccl_t nccl;     /* an NCCL communicator over the same ranks, if held */
+  symcoll__cuda_args_t args; /* the constant part of every launch */
+  struct { const void *fn; int threads, blocks_per_sm; } occ[512]; /* resident_blocks cache */
+  int nocc;
+} cuda_state_t;
+
+/* Makes comm's device current for the duration of a call. */
+typedef struct { int prev; } dev_guard_t;
+static inline symcoll_status_t dev_enter(symcoll_comm_t comm, dev_guard_t *g) {
+  if (cudaGetDevice(&g->prev) != cudaSuccess) g->prev = -1;
+  if (g->prev != comm->device && cudaSetDevice(comm->device) != cudaSuccess) return SYMCOLL_ERR_CUDA;
+  return SYMCOLL_OK;
+}
+static inline void dev_leave(symcoll_comm_t comm, dev_guard_t *g) {
+  if (g->prev >= 0 && g->prev != comm->device) cudaSetDevice(g->prev);
+}
+
+/* The transport's collective entry (cuda_coll.c) and one-rank copy. */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_coll(symcoll_comm_t comm, const symcoll__coll_args_t *a);
+SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes,
+                                                   void *stream);
+#endif

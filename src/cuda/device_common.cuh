@@ -1,0 +1,276 @@
+/*
+ * Device helpers shared by the collective kernels: element types and their conversions,
+ * 16-byte packs, the reduction in rank order, staging, the barrier with the call's signature,
+ * per-call state per block, and LL packets.
+ */
+#ifndef SYMCOLL_CUDA_DEVICE_COMMON_CUH
+#define SYMCOLL_CUDA_DEVICE_COMMON_CUH
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "cuda_internal.h"
+#include "symcoll_device.cuh"
+
+namespace symcoll_cuda {
+
+/* ---- element types ----------------------------------------------------------------------- */
+
+struct fp8_e4m3 { uint8_t x; };
+struct fp8_e5m2 { uint8_t x; };
+
+/* Conv<T>: Acc is the type elements are combined in; load widens, store rounds back. Floating
+ * types narrower than 32 bits combine in fp32, fp64 in fp64, integers in their own type; the
+ * same rules as the CPU loops (src/host/reduce_loops.h), so both give the same bits. */
+template <typename T> struct Conv {
+  using Acc = T;
+  __device__ static Acc load(T v) { return v; }
+  __device__ static T store(Acc v) { return v; }
+};
+template <> struct Conv<__half> {
+  using Acc = float;
+  __device__ static float load(__half v) { return __half2float(v); }
+  __device__ static __half store(float v) { return __float2half_rn(v); }
+};
+template <> struct Conv<__nv_bfloat16> {
+  using Acc = float;
+  __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
+};
+template <__nv_fp8_interpretation_t K, typename W> struct ConvFp8 {
+  using Acc = float;
+  __device__ static float load(W v) { return __half2float(__half(__nv_cvt_fp8_to_halfraw(v.x, K))); }
+  __device__ static W store(float v) { return W{__nv_cvt_float_to_fp8(v, __NV_SATFINITE, K)}; }
+};
+template <> struct Conv<fp8_e4m3> : ConvFp8<__NV_E4M3, fp8_e4m3> {};
+template <> struct Conv<fp8_e5m2> : ConvFp8<__NV_E5M2, fp8_e5m2> {};
+
+/* The same expressions as the CPU loops: max/min keep acc unless x wins (NaN in x wins);
+ * integer sums wrap around in the unsigned type of the same width. */
+template <int OP, typename A> __device__ __forceinline__ A combine(A acc, A x) {
+  if constexpr (OP == SYMCOLL_SUM) {
+    if constexpr (std::is_integral<A>::value) {
+      using U = typename std::make_unsigned<A>::type;
+      return (A)((U)acc + (U)x);
+    } else {
+      return acc + x;
+    }
+  }
+  if constexpr (OP == SYMCOLL_MAX) return acc > x ? acc : x;
+  return acc < x ? acc : x;
+}
+
+/* Calls f with a T of the dtype (as a null pointer): one place maps dtypes to types. */
+template <typename F> __host__ __device__ auto with_dtype(symcoll_dtype_t dt, F f) {
+  switch (dt) {
+  case SYMCOLL_FLOAT16: return f((__half *)nullptr);
+  case SYMCOLL_BFLOAT16: return f((__nv_bfloat16 *)nullptr);
+  case SYMCOLL_INT8: return f((int8_t *)nullptr);
+  case SYMCOLL_UINT8: return f((uint8_t *)nullptr);
+  case SYMCOLL_INT32: return f((int32_t *)nullptr);
+  case SYMCOLL_UINT32: return f((uint32_t *)nullptr);
+  case SYMCOLL_INT64: return f((int64_t *)nullptr);
+  case SYMCOLL_UINT64: return f((uint64_t *)nullptr);
+  case SYMCOLL_FLOAT64: return f((double *)nullptr);
+  case SYMCOLL_FLOAT8_E4M3: return f((fp8_e4m3 *)nullptr);
+  case SYMCOLL_FLOAT8_E5M2: return f((fp8_e5m2 *)nullptr);
+  default: return f((float *)nullptr);
+  }
+}
+
+/* ---- packs ----------------------------------------------------------------------------------- */
+
+template <int N> struct UInt;
+template <> struct UInt<1> { using T = unsigned char; };
+template <> struct UInt<2> { using T = unsigned short; };
+template <> struct UInt<4> { using T = unsigned int; };
+template <> struct UInt<8> { using T = unsigned long long; };
+
+/* A "vector" of E elements of T: 16 bytes on the fast path, one element otherwise. */
+template <typename T, bool VEC> struct Pack {
+  static constexpr int E = VEC ? 16 / (int)sizeof(T) : 1;
+  using Raw = typename std::conditional<VEC, uint4, typename UInt<sizeof(T)>::T>::type;
+  union {
+    Raw raw;
+    T e[E];
+  };
+};
+
+template <typename T, bool VEC>
+__device__ __forceinline__ Pack<T, VEC> load_cg(const char *p, size_t v) {
+  using P = Pack<T, VEC>;
+  P x;
+  x.raw = __ldcg(reinterpret_cast<const typename P::Raw *>(p) + v);
+  return x;
+}
+
+template <typename T, bool VEC>
+__device__ __forceinline__ void store(char *p, size_t v, const Pack<T, VEC> &x) {
+  reinterpret_cast<typename Pack<T, VEC>::Raw *>(p)[v] = x.raw;
+}
+
+/* The op over ranks of fetch(r), in rank order, in Acc; returns the packed result. */
+template <typename T, int OP, bool VEC, typename Fetch>
+__device__ __forceinline__ Pack<T, VEC> reduce_with(Fetch fetch, int nranks) {
+  constexpr int E = Pack<T, VEC>::E;
+  using A = typename Conv<T>::Acc;
+  A acc[E];
+  Pack<T, VEC> x = fetch(0);
+#pragma unroll
+  for (int i = 0; i < E; i++) acc[i] = Conv<T>::load(x.e[i]);
+  for (int r = 1; r < nranks; r++) {
+    Pack<T, VEC> y = fetch(r);
+#pragma unroll
+    for (int i = 0; i < E; i++) acc[i] = combine<OP>(acc[i], Conv<T>::load(y.e[i]));
+  }
+  Pack<T, VEC> out;
+#pragma unroll
+  for (int i = 0; i < E; i++) out.e[i] = Conv<T>::store(acc[i]);
+  return out;
+}
+
+/* reduce_with over src(r)[v]. `src` reads the peer table from the kernel's parameters with a
+ * block-uniform index (a constant-cache load), so no per-thread copy of the table is made. */
+template <typename T, int OP, bool VEC, typename Src>
+__device__ __forceinline__ Pack<T, VEC> reduce_at(Src src, int nranks, size_t v) {
+  return reduce_with<T, OP, VEC>([&](int r) { return load_cg<T, VEC>(src(r), v); }, nranks);
+}
+
+/*
+ * Which thread touches which staged bytes, in every kernel with rounds: thread `first` of the
+ * grid owns the vectors first, first + stride, ... of every round, and the elements past the
+ * last whole vector (only the last round has them) belong to the owner of the vector they
+ * sit in. The split never depends on the round's size, so a block that went on to the next
+ * round only overwrites staging that the same block of every peer (met at the barrier) was
+ * reading; other blocks of a peer may still be in the round before, on other bytes.
+ * A thread learns it owns the tail when its grid-stride loop stops exactly at nvec.
+ */
+
+/* Whether the thread starting at `first` owns the tail: its grid-stride loop stops at nvec. */
+__device__ __forceinline__ bool owns_tail(size_t first, size_t stride, size_t nvec) {
+  return first <= nvec && (nvec - first) % stride == 0;
+}
+
+/* Elements past the last whole vector, reduced one by one by their owner. */
+template <typename T, int OP, typename Src>
+__device__ __forceinline__ void reduce_tail(Src src, int nranks, char *dst, size_t nvec, size_t tail, bool owner) {
+  constexpr int E = Pack<T, true>::E; /* only vector rounds have a tail */
+  if (!owner) return;
+  for (size_t i = nvec * E; i < nvec * E + tail; i++)
+    store<T, false>(dst, i, reduce_at<T, OP, false>(src, nranks, i));
+}
+
+/* Copies this thread's share of one round (nvec vectors and a tail) from `in` to `dst`;
+ * returns whether the thread owns the tail. */
+template <typename T, bool VEC>
+__device__ __forceinline__ bool stage(char *dst, const char *in, size_t nvec, size_t tail, size_t first,
+                                      size_t stride) {
+  constexpr int E = Pack<T, VEC>::E;
+  size_t v = first;
+  for (; v < nvec; v += stride) store<T, VEC>(dst, v, load_cg<T, VEC>(in, v));
+  const bool owner = v == nvec;
+  if (owner)
+    for (size_t i = nvec * E; i < nvec * E + tail; i++)
+      store<T, false>(dst, i, load_cg<T, false>(in, i));
+  return owner;
+}
+
+/* Every rank's block with this block index meets here; the value is the call's signature. */
+#define BARRIER(a)                                                                                 \
+  do {                                                                                             \
+    if (!symcoll_impl::block_barrier_value((a).pad, blockIdx.x, (a).rank, (a).nranks, (a).sig,     \
+                                           (a).timeout_ns, (a).error))                             \
+      return;                                                                                      \
+  } while (0)
+
+/* Per-call state of a rank (a call counter, a buffer index), one copy per block slot. Thread 0
+ * reads its block's copy and writes the next value at once; block 0 also advances the copies
+ * of the slots this launch has no block for. So every copy moves on every call, and no block
+ * waits for another at the end. Also reads the error word: after an error the state may be
+ * stale on some ranks, and the kernel must give up (false). */
+template <typename Next>
+__device__ __forceinline__ bool take_state(const symcoll__cuda_args_t &a, uint32_t *words, Next next,
+                                           uint32_t *state_p) {
+  __shared__ uint32_t s_error, s_state;
+  volatile uint32_t *w = words;
+  if (threadIdx.x == 0) {
+    s_error = *(volatile uint32_t *)a.error;
+    s_state = w[blockIdx.x];
+    w[blockIdx.x] = next(s_state);
+  }
+  __syncthreads();
+  if (blockIdx.x == 0)
+    for (unsigned b = gridDim.x + threadIdx.x; b < SYMCOLL_CUDA_SLOTS; b += blockDim.x) w[b] = next(s_state);
+  *state_p = s_state;
+  return s_error == 0;
+}
+
+/* ---- LL packets ------------------------------------------------------------------------------ */
+/* 16 bytes: data word, flag, data word, flag, stored with one 16-byte store. Each 8-byte half
+ * arrives whole, so a reader that sees both flags sees both words. The flag is the call's
+ * number (the same on every rank, never 0, 2^32 - 2 calls before it repeats): a slot's stale
+ * packets carry an older number. Each writer also puts a header packet before its slot's
+ * data: {signature, number, signature, number}; readers check it before they write
+ * anything, so a peer in another call is met with SYMCOLL_ERR_MISMATCH, not with its data. */
+
+__device__ __forceinline__ void ll_store(char *base, size_t i, uint32_t lo, uint32_t hi, uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(reinterpret_cast<uint4 *>(base) + i),
+               "r"(lo), "r"(flag), "r"(hi), "r"(flag)
+               : "memory");
+}
+
+/* Waits for packet i of call `flag`; false on timeout (recorded in the error word). */
+__device__ __forceinline__ bool ll_load(const char *base, size_t i, uint32_t flag, const symcoll__cuda_args_t &a,
+                                        int peer, uint32_t *lo_p, uint32_t *hi_p) {
+  uint4 v;
+  const bool ok = symcoll_impl::spin(
+      [&] {
+        asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "l"(reinterpret_cast<const uint4 *>(base) + i)
+                     : "memory");
+        return v.y == flag && v.w == flag;
+      },
+      a.timeout_ns, a.error, peer, a.rank);
+  *lo_p = v.x;
+  *hi_p = v.z;
+  return ok;
+}
+
+/* The header of a slot: the writer's signature for call `flag`. */
+__device__ __forceinline__ void ll_put_header(char *slot, uint32_t sig, uint32_t flag) { ll_store(slot, 0, sig, sig, flag); }
+__device__ __forceinline__ bool ll_check_header(const char *slot, uint32_t flag, const symcoll__cuda_args_t &a, int peer) {
+  uint32_t lo, hi;
+  if (!ll_load(slot, 0, flag, a, peer, &lo, &hi)) return false;
+  if (lo == a.sig && hi == a.sig) return true;
+  symcoll_impl::raise_error(a.error, SYMCOLL_ERR_MISMATCH, peer, a.rank);
+  return false;
+}
+
+/* The LL slot of `writer` in `owner`'s buffer `buf`: a header packet, then the data packets. */
+__device__ __forceinline__ char *ll_slot(const symcoll__cuda_args_t &a, int owner, uint32_t buf, int writer) {
+  return a.ws[owner] + a.ll_off + ((size_t)buf * a.nranks + writer) * a.ll_slot_bytes;
+}
+
+/* Every block checks its peers' headers before it writes anything (all threads call it). */
+__device__ __forceinline__ bool ll_headers_ok(const symcoll__cuda_args_t &a, uint32_t buf, uint32_t flag) {
+  const int t = (int)threadIdx.x;
+  bool ok = true;
+  if (t < a.nranks && t != a.rank) ok = ll_check_header(ll_slot(a, a.rank, buf, t), flag, a, t);
+  return __syncthreads_and(ok) != 0;
+}
+
+/* The LL call number of this launch (1 .. 2^32 - 2, the same on every rank; consecutive
+ * calls alternate between odd and even, which pick the buffer). */
+__device__ __forceinline__ bool ll_epoch(const symcoll__cuda_args_t &a, uint32_t *epoch_p) {
+  uint32_t w;
+  if (!take_state(a, a.ll_epoch, [](uint32_t x) { return x % 0xfffffffeu + 1u; }, &w)) return false;
+  *epoch_p = w % 0xfffffffeu + 1u;
+  return true;
+}
+
+}  // namespace symcoll_cuda
+#endif

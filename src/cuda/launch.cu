@@ -1,0 +1,72 @@
+/*
+ * The kernels' one entry for the host: which kernel a launch runs, the launch itself, loading
+ * every kernel up front, and the two tiny kernels of set-up and the copy engine (the
+ * reachability probe, the copy engine's barrier).
+ */
+#include "device_common.cuh"
+
+namespace {
+
+__global__ void ProbePeers(const symcoll__cuda_args_t a, uint32_t value) {
+  int p = threadIdx.x;
+  if (p < a.nranks) __stcg(a.pad[p] + (size_t)(SYMCOLL_CUDA_SLOTS - 1) * SYMCOLL_MAX_RANKS + a.rank, value);
+}
+
+/* One block: every rank's copy-engine call meets here with its signature. */
+__global__ void CopyEngine_Barrier(const symcoll__cuda_args_t a) {
+  if (!symcoll_impl::block_barrier_value(a.pad, SYMCOLL_CUDA_CE_SLOT, a.rank, a.nranks, a.sig, a.timeout_ns, a.error))
+    return;
+}
+
+}  // namespace
+
+extern "C" const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l) {
+  switch (l->coll) {
+  case SYMCOLL_COLL_ALL_REDUCE: return symcoll__cuda_allreduce_kernel(l);
+  case SYMCOLL_COLL_ALL_GATHER: return symcoll__cuda_allgather_kernel(l);
+  default: return symcoll__cuda_reducescatter_kernel(l);
+  }
+}
+
+extern "C" int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_args_t *a, void *stream) {
+  const void *fn = symcoll__cuda_kernel(l);
+  if (!fn) return (int)cudaErrorInvalidDeviceFunction;
+  void *args[] = {(void *)a};
+  return (int)cudaLaunchKernel(fn, dim3((unsigned)l->blocks), dim3((unsigned)l->threads), args, 0,
+                               (cudaStream_t)stream);
+}
+
+/* Loads every kernel now. With lazy loading (the default) the first launch of a kernel can
+ * wait for the device to go idle, which never happens while a peer's kernel spins waiting
+ * for ours: a deadlock until the timeout. */
+extern "C" int symcoll__cuda_preload(void) {
+  cudaFuncAttributes attr;
+  for (int coll = 0; coll < SYMCOLL_NUM_COLLS; coll++)
+    for (int algo = SYMCOLL_ALGO_ONE_SHOT; algo < SYMCOLL_NUM_ALGOS; algo++)
+      for (int dt = 0; dt < SYMCOLL_NUM_DTYPES; dt++)
+        for (int op = 0; op < SYMCOLL_NUM_OPS; op++)
+          for (int vec = 0; vec < 2; vec++) {
+            symcoll__cuda_launch_t l = {(symcoll_coll_t)coll, (symcoll_algo_t)algo, (symcoll_dtype_t)dt,
+                                        (symcoll_op_t)op, vec, 0, 0};
+            const void *fn = symcoll__cuda_kernel(&l);
+            if (!fn) continue;
+            cudaError_t e = cudaFuncGetAttributes(&attr, fn);
+            if (e != cudaSuccess) return (int)e;
+          }
+  cudaError_t e = cudaFuncGetAttributes(&attr, ProbePeers);
+  return (int)(e != cudaSuccess ? e : cudaFuncGetAttributes(&attr, CopyEngine_Barrier));
+}
+
+extern "C" int symcoll__cuda_probe(uint32_t *const *pads, int nranks, int rank, uint32_t value, void *stream) {
+  symcoll__cuda_args_t a = {};
+  for (int r = 0; r < nranks; r++) a.pad[r] = pads[r];
+  a.nranks = nranks;
+  a.rank = rank;
+  ProbePeers<<<1, 64, 0, (cudaStream_t)stream>>>(a, value);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int symcoll__cuda_ce_barrier(const symcoll__cuda_args_t *a, void *stream) {
+  CopyEngine_Barrier<<<1, 32 * ((a->nranks + 31) / 32), 0, (cudaStream_t)stream>>>(*a);
+  return (int)cudaGetLastError();
+}

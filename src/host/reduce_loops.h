@@ -1,0 +1,196 @@
+/*
+ * The CPU reduce loops, written once and compiled once per instruction set (reduce_*.c
+ * define SYMCOLL_REDUCE_TABLE and SYMCOLL_REDUCE_NAME, then include this file; the build
+ * gives each its -m flags). The loops are shaped for the compiler's vectoriser: elements go
+ * in blocks of BLK, and for each block every source is combined into a local accumulator
+ * array by a loop over the block, so the inner loop is a plain loop over contiguous
+ * elements (the source loop inside the element loop, through the pointer table, is what
+ * defeats vectorisation). Conversions are written with selects instead of branches so they
+ * vectorise too; where the instruction set converts halves itself (F16C, AArch64), that is
+ * used. Every build computes the same function bit for bit: tests compare them.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "reduce.h"
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+#define BLK 64
+
+/* ---- element conversions ------------------------------------------------------------- */
+
+static inline float bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+/* IEEE half -> fp32, exact; a NaN keeps its payload and becomes quiet (as F16C does). */
+static inline float h2f(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
+  const uint32_t exp = em & 0x7c00u;
+  uint32_t normal = (em << 13) + ((uint32_t)(127 - 15) << 23);
+  uint32_t special = (em << 13) | 0x7f800000u | (em & 0x3ffu ? 0x400000u : 0u);
+  float sub = (float)(int32_t)em * 0x1p-24f; /* subnormal or zero: exact */
+  uint32_t mag = exp == 0x7c00u ? special : exp == 0 ? f32_bits(sub) : normal;
+  return bits_f32(sign | mag);
+}
+
+/* fp32 -> IEEE half, round to nearest even; NaN keeps the top of its payload, quiet. */
+static inline uint16_t f2h(float f) {
+  const uint32_t x = f32_bits(f), sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+  /* normal range: round the 13 dropped bits to nearest even */
+  uint32_t norm = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;
+  /* subnormal range: adding 0.5 lets the FPU round at the right bit */
+  uint32_t sub = f32_bits(bits_f32(a) + 0.5f) - 0x3f000000u;
+  uint32_t nan = 0x7e00u | ((a >> 13) & 0x3ffu);
+  uint32_t r = a > 0x7f800000u ? nan : a >= 0x477ff000u ? 0x7c00u : a < 0x38800000u ? sub : norm;
+  return (uint16_t)(sign | r);
+}
+
+static inline float bf2f(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+static inline uint16_t f2bf(float f) {
+  const uint32_t u = f32_bits(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded);
+}
+
+/* ---- block loads and stores (acc <- BLK or fewer elements) ------------------------------ */
+
+#define LOADER(NAME, T, A, CONV)                                                             \
+  static inline void NAME(A *restrict a, const T *restrict p, size_t m) {                    \
+    for (size_t j = 0; j < m; j++) a[j] = CONV(p[j]);                                         \
+  }
+#define STORER(NAME, T, A, CONV)                                                             \
+  static inline void NAME(T *restrict p, const A *restrict a, size_t m) {                    \
+    for (size_t j = 0; j < m; j++) p[j] = CONV(a[j]);                                         \
+  }
+#define AS_IS(x) (x)
+#define F8_4(x) symcoll__fp8_to_f32((x), 0)
+#define F8_5(x) symcoll__fp8_to_f32((x), 1)
+#define TO_F8_4(x) symcoll__f32_to_fp8((x), 0)
+#define TO_F8_5(x) symcoll__f32_to_fp8((x), 1)
+
+LOADER(ld_bf16, uint16_t, float, bf2f)
+STORER(st_bf16, uint16_t, float, f2bf)
+LOADER(ld_fp8_e4m3, uint8_t, float, F8_4)
+STORER(st_fp8_e4m3, uint8_t, float, TO_F8_4)
+LOADER(ld_fp8_e5m2, uint8_t, float, F8_5)
+STORER(st_fp8_e5m2, uint8_t, float, TO_F8_5)
+
+#if defined(__aarch64__)
+/* AArch64 converts halves itself, with the same rounding and NaN handling. */
+static inline void ld_f16(float *restrict a, const uint16_t *restrict p, size_t m) {
+  const __fp16 *h = (const __fp16 *)(const void *)p;
+  for (size_t j = 0; j < m; j++) a[j] = (float)h[j];
+}
+static inline void st_f16(uint16_t *restrict p, const float *restrict a, size_t m) {
+  __fp16 *h = (__fp16 *)(void *)p;
+  for (size_t j = 0; j < m; j++) h[j] = (__fp16)a[j];
+}
+#elif defined(__F16C__)
+static inline void ld_f16(float *restrict a, const uint16_t *restrict p, size_t m) {
+  size_t j = 0;
+  const size_t full = m & ~(size_t)7;
+  for (; j < full; j += 8)
+    _mm256_storeu_ps(a + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + j))));
+  for (; j < m; j++) a[j] = h2f(p[j]);
+}
+static inline void st_f16(uint16_t *restrict p, const float *restrict a, size_t m) {
+  size_t j = 0;
+  const size_t full = m & ~(size_t)7;
+  for (; j < full; j += 8)
+    _mm_storeu_si128((__m128i *)(void *)(p + j),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(a + j), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; j < m; j++) p[j] = f2h(a[j]);
+}
+#else
+LOADER(ld_f16, uint16_t, float, h2f)
+STORER(st_f16, uint16_t, float, f2h)
+#endif
+
+/* ---- the loops ------------------------------------------------------------------------ */
+
+#define OP_SUM(a, x) ((a) + (x))
+/* The same expressions as the GPU kernels (and x86 max/min instructions): NaN in x wins. */
+#define OP_MAX(a, x) ((a) > (x) ? (a) : (x))
+#define OP_MIN(a, x) ((a) < (x) ? (a) : (x))
+
+/* One block of m elements starting at element i: acc <- srcs[0], acc op= srcs[s], dst <- acc.
+ * Inlined with m == BLK (a constant the vectoriser unrolls) and once more for the tail. */
+#define DEFINE_REDUCE(NAME, T, A, LD, ST, OP)                                                 \
+  static inline void NAME##_blk(T *d, const void *const *srcs, int nsrc, size_t i, size_t m) { \
+    A acc[BLK], x[BLK];                                                                       \
+    if (m > BLK) __builtin_unreachable(); /* tells the optimiser the arrays suffice */         \
+    LD(acc, (const T *)srcs[0] + i, m);                                                       \
+    for (int s = 1; s < nsrc; s++) {                                                          \
+      LD(x, (const T *)srcs[s] + i, m);                                                       \
+      for (size_t j = 0; j < m; j++) acc[j] = OP(acc[j], x[j]);                               \
+    }                                                                                         \
+    ST(d + i, acc, m);                                                                        \
+  }                                                                                           \
+  static void NAME(void *dst, const void *const *srcs, int nsrc, size_t n) {                  \
+    size_t i = 0;                                                                             \
+    for (; i + BLK <= n; i += BLK) NAME##_blk((T *)dst, srcs, nsrc, i, BLK);                  \
+    if (i < n) NAME##_blk((T *)dst, srcs, nsrc, i, n - i);                                    \
+  }
+
+/* Floating types: load into the accumulator type, store with rounding. */
+#define DEFINE_FLOAT(TAG, T, A, LD, ST)                                                       \
+  DEFINE_REDUCE(reduce_##TAG##_sum, T, A, LD, ST, OP_SUM)                                     \
+  DEFINE_REDUCE(reduce_##TAG##_max, T, A, LD, ST, OP_MAX)                                     \
+  DEFINE_REDUCE(reduce_##TAG##_min, T, A, LD, ST, OP_MIN)
+LOADER(ld_f32, float, float, AS_IS)
+STORER(st_f32, float, float, AS_IS)
+LOADER(ld_f64, double, double, AS_IS)
+STORER(st_f64, double, double, AS_IS)
+DEFINE_FLOAT(f32, float, float, ld_f32, st_f32)
+DEFINE_FLOAT(f64, double, double, ld_f64, st_f64)
+DEFINE_FLOAT(f16, uint16_t, float, ld_f16, st_f16)
+DEFINE_FLOAT(bf16, uint16_t, float, ld_bf16, st_bf16)
+DEFINE_FLOAT(e4m3, uint8_t, float, ld_fp8_e4m3, st_fp8_e4m3)
+DEFINE_FLOAT(e5m2, uint8_t, float, ld_fp8_e5m2, st_fp8_e5m2)
+
+/* Integers: combined in their own type; sums in the unsigned type of the same width, which
+ * wraps around by definition (the signed result has the same bits). */
+#define DEFINE_INT(TAG, T, U)                                                                 \
+  LOADER(ld_##TAG, T, T, AS_IS)                                                               \
+  STORER(st_##TAG, T, T, AS_IS)                                                               \
+  DEFINE_REDUCE(reduce_##TAG##_max, T, T, ld_##TAG, st_##TAG, OP_MAX)                         \
+  DEFINE_REDUCE(reduce_##TAG##_min, T, T, ld_##TAG, st_##TAG, OP_MIN)                         \
+  LOADER(ldu_##TAG, U, U, AS_IS)                                                              \
+  STORER(stu_##TAG, U, U, AS_IS)                                                              \
+  DEFINE_REDUCE(reduce_##TAG##_sum, U, U, ldu_##TAG, stu_##TAG, OP_SUM)
+DEFINE_INT(i8, int8_t, uint8_t)
+DEFINE_INT(u8, uint8_t, uint8_t)
+DEFINE_INT(i32, int32_t, uint32_t)
+DEFINE_INT(u32, uint32_t, uint32_t)
+DEFINE_INT(i64, int64_t, uint64_t)
+DEFINE_INT(u64, uint64_t, uint64_t)
+
+#define OPS(TAG) {reduce_##TAG##_sum, reduce_##TAG##_max, reduce_##TAG##_min}
+const symcoll__reduce_table_t SYMCOLL_REDUCE_TABLE = {
+    SYMCOLL_REDUCE_NAME,
+    {
+        [SYMCOLL_FLOAT32] = OPS(f32),
+        [SYMCOLL_FLOAT16] = OPS(f16),
+        [SYMCOLL_BFLOAT16] = OPS(bf16),
+        [SYMCOLL_INT8] = OPS(i8),
+        [SYMCOLL_UINT8] = OPS(u8),
+        [SYMCOLL_INT32] = OPS(i32),
+        [SYMCOLL_UINT32] = OPS(u32),
+        [SYMCOLL_INT64] = OPS(i64),
+        [SYMCOLL_UINT64] = OPS(u64),
+        [SYMCOLL_FLOAT64] = OPS(f64),
+        [SYMCOLL_FLOAT8_E4M3] = OPS(e4m3),
+        [SYMCOLL_FLOAT8_E5M2] = OPS(e5m2),
+    },
+};

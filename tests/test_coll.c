@@ -1,0 +1,237 @@
+/*
+ * The collective matrix, run on every rank of one launch:
+ *   test_coll --coll all_reduce|all_gather|reduce_scatter|all --backend host|cuda
+ *             --mode process|thread --ranks N [--quick]
+ * Every dtype x op x algorithm x count x placement (in/out of place, misaligned, zero-copy
+ * from a symmetric allocation, all_gather into a symmetric output); exact-result inputs drawn
+ * fresh for each run; outputs poisoned first and checked bit for bit, guard elements around
+ * them included (nothing outside the result may be written).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static th_launch_t launch = {"host", "process", 2, 0, 600};
+static bool quick;
+static uint32_t base_seed;
+static int only_coll = -1; /* -1: all three */
+
+#define GUARD 16
+
+enum { OUT_OF_PLACE, IN_PLACE, MISALIGNED, MISALIGNED_IN_PLACE, SYMMETRIC_SEND, SYMMETRIC_RECV,
+       SYMMETRIC_IN_PLACE, NUM_PLACEMENTS };
+static const char *const placement_names[] = {"out-of-place", "in-place", "misaligned out-of-place",
+                                              "misaligned in-place", "zero-copy symmetric send",
+                                              "symmetric recv", "in place in a symmetric recv"};
+
+static const symcoll_algo_t algos_of[SYMCOLL_NUM_COLLS][6] = {
+    [SYMCOLL_COLL_ALL_REDUCE] = {SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_ONE_SHOT_DB,
+                                 SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_AUTO},
+    [SYMCOLL_COLL_ALL_GATHER] = {SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH, SYMCOLL_ALGO_LAMPORT,
+                                 SYMCOLL_ALGO_COPY_ENGINE, SYMCOLL_ALGO_AUTO},
+    [SYMCOLL_COLL_REDUCE_SCATTER] = {SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_AUTO},
+};
+
+typedef struct {
+  symcoll_comm_t comm;
+  const th_buf_ops_t *ops;
+  int rank, n, failures, calls;
+  char *hsend, *hrecv, *hexp, *hpoison;
+  char *dsend, *drecv, *dsym;
+} ctx_t;
+
+/* Counts per rank's part: the largest only for the three float types the benchmarks use,
+ * and for all_gather / reduce_scatter divided among the ranks. */
+static size_t count_at(int ci, symcoll_coll_t coll, int n) {
+  static const size_t counts[] = {1, 7, 255, 4096, 65537, (1u << 20) + 3};
+  if (ci < 5 || coll == SYMCOLL_COLL_ALL_REDUCE) return counts[ci];
+  return (1u << 20) / (size_t)n + 3;
+}
+
+static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, size_t count, symcoll_op_t op,
+                    symcoll_algo_t algo, int pl, uint32_t seed) {
+  const size_t es = symcoll_dtype_size(dt), n = (size_t)c->n, me = (size_t)c->rank;
+  const size_t send_n = coll == SYMCOLL_COLL_REDUCE_SCATTER ? n * count : count;
+  const size_t recv_n = coll == SYMCOLL_COLL_ALL_GATHER ? n * count : count;
+  const bool in_place = pl == IN_PLACE || pl == MISALIGNED_IN_PLACE || pl == SYMMETRIC_IN_PLACE;
+  /* Offsets in elements from the buffers' starts; misaligned ones break 16-byte alignment. */
+  const size_t off = pl == MISALIGNED ? 1 : pl == MISALIGNED_IN_PLACE ? 3 : GUARD;
+  /* The checked region: recv's span, or for an in-place reduce_scatter the whole send. */
+  char *region = pl == SYMMETRIC_RECV || pl == SYMMETRIC_IN_PLACE ? c->dsym : c->drecv;
+  char *send, *recv;
+  size_t region_n; /* elements between the guards */
+  if (coll == SYMCOLL_COLL_REDUCE_SCATTER && in_place) {
+    send = region + off * es;
+    recv = send + me * count * es;
+    region_n = send_n;
+  } else {
+    recv = region + off * es;
+    region_n = recv_n;
+    send = !in_place                                       ? (pl == SYMMETRIC_SEND ? c->dsym : c->dsend) + GUARD * es
+           : coll == SYMCOLL_COLL_ALL_GATHER               ? recv + me * count * es
+                                                           : recv;
+  }
+  if (pl == MISALIGNED) send = c->dsend + 2 * es;
+  const size_t span = (off + region_n + GUARD) * es;
+  /* Poison the region, then place the input (in place: inside it). */
+  c->ops->to_dev(region, c->hpoison, span);
+  if (coll == SYMCOLL_COLL_ALL_GATHER) th_fill(c->hsend, dt, count, c->rank, seed);
+  else th_fill(c->hsend, dt, send_n, c->rank, seed);
+  c->ops->to_dev(send, c->hsend, send_n * es);
+  /* The expected region: poison, the input where in place, the result. */
+  memcpy(c->hexp, c->hpoison, span);
+  char *want = c->hexp + off * es;
+  if (coll == SYMCOLL_COLL_REDUCE_SCATTER && in_place) {
+    memcpy(want, c->hsend, send_n * es);
+    want += me * count * es;
+  }
+  if (coll == SYMCOLL_COLL_ALL_REDUCE) th_expect(want, dt, op, count, c->n, seed);
+  else if (coll == SYMCOLL_COLL_REDUCE_SCATTER) th_expect_range(want, dt, op, me * count, count, c->n, seed);
+  else
+    for (size_t r = 0; r < n; r++) th_fill(want + r * count * es, dt, count, (int)r, seed);
+  symcoll_coll_opts_t o;
+  symcoll_coll_opts_init(&o);
+  o.algo = algo;
+  symcoll_status_t s;
+  void *stream = c->ops->stream();
+  if (coll == SYMCOLL_COLL_ALL_REDUCE) s = symcoll_all_reduce_ex(c->comm, send, recv, count, dt, op, stream, &o);
+  else if (coll == SYMCOLL_COLL_ALL_GATHER) s = symcoll_all_gather_ex(c->comm, send, recv, count, dt, stream, &o);
+  else s = symcoll_reduce_scatter_ex(c->comm, send, recv, count, dt, op, stream, &o);
+  c->calls++;
+  const char *what_fmt = "rank %d: %s %s %s %s count %zu %s";
+#define WHAT c->rank, symcoll_coll_name(coll), symcoll_dtype_name(dt), coll == SYMCOLL_COLL_ALL_GATHER ? "-" : symcoll_op_name(op), \
+             symcoll_algo_name(algo), count, placement_names[pl]
+  if (s != SYMCOLL_OK) {
+    fprintf(stderr, what_fmt, WHAT);
+    fprintf(stderr, ": %s\n", symcoll_status_string(s));
+    return -1; /* ranks are out of step: stop */
+  }
+  c->ops->sync();
+  if (c->ops != &th_host_ops) {
+    symcoll_status_t chk = symcoll_comm_check(c->comm);
+    if (chk != SYMCOLL_OK) {
+      fprintf(stderr, what_fmt, WHAT);
+      fprintf(stderr, ": the kernel failed: %s\n", symcoll_status_string(chk));
+      return -1;
+    }
+  }
+  c->ops->to_host(c->hrecv, region, span);
+  size_t bad = 0, first = SIZE_MAX;
+  for (size_t i = 0; i < span / es; i++)
+    if (memcmp(c->hrecv + i * es, c->hexp + i * es, es) != 0) {
+      if (first == SIZE_MAX) first = i;
+      bad++;
+    }
+  if (!bad) return 0;
+  const bool inside = first >= off && first < off + region_n;
+  fprintf(stderr, what_fmt, WHAT);
+  fprintf(stderr, ": %zu wrong; first at element %zd of the %s: got %g want %g\n", bad, (ssize_t)first - (ssize_t)off,
+          inside ? "result" : "guard, must stay untouched", th_load(c->hrecv, dt, first), th_load(c->hexp, dt, first));
+  return 1;
+#undef WHAT
+}
+
+static int rank_matrix(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
+  (void)arg;
+  ctx_t c = {.comm = comm, .ops = ops, .rank = symcoll_comm_rank(comm), .n = symcoll_comm_nranks(comm)};
+  /* TH_SMALL=1 (sanitizer runs): the small counts only. */
+  const int ncounts = getenv("TH_SMALL") ? 4 : quick ? 5 : 6;
+  const size_t maxc = (1u << 20) + 3 + 4 * GUARD + (size_t)c.n * 8, maxb = maxc * 8;
+  c.hsend = malloc(maxb), c.hrecv = malloc(maxb), c.hexp = malloc(maxb), c.hpoison = malloc(maxb);
+  c.dsend = ops->alloc(maxb), c.drecv = ops->alloc(maxb);
+  symcoll_mem_t mem = NULL;
+  if (!c.hsend || !c.hrecv || !c.hexp || !c.hpoison || !c.dsend || !c.drecv ||
+      symcoll_mem_alloc(comm, maxb, &mem) != SYMCOLL_OK) {
+    fprintf(stderr, "rank %d: allocation failed\n", c.rank);
+    return 1;
+  }
+  c.dsym = symcoll_mem_ptr(mem, c.rank);
+  memset(c.hpoison, TH_POISON, maxb);
+  /* Every rank's buffers exist before any rank's first kernel waits for it (thread mode). */
+  if (symcoll_comm_barrier(comm) != SYMCOLL_OK) return 1;
+  for (int coll = 0; coll < SYMCOLL_NUM_COLLS; coll++) {
+    if (only_coll >= 0 && coll != only_coll) continue;
+    for (int dt = 0; dt < SYMCOLL_NUM_DTYPES; dt++) {
+      const bool main_type = dt == SYMCOLL_FLOAT32 || dt == SYMCOLL_FLOAT16 || dt == SYMCOLL_BFLOAT16;
+      for (int ci = 0; ci < (main_type ? ncounts : ncounts < 5 ? ncounts : 5); ci++) {
+        const size_t count = count_at(ci, (symcoll_coll_t)coll, c.n);
+        for (int op = 0; op < (coll == SYMCOLL_COLL_ALL_GATHER ? 1 : SYMCOLL_NUM_OPS); op++) {
+          const uint32_t seed = base_seed + (uint32_t)(coll * 977 + dt * 131 + ci * 7 + op);
+          for (int ai = 0; ai < 6; ai++) {
+            const symcoll_algo_t algo = algos_of[coll][ai];
+            if (ai > 0 && algo == SYMCOLL_ALGO_AUTO) break;
+            if (symcoll_coll_algo_supported(comm, (symcoll_coll_t)coll, algo) != SYMCOLL_OK) continue;
+            for (int pl = 0; pl < NUM_PLACEMENTS; pl++) {
+              if ((pl == SYMMETRIC_RECV || pl == SYMMETRIC_IN_PLACE) && coll != SYMCOLL_COLL_ALL_GATHER) continue;
+              int f = one_case(&c, (symcoll_coll_t)coll, (symcoll_dtype_t)dt, count, (symcoll_op_t)op, algo, pl, seed);
+              if (f < 0) {
+                c.failures++;
+                goto out;
+              }
+              c.failures += f;
+              if (c.failures > 8) goto out;
+            }
+          }
+        }
+      }
+    }
+  }
+out:
+  if (c.rank == 0) printf("rank 0: %d calls checked on %s, %d failures\n", c.calls, ops->name, c.failures);
+  symcoll_mem_free(mem);
+  ops->free(c.dsend);
+  ops->free(c.drecv);
+  free(c.hsend);
+  free(c.hrecv);
+  free(c.hexp);
+  free(c.hpoison);
+  return c.failures;
+}
+
+static void test_matrix(void **state) {
+  (void)state;
+  int f = th_run(&launch, rank_matrix, NULL);
+  assert_int_equal(f, 0);
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--backend") && i + 1 < argc) launch.backend = argv[++i];
+    else if (!strcmp(argv[i], "--mode") && i + 1 < argc) launch.mode = argv[++i];
+    else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) launch.nranks = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (!strcmp(argv[i], "--coll") && i + 1 < argc) {
+      const char *c = argv[++i];
+      for (int k = 0; k < SYMCOLL_NUM_COLLS; k++)
+        if (!strcmp(c, symcoll_coll_name((symcoll_coll_t)k))) only_coll = k;
+      if (only_coll < 0 && strcmp(c, "all") != 0) {
+        fprintf(stderr, "unknown collective %s\n", c);
+        return 2;
+      }
+    }
+  }
+  if (!strcmp(launch.backend, "cuda")) {
+    const char *why = NULL;
+    if (!th_cuda_ops(&why)) {
+      printf("SKIPPED: GPU test, %s\n", why);
+      return TH_SKIP;
+    }
+  }
+  base_seed = (uint32_t)time(NULL) ^ (uint32_t)getpid() * 2654435761u;
+  printf("seed %u\n", base_seed);
+  char name[128];
+  snprintf(name, sizeof name, "%s_%s_%s_%dranks", only_coll < 0 ? "collectives" : symcoll_coll_name((symcoll_coll_t)only_coll),
+           launch.backend, launch.mode, launch.nranks);
+  const struct CMUnitTest tests[] = {{name, test_matrix, NULL, NULL, NULL}};
+  return cmocka_run_group_tests_name(name, tests, NULL, NULL);
+}
