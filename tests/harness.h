@@ -8,6 +8,9 @@
 
 #include <symcoll.h>
 
+#include "exact.h"
+#define TH_POISON EXACT_POISON
+
 #define TH_SKIP 77 /* CTest SKIP_RETURN_CODE */
 
 /* Where a rank's test buffers live. */
@@ -44,22 +47,6 @@ int th_run(const th_launch_t *l, th_rank_fn fn, void *arg);
 /* A job id unique to this process and call. */
 void th_job_id(char *buf, size_t n, const char *tag);
 
-/* Exact inputs: small integers (fp8: -1, 0, 1; int8: -4..4; unsigned types: 0..7; int64:
- * multiples of 2^32), so every order of combining gives the same result in every dtype, and
- * no result of up to 16 ranks has TH_POISON's bits. Element i of rank r's input is
- * th_value(dt, r, i, seed). */
-#define TH_POISON 0xa5 /* byte written over outputs before a call */
-double th_value(symcoll_dtype_t dt, int rank, size_t i, uint32_t seed);
-/* host[0..count) = rank's elements first .. first + count. */
-void th_fill_range(void *host, symcoll_dtype_t dt, size_t first, size_t count, int rank, uint32_t seed);
-void th_fill(void *host, symcoll_dtype_t dt, size_t count, int rank, uint32_t seed);
-/* host[0..count) = op over nranks ranks of elements first .. first + count. */
-void th_expect_range(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t first, size_t count, int nranks,
-                     uint32_t seed);
-void th_expect(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int nranks,
-               uint32_t seed);
-void th_store(void *host, symcoll_dtype_t dt, size_t i, double v);
-double th_load(const void *host, symcoll_dtype_t dt, size_t i);
 double th_now(void);
 /* Sets CUDA_DEVICE_MAX_CONNECTIONS=32 unless set: call before the process starts CUDA. */
 void th_cuda_env(void);

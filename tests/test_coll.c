@@ -24,7 +24,8 @@
 static th_launch_t launch = {"host", "process", 2, 0, 600};
 static bool quick;
 static uint32_t base_seed;
-static int only_coll = -1; /* -1: all three */
+static int only_coll = -1;  /* -1: all three */
+static int only_dtype = -1; /* --dtype NAME: one dtype only */
 
 #define GUARD 16
 
@@ -85,8 +86,8 @@ static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, size_t co
   const size_t span = (off + region_n + GUARD) * es;
   /* Poison the region, then place the input (in place: inside it). */
   c->ops->to_dev(region, c->hpoison, span);
-  if (coll == SYMCOLL_COLL_ALL_GATHER) th_fill(c->hsend, dt, count, c->rank, seed);
-  else th_fill(c->hsend, dt, send_n, c->rank, seed);
+  if (coll == SYMCOLL_COLL_ALL_GATHER) exact_fill(c->hsend, dt, count, c->rank, seed);
+  else exact_fill(c->hsend, dt, send_n, c->rank, seed);
   c->ops->to_dev(send, c->hsend, send_n * es);
   /* The expected region: poison, the input where in place, the result. */
   memcpy(c->hexp, c->hpoison, span);
@@ -95,10 +96,10 @@ static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, size_t co
     memcpy(want, c->hsend, send_n * es);
     want += me * count * es;
   }
-  if (coll == SYMCOLL_COLL_ALL_REDUCE) th_expect(want, dt, op, count, c->n, seed);
-  else if (coll == SYMCOLL_COLL_REDUCE_SCATTER) th_expect_range(want, dt, op, me * count, count, c->n, seed);
+  if (coll == SYMCOLL_COLL_ALL_REDUCE) exact_expect(want, dt, op, count, c->n, seed);
+  else if (coll == SYMCOLL_COLL_REDUCE_SCATTER) exact_expect_range(want, dt, op, me * count, count, c->n, seed);
   else
-    for (size_t r = 0; r < n; r++) th_fill(want + r * count * es, dt, count, (int)r, seed);
+    for (size_t r = 0; r < n; r++) exact_fill(want + r * count * es, dt, count, (int)r, seed);
   symcoll_coll_opts_t o;
   symcoll_coll_opts_init(&o);
   o.algo = algo;
@@ -135,8 +136,9 @@ static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, size_t co
   if (!bad) return 0;
   const bool inside = first >= off && first < off + region_n;
   fprintf(stderr, what_fmt, WHAT);
-  fprintf(stderr, ": %zu wrong; first at element %zd of the %s: got %g want %g\n", bad, (ssize_t)first - (ssize_t)off,
-          inside ? "result" : "guard, must stay untouched", th_load(c->hrecv, dt, first), th_load(c->hexp, dt, first));
+  fprintf(stderr, ": %zu wrong; first at element %zd of the %s: got %g want %g (this rank's input there: %g)\n", bad,
+          (ssize_t)first - (ssize_t)off, inside ? "result" : "guard, must stay untouched", exact_load(c->hrecv, dt, first),
+          exact_load(c->hexp, dt, first), inside && first - off < send_n ? exact_load(c->hsend, dt, first - off) : NAN);
   return 1;
 #undef WHAT
 }
@@ -162,6 +164,7 @@ static int rank_matrix(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) 
   for (int coll = 0; coll < SYMCOLL_NUM_COLLS; coll++) {
     if (only_coll >= 0 && coll != only_coll) continue;
     for (int dt = 0; dt < SYMCOLL_NUM_DTYPES; dt++) {
+      if (only_dtype >= 0 && dt != only_dtype) continue;
       const bool main_type = dt == SYMCOLL_FLOAT32 || dt == SYMCOLL_FLOAT16 || dt == SYMCOLL_BFLOAT16;
       for (int ci = 0; ci < (main_type ? ncounts : ncounts < 5 ? ncounts : 5); ci++) {
         const size_t count = count_at(ci, (symcoll_coll_t)coll, c.n);
@@ -210,6 +213,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--mode") && i + 1 < argc) launch.mode = argv[++i];
     else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) launch.nranks = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+      const char *d = argv[++i];
+      for (int k = 0; k < SYMCOLL_NUM_DTYPES; k++)
+        if (!strcmp(d, symcoll_dtype_name((symcoll_dtype_t)k))) only_dtype = k;
+    }
     else if (!strcmp(argv[i], "--coll") && i + 1 < argc) {
       const char *c = argv[++i];
       for (int k = 0; k < SYMCOLL_NUM_COLLS; k++)

@@ -94,48 +94,72 @@ static void test_pads_at_rest(void **state) {
   }
 }
 
-/* 100 all-reduces of different sizes and algorithms captured in one graph per rank, replayed
- * twice with fresh inputs each time; every output checked. */
+/* 100 calls of the three collectives, of different sizes and algorithms, captured in one
+ * graph per rank, replayed twice with fresh inputs each time; every output checked. */
+static const symcoll_algo_t graph_algos[SYMCOLL_NUM_COLLS][5] = {
+    {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_ONE_SHOT_DB, SYMCOLL_ALGO_LAMPORT},
+    {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_COPY_ENGINE},
+    {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT}};
+
 static void graph_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
   cudaSetDevice(symcoll_comm_device(comm));
   const int rank = symcoll_comm_rank(comm), n = symcoll_comm_nranks(comm);
   const int calls = 100;
-  const size_t maxc = 20000;
+  const size_t maxc = 20000, slot = maxc * (size_t)n * 2; /* bytes per call, bf16 */
   *bad = 1;
   char *in, *out;
-  if (cudaMalloc(&in, calls * maxc * 2) != cudaSuccess || cudaMalloc(&out, calls * maxc * 2) != cudaSuccess) return;
+  if (cudaMalloc(&in, calls * slot) != cudaSuccess || cudaMalloc(&out, calls * slot) != cudaSuccess) return;
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   cudaGraph_t graph;
   cudaGraphExec_t exec;
+  auto coll_of = [](int i) { return (symcoll_coll_t)(i % SYMCOLL_NUM_COLLS); };
+  auto count_of = [](int i) { return 1 + (size_t)i * 199; };
   CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < calls; i++) {
     symcoll_coll_opts_t o;
     symcoll_coll_opts_init(&o);
-    o.algo = (symcoll_algo_t)(i % SYMCOLL_NUM_ALGOS); /* auto and every algorithm in turn */
-    if (symcoll_algo_supported(comm, o.algo) != SYMCOLL_OK) o.algo = SYMCOLL_ALGO_AUTO;
-    size_t count = 1 + (size_t)i * 199;
-    symcoll_status_t st = symcoll_all_reduce_ex(comm, in + i * maxc * 2, out + i * maxc * 2, count,
-                                                SYMCOLL_BFLOAT16, SYMCOLL_SUM, s, &o);
+    const symcoll_coll_t coll = coll_of(i);
+    o.algo = graph_algos[coll][(i / SYMCOLL_NUM_COLLS) % 5]; /* auto and every algorithm in turn */
+    if (symcoll_coll_algo_supported(comm, coll, o.algo) != SYMCOLL_OK) o.algo = SYMCOLL_ALGO_AUTO;
+    const size_t count = count_of(i);
+    char *x = in + i * slot, *y = out + i * slot;
+    symcoll_status_t st =
+        coll == SYMCOLL_COLL_ALL_REDUCE ? symcoll_all_reduce_ex(comm, x, y, count, SYMCOLL_BFLOAT16, SYMCOLL_SUM, s, &o)
+        : coll == SYMCOLL_COLL_ALL_GATHER ? symcoll_all_gather_ex(comm, x, y, count, SYMCOLL_BFLOAT16, s, &o)
+                                          : symcoll_reduce_scatter_ex(comm, x, y, count, SYMCOLL_BFLOAT16, SYMCOLL_SUM, s, &o);
     if (st != SYMCOLL_OK) fprintf(stderr, "capture %d: %s\n", i, symcoll_status_string(st));
   }
   CK(cudaStreamEndCapture(s, &graph));
   CK(cudaGraphInstantiate(&exec, graph, 0));
-  std::vector<char> h(calls * maxc * 2), want(maxc * 2);
+  std::vector<char> h(calls * slot), want(slot);
   int wrong = 0;
   for (int rep = 0; rep < 2; rep++) {
     uint32_t seed = seed0 + rep * 7919;
-    for (int i = 0; i < calls; i++) th_fill(h.data() + i * maxc * 2, SYMCOLL_BFLOAT16, 1 + (size_t)i * 199, rank, seed + i);
+    for (int i = 0; i < calls; i++)
+      exact_fill(h.data() + i * slot, SYMCOLL_BFLOAT16, count_of(i) * (coll_of(i) == SYMCOLL_COLL_REDUCE_SCATTER ? n : 1),
+              rank, seed + i);
     cudaMemcpyAsync(in, h.data(), h.size(), cudaMemcpyHostToDevice, s);
     cudaMemsetAsync(out, 0xff, h.size(), s);
     CK(cudaGraphLaunch(exec, s));
     cudaMemcpyAsync(h.data(), out, h.size(), cudaMemcpyDeviceToHost, s);
     CK(cudaStreamSynchronize(s));
     for (int i = 0; i < calls; i++) {
-      size_t count = 1 + (size_t)i * 199;
-      th_expect(want.data(), SYMCOLL_BFLOAT16, SYMCOLL_SUM, count, n, seed + i);
-      if (memcmp(want.data(), h.data() + i * maxc * 2, count * 2) != 0) {
-        if (wrong++ < 3) fprintf(stderr, "rank %d replay %d call %d (count %zu): wrong\n", rank, rep, i, count);
+      const size_t count = count_of(i);
+      size_t got_n = count;
+      switch (coll_of(i)) {
+      case SYMCOLL_COLL_ALL_REDUCE: exact_expect(want.data(), SYMCOLL_BFLOAT16, SYMCOLL_SUM, count, n, seed + i); break;
+      case SYMCOLL_COLL_ALL_GATHER:
+        for (int r = 0; r < n; r++) exact_fill(want.data() + (size_t)r * count * 2, SYMCOLL_BFLOAT16, count, r, seed + i);
+        got_n = count * (size_t)n;
+        break;
+      default:
+        exact_expect_range(want.data(), SYMCOLL_BFLOAT16, SYMCOLL_SUM, (size_t)rank * count, count, n, seed + i);
+      }
+      if (memcmp(want.data(), h.data() + i * slot, got_n * 2) != 0) {
+        if (wrong++ < 3)
+          fprintf(stderr, "rank %d replay %d call %d (%s count %zu): wrong\n", rank, rep, i,
+                  symcoll_coll_name(coll_of(i)), count);
       }
     }
   }
@@ -169,6 +193,93 @@ static void test_graph_replay(void **state) {
     CK(symcoll_comm_create_all(n, devices(n).data(), comms.data()));
     run_team(comms, graph_rank);
   }
+}
+
+/* Ranks in different calls: rank `refused`'s first call is refused locally (a NULL send), so
+ * its next call, of another count, meets its peer's first. The kernels meet at a barrier or a
+ * packet header carrying the call's signature: both ranks' symcoll_comm_check must say
+ * MISMATCH, and no output may be written (the copy engine's copies cannot be held back: there
+ * the error is all that is checked). Every algorithm with such a meeting point, both orders. */
+struct mismatch_case {
+  symcoll_coll_t coll;
+  symcoll_algo_t algo;
+};
+static void mismatch_rank(symcoll_comm_t comm, mismatch_case c, int refused, int *bad) {
+  cudaSetDevice(symcoll_comm_device(comm));
+  const int rank = symcoll_comm_rank(comm);
+  const size_t bytes = 1 << 16;
+  char *in, *out;
+  cudaStream_t s;
+  *bad = 1;
+  if (cudaMalloc(&in, bytes) != cudaSuccess || cudaMalloc(&out, bytes) != cudaSuccess) return;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaMemsetAsync(in, 0x3c, bytes, s);
+  cudaMemsetAsync(out, TH_POISON, bytes, s);
+  cudaStreamSynchronize(s);
+  if (symcoll_comm_barrier(comm) != SYMCOLL_OK) return;
+  symcoll_coll_opts_t o;
+  symcoll_coll_opts_init(&o);
+  o.algo = c.algo;
+  auto call = [&](const void *x, size_t count) {
+    switch (c.coll) {
+    case SYMCOLL_COLL_ALL_REDUCE: return symcoll_all_reduce_ex(comm, x, out, count, SYMCOLL_FLOAT32, SYMCOLL_SUM, s, &o);
+    case SYMCOLL_COLL_ALL_GATHER: return symcoll_all_gather_ex(comm, x, out, count, SYMCOLL_FLOAT32, s, &o);
+    default: return symcoll_reduce_scatter_ex(comm, x, out, count, SYMCOLL_FLOAT32, SYMCOLL_SUM, s, &o);
+    }
+  };
+  int wrong = 0;
+  if (rank == refused) {
+    wrong += call(nullptr, 8) != SYMCOLL_ERR_INVALID_ARGUMENT;
+    wrong += call(in, 4) != SYMCOLL_OK;
+  } else {
+    wrong += call(in, 8) != SYMCOLL_OK;
+  }
+  cudaStreamSynchronize(s);
+  const symcoll_status_t st = symcoll_comm_check(comm);
+  if (st != SYMCOLL_ERR_MISMATCH) {
+    fprintf(stderr, "rank %d, %s %s, rank %d refused: comm_check says %s\n", rank, symcoll_coll_name(c.coll),
+            symcoll_algo_name(c.algo), refused, symcoll_status_string(st));
+    wrong++;
+  }
+  std::vector<unsigned char> h(bytes);
+  cudaMemcpy(h.data(), out, bytes, cudaMemcpyDeviceToHost);
+  size_t written = 0;
+  for (unsigned char b : h) written += b != TH_POISON;
+  if (written && c.algo != SYMCOLL_ALGO_COPY_ENGINE) {
+    fprintf(stderr, "rank %d, %s %s: %zu output bytes written by a mismatched call\n", rank,
+            symcoll_coll_name(c.coll), symcoll_algo_name(c.algo), written);
+    wrong++;
+  }
+  *bad = wrong;
+  cudaFree(in);
+  cudaFree(out);
+  cudaStreamDestroy(s);
+}
+
+static void test_mismatch_gpu(void **state) {
+  (void)state;
+  const mismatch_case cases[] = {
+      {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_ONE_SHOT},      {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_TWO_SHOT},
+      {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_ONE_SHOT_DB},   {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_PULL},
+      {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_PUSH},          {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_LAMPORT},
+      {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_COPY_ENGINE},   {SYMCOLL_COLL_REDUCE_SCATTER, SYMCOLL_ALGO_PULL},
+      {SYMCOLL_COLL_REDUCE_SCATTER, SYMCOLL_ALGO_LAMPORT},
+  };
+  setenv("SYMCOLL_TIMEOUT_MS", "3000", 1);
+  for (const mismatch_case &c : cases)
+    for (int refused = 0; refused < 2; refused++) {
+      symcoll_comm_t comms[2];
+      CK(symcoll_comm_create_all(2, devices(2).data(), comms));
+      int bad[2] = {1, 1};
+      std::thread t0(mismatch_rank, comms[0], c, refused, &bad[0]), t1(mismatch_rank, comms[1], c, refused, &bad[1]);
+      t0.join();
+      t1.join();
+      for (int r = 0; r < 2; r++) {
+        assert_int_equal(bad[r], 0);
+        symcoll_comm_destroy(comms[r]);
+      }
+    }
+  unsetenv("SYMCOLL_TIMEOUT_MS");
 }
 
 /* LAMPORT's sentinel rule, on the vector path (first 24 elements) and the tail: an fp16/bf16
@@ -289,8 +400,8 @@ static void nccl_rank(symcoll_comm_t comm, uint32_t seed, int *bad) {
   for (int dt = 0; dt < SYMCOLL_NUM_DTYPES; dt++)
     for (int op = 0; op < SYMCOLL_NUM_OPS; op++) {
       const size_t es = symcoll_dtype_size((symcoll_dtype_t)dt);
-      th_fill(h.data(), (symcoll_dtype_t)dt, count, rank, seed + dt * 3 + op);
-      th_expect(want.data(), (symcoll_dtype_t)dt, (symcoll_op_t)op, count, n, seed + dt * 3 + op);
+      exact_fill(h.data(), (symcoll_dtype_t)dt, count, rank, seed + dt * 3 + op);
+      exact_expect(want.data(), (symcoll_dtype_t)dt, (symcoll_op_t)op, count, n, seed + dt * 3 + op);
       cudaMemcpyAsync(in, h.data(), count * es, cudaMemcpyHostToDevice, s);
       cudaMemsetAsync(out, 0xff, count * es, s);
       wrong += symcoll_all_reduce_ex(comm, in, out, count, (symcoll_dtype_t)dt, (symcoll_op_t)op, s, &o) != SYMCOLL_OK;
@@ -466,6 +577,7 @@ int main() {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pads_at_rest),
       cmocka_unit_test(test_graph_replay),
+      cmocka_unit_test(test_mismatch_gpu),
       cmocka_unit_test(test_lamport_sentinel),
       cmocka_unit_test(test_nccl_engine),
       cmocka_unit_test(test_one_rank_copy),

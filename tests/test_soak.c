@@ -67,7 +67,7 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
     int inplace = next(&rng) % 2;
     size_t es = symcoll_dtype_size(dt), off = next(&rng) % 4;
     uint32_t seed = next(&rng);
-    th_fill(hs, dt, count, rank, seed);
+    exact_fill(hs, dt, count, rank, seed);
     char *send = ds + off * es, *recv = inplace ? send : dr + off * es;
     ops->to_dev(send, hs, count * es);
     symcoll_status_t s = symcoll_all_reduce_ex(comm, send, recv, count, dt, op, ops->stream(), &o);
@@ -77,7 +77,7 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
       break;
     }
     ops->to_host(hr, recv, count * es);
-    th_expect(hw, dt, op, count, n, seed);
+    exact_expect(hw, dt, op, count, n, seed);
     if (memcmp(hr, hw, count * es) != 0) {
       symcoll_algo_t used = o.algo;
       if (used == SYMCOLL_ALGO_AUTO) symcoll_all_reduce_algo(comm, count, dt, &used);

@@ -1,14 +1,18 @@
 /*
- * symcoll-bench: all-reduce latency of symcoll's algorithms and of peers, side by side, in
- * the same processes and the same run, with one timing method for every column:
+ * symcoll-bench: latency of a collective (all_reduce, all_gather, reduce_scatter) for symcoll's
+ * algorithms and for peers, side by side, in the same processes and the same run, with one
+ * timing method for every column:
  * GPU: CUDA-graph replays of -n calls timed with device events (median of -r replays);
  * CPU: -n back-to-back calls after a barrier, timed with the monotonic clock (median of -r).
- * Every column's result is checked against exact-result inputs (#wrong).
+ * Every column's result is checked against exact-result inputs (#wrong). Any call that fails
+ * ends the run: the rank says which call and why, its communicators give up, and it exits
+ * non-zero; its peers then lose it and end the same way (no row is printed for that size).
  */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +26,11 @@
 #endif
 
 #include "bench.h"
+#include "exact.h"
 
 typedef struct {
   size_t min_bytes, max_bytes, step;
+  const bench_coll_t *coll;
   symcoll_dtype_t dtype;
   symcoll_op_t op;
   int iters, warmup, reps;
@@ -39,6 +45,7 @@ typedef struct {
   const char *tune;    /* write the fastest symcoll column per size as a tuning table */
 } opts_t;
 static opts_t O;
+static bool threads_mode; /* ranks are threads of this process: a failure ends the process */
 
 /* ---- utilities -------------------------------------------------------------------------- */
 
@@ -64,43 +71,34 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+static const char *coll_label(void) { return symcoll_coll_name(O.coll->kind); }
+
+_Noreturn void bench_fail(bctx_t *c, const char *what, const char *why) {
+  fprintf(stderr, "symcoll-bench: rank %d: %s: %s; ending the run\n", c->rank, what, why);
+  fflush(NULL);
+  if (c->comm) symcoll_comm_abort(c->comm);
+  if (c->ctl) symcoll_comm_abort(c->ctl);
+  if (peer_mpi_active()) peer_mpi_abort(4);
+  _exit(4); /* process mode: peers see this rank gone; thread mode: the whole run ends */
+}
+
 /* Control communicator helpers: a float all-reduce doubles as a barrier. */
 void bench_barrier(bctx_t *c) {
   float x = 0;
-  symcoll_all_reduce(c->ctl, &x, &x, 1, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
+  symcoll_status_t s = symcoll_all_reduce(c->ctl, &x, &x, 1, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
+  if (s != SYMCOLL_OK) bench_fail(c, "control barrier", symcoll_status_string(s));
 }
 static void ctl_reduce(bctx_t *c, double *v, int n, symcoll_op_t op) {
-  float f[MAX_COLS * 2];
-  for (int i = 0; i < n; i++) f[i] = (float)v[i];
-  symcoll_all_reduce(c->ctl, f, f, (size_t)n, SYMCOLL_FLOAT32, op, NULL);
-  for (int i = 0; i < n; i++) v[i] = f[i];
+  double f[MAX_COLS * 2];
+  memcpy(f, v, sizeof(double) * (size_t)n);
+  symcoll_status_t s = symcoll_all_reduce(c->ctl, f, v, (size_t)n, SYMCOLL_FLOAT64, op, NULL);
+  if (s != SYMCOLL_OK) bench_fail(c, "control all_reduce", symcoll_status_string(s));
 }
 void bench_bcast(bctx_t *c, void *buf, size_t bytes) {
   if (c->rank == 0) memcpy(symcoll_mem_ptr(c->ctl_mem, c->rank), buf, bytes);
   bench_barrier(c);
   if (c->rank != 0) memcpy(buf, symcoll_mem_ptr(c->ctl_mem, 0), bytes);
   bench_barrier(c);
-}
-
-/* ---- exact-result data ------------------------------------------------------------------ */
-
-static float value(int rank, size_t i) { return (float)((int)((i * 7 + (size_t)rank * 13) % 17) - 8); }
-static void store(void *h, symcoll_dtype_t dt, size_t i, float v) {
-  uint32_t u;
-  memcpy(&u, &v, 4);
-  if (dt == SYMCOLL_FLOAT32) ((float *)h)[i] = v;
-  else if (dt == SYMCOLL_BFLOAT16) ((uint16_t *)h)[i] = (uint16_t)(u >> 16); /* exact for small ints */
-  else { /* fp16 of a small integer */
-    uint16_t sign = v < 0 ? 0x8000 : 0;
-    float a = fabsf(v);
-    uint16_t bits = 0;
-    if (a != 0) {
-      int e = 0;
-      while (a >= 2) { a /= 2; e++; }
-      bits = (uint16_t)(((e + 15) << 10) | (uint16_t)((a - 1) * 1024));
-    }
-    ((uint16_t *)h)[i] = sign | bits;
-  }
 }
 
 /* ---- buffers on the device under test --------------------------------------------------- */
@@ -127,7 +125,8 @@ static void copy(bctx_t *c, void *d, const void *s, size_t b, int to_dev) {
 #ifdef SYMCOLL_BENCH_CUDA
   if (c->gpu) {
     cudaMemcpyAsync(d, s, b, to_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, (cudaStream_t)c->stream);
-    cudaStreamSynchronize((cudaStream_t)c->stream);
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)c->stream);
+    if (e != cudaSuccess) bench_fail(c, "copying test data", cudaGetErrorString(e));
     return;
   }
 #endif
@@ -138,14 +137,14 @@ static void copy(bctx_t *c, void *d, const void *s, size_t b, int to_dev) {
 
 /* ---- symcoll columns ------------------------------------------------------------------- */
 
-static int sc_init(bctx_t *c, column_t *col) {
-  if (symcoll_algo_supported(c->comm, col->algo) == SYMCOLL_OK) return 0;
+static int sc_init(bctx_t *c, column_t *col, const bench_coll_t *coll) {
+  if (symcoll_coll_algo_supported(c->comm, coll->kind, col->algo) == SYMCOLL_OK) return 0;
   snprintf(col->na, sizeof col->na, "n/a: %s",
            col->algo == SYMCOLL_ALGO_NCCL ? "no NCCL communicator held (SYMCOLL_NCCL=1 and one rank per GPU)"
-                                          : "not available on this communicator");
+                                          : "not an algorithm of this collective on this communicator");
   return 1;
 }
-static int sc_run(bctx_t *c, column_t *col, const void *send, void *recv, size_t count,
+static int sc_run(bctx_t *c, column_t *col, const bench_coll_t *coll, const void *send, void *recv, size_t count,
                   symcoll_dtype_t dt, symcoll_op_t op) {
   symcoll_coll_opts_t o;
   symcoll_coll_opts_init(&o);
@@ -153,7 +152,23 @@ static int sc_run(bctx_t *c, column_t *col, const void *send, void *recv, size_t
   o.blocks = col->blocks;
   o.threads = col->threads;
   o.round_bytes = col->round_bytes;
-  return symcoll_all_reduce_ex(c->comm, send, recv, count, dt, op, c->stream, &o) != SYMCOLL_OK;
+  symcoll_status_t s = coll->run(c->comm, send, recv, count, dt, op, c->stream, &o);
+  if (s != SYMCOLL_OK) snprintf(col->err, sizeof col->err, "%s", symcoll_status_string(s));
+  return s != SYMCOLL_OK;
+}
+
+/* One call of a column; a failure ends the run. */
+static void call(bctx_t *c, column_t *col, const void *send, void *recv, size_t count) {
+  if (col->run(c, col, O.coll, send, recv, count, O.dtype, O.op) == 0) return;
+  char what[128];
+  snprintf(what, sizeof what, "%s %s of count %zu (%s)", col->name, coll_label(), count, symcoll_dtype_name(O.dtype));
+  bench_fail(c, what, col->err[0] ? col->err : "failed");
+}
+
+/* GPU: the communicator's asynchronous error after work completed (a kernel that gave up). */
+static __attribute__((unused)) void check_comm(bctx_t *c, const char *when) {
+  symcoll_status_t s = symcoll_comm_check(c->comm);
+  if (s != SYMCOLL_OK) bench_fail(c, when, symcoll_status_string(s));
 }
 
 /* ---- timing -------------------------------------------------------------------------------- */
@@ -161,9 +176,8 @@ static int sc_run(bctx_t *c, column_t *col, const void *send, void *recv, size_t
 /* Median microseconds per call of every usable column at `count`, on this rank. The columns
  * take turns rep by rep, so a change in the machine's state (a noisy neighbour, a migration)
  * hits all of them alike instead of whichever column happened to be running. */
-static void time_columns(bctx_t *c, column_t *cols, int ncols, void *send, void *recv, size_t count,
-                         double *us) {
-  static double t[MAX_COLS][256];
+static void time_columns(bctx_t *c, column_t *cols, int ncols, void *send, void *recv, size_t count, double *us) {
+  static __thread double t[MAX_COLS][256];
   int reps = O.reps > 256 ? 256 : O.reps;
 #ifdef SYMCOLL_BENCH_CUDA
   cudaGraphExec_t exec[MAX_COLS] = {0};
@@ -178,16 +192,17 @@ static void time_columns(bctx_t *c, column_t *cols, int ncols, void *send, void 
    * destruction) may wait for the GPU, which must not be busy with a peer's kernel spinning
    * for ours (ranks sharing a GPU). */
   for (int k = 0; k < ncols; k++)
-    for (int i = 0; cols[k].run && i < O.warmup; i++) cols[k].run(c, &cols[k], send, recv, count, O.dtype, O.op);
+    for (int i = 0; cols[k].run && i < O.warmup; i++) call(c, &cols[k], send, recv, count);
 #ifdef SYMCOLL_BENCH_CUDA
   if (c->gpu) {
     cudaStreamSynchronize(s);
+    check_comm(c, "warm-up calls");
     bench_barrier(c);
     for (int k = 0; O.graph && k < ncols; k++) {
       if (!cols[k].run) continue;
       cudaGraph_t g;
       cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
-      for (int i = 0; i < O.iters; i++) cols[k].run(c, &cols[k], send, recv, count, O.dtype, O.op);
+      for (int i = 0; i < O.iters; i++) call(c, &cols[k], send, recv, count);
       if (cudaStreamEndCapture(s, &g) == cudaSuccess) {
         if (cudaGraphInstantiate(&exec[k], g, 0) != cudaSuccess) exec[k] = NULL;
         cudaGraphDestroy(g);
@@ -197,6 +212,7 @@ static void time_columns(bctx_t *c, column_t *cols, int ncols, void *send, void 
     for (int k = 0; k < ncols; k++)
       if (exec[k]) cudaGraphLaunch(exec[k], s); /* warm replays */
     cudaStreamSynchronize(s);
+    check_comm(c, "warm graph replays");
   }
 #endif
   for (int r = 0; r < reps; r++)
@@ -208,9 +224,11 @@ static void time_columns(bctx_t *c, column_t *cols, int ncols, void *send, void 
         cudaEventRecord(e0, s);
         if (exec[k]) cudaGraphLaunch(exec[k], s);
         else
-          for (int i = 0; i < O.iters; i++) cols[k].run(c, &cols[k], send, recv, count, O.dtype, O.op);
+          for (int i = 0; i < O.iters; i++) call(c, &cols[k], send, recv, count);
         cudaEventRecord(e1, s);
-        cudaEventSynchronize(e1);
+        cudaError_t e = cudaEventSynchronize(e1);
+        if (e != cudaSuccess) bench_fail(c, cols[k].name, cudaGetErrorString(e));
+        check_comm(c, cols[k].name); /* a kernel that gave up must not count as a fast one */
         float ms = 0;
         cudaEventElapsedTime(&ms, e0, e1);
         t[k][r] = 1e3 * ms / O.iters;
@@ -218,7 +236,7 @@ static void time_columns(bctx_t *c, column_t *cols, int ncols, void *send, void 
       }
 #endif
       double t0 = now_s();
-      for (int i = 0; i < O.iters; i++) cols[k].run(c, &cols[k], send, recv, count, O.dtype, O.op);
+      for (int i = 0; i < O.iters; i++) call(c, &cols[k], send, recv, count);
       t[k][r] = 1e6 * (now_s() - t0) / O.iters;
     }
   for (int k = 0; k < ncols; k++) {
@@ -239,18 +257,26 @@ static void time_columns(bctx_t *c, column_t *cols, int ncols, void *send, void 
 #endif
 }
 
-/* Elements of recv that differ from the exact result (recv poisoned first). */
-static double check_column(bctx_t *c, column_t *col, void *send, void *recv, size_t count, char *h,
-                           char *want) {
+/* Elements of the output that differ from the exact result (output poisoned first). */
+static double check_column(bctx_t *c, column_t *col, void *send, void *recv, size_t count, char *h, char *want,
+                           uint32_t seed) {
   const size_t es = symcoll_dtype_size(O.dtype);
-  for (size_t i = 0; i < count; i++) store(h, O.dtype, i, value(c->rank, i));
-  copy(c, send, h, count * es, 1);
-  memset(h, 0xff, count * es);
-  if (!O.inplace) copy(c, recv, h, count * es, 1);
-  if (col->run(c, col, send, recv, count, O.dtype, O.op) != 0) return (double)count;
-  copy(c, h, recv, count * es, 0);
+  const size_t sn = O.coll->send_elems(count, c->nranks), rn = O.coll->recv_elems(count, c->nranks);
+  O.coll->fill(h, O.dtype, count, c->rank, c->nranks, seed);
+  memset(h + sn * es, EXACT_POISON, rn * es);
+  /* Poison the output, then place the input (in place: inside it). */
+  copy(c, recv, h + sn * es, rn * es, 1);
+  copy(c, send, h, sn * es, 1);
+  call(c, col, send, recv, count);
+#ifdef SYMCOLL_BENCH_CUDA
+  if (c->gpu) {
+    cudaStreamSynchronize((cudaStream_t)c->stream);
+    check_comm(c, col->name);
+  }
+#endif
+  copy(c, h, recv, rn * es, 0);
   double wrong = 0;
-  for (size_t i = 0; i < count; i++) wrong += memcmp(h + i * es, want + i * es, es) != 0;
+  for (size_t i = 0; i < rn; i++) wrong += memcmp(h + i * es, want + i * es, es) != 0;
   return wrong;
 }
 
@@ -276,17 +302,18 @@ static void write_tune(bctx_t *c, const table_t *t) {
     fprintf(stderr, "cannot write %s\n", O.tune);
     return;
   }
-  const char *backend = c->gpu ? "cuda" : "host", *dt = symcoll_dtype_name(O.dtype);
-  fprintf(f, "# symcoll tuning table, written by symcoll-tune: %s, %d ranks, %s\n", backend, c->nranks, dt);
-  fprintf(f, "# backend nranks dtype max_bytes algo blocks threads round_bytes\n");
+  const char *backend = c->gpu ? "cuda" : "host", *dt = symcoll_dtype_name(O.dtype), *coll = coll_label();
+  fprintf(f, "# symcoll tuning table, written by symcoll-tune: %s, %s, %d ranks, %s\n", coll, backend, c->nranks, dt);
+  fprintf(f, "# coll backend nranks dtype max_bytes algo blocks threads round_bytes\n");
   printf("\n# chosen per size (runner-up in brackets) -> %s\n", O.tune);
   for (int i = 0; i < ntune; i++) {
     const column_t *b = &t->cols[tune_rows[i].best];
     /* A row covers its power-of-two bucket; the last one covers everything above. */
-    if (i + 1 < ntune) fprintf(f, "%s %d %s %zu %s %d %d %zu\n", backend, c->nranks, dt, tune_rows[i].bytes,
-                               symcoll_algo_name(b->algo), b->blocks, b->threads, b->round_bytes);
-    else fprintf(f, "%s %d %s inf %s %d %d %zu\n", backend, c->nranks, dt, symcoll_algo_name(b->algo), b->blocks,
-                 b->threads, b->round_bytes);
+    char max[32];
+    if (i + 1 < ntune) snprintf(max, sizeof max, "%zu", tune_rows[i].bytes);
+    else snprintf(max, sizeof max, "inf");
+    fprintf(f, "%s %s %d %s %s %s %d %d %zu\n", coll, backend, c->nranks, dt, max, symcoll_algo_name(b->algo),
+            b->blocks, b->threads, b->round_bytes);
     printf("%12zu  %-18s %8.2f us", tune_rows[i].bytes, b->label, tune_rows[i].best_us);
     if (tune_rows[i].second >= 0)
       printf("   [%s %.2f us]", t->cols[tune_rows[i].second].label, tune_rows[i].second_us);
@@ -343,87 +370,125 @@ static void print_header(FILE *f, const table_t *t, bool csv) {
   if (csv) {
     fprintf(f, "bytes,elements,dtype,nranks,backend");
     for (int i = 0; i < t->ncols; i++) fprintf(f, ",%s_us", t->cols[i].name);
-    fprintf(f, ",busbw_GBps,wrong\n");
+    fprintf(f, ",busbw_GBps,wrong,coll\n");
     return;
   }
-  fprintf(f, "%12s %10s %5s", "bytes", "elements", "dtype");
-  for (int i = 0; i < t->ncols; i++) fprintf(f, " %9s", t->cols[i].name);
+  fprintf(f, "%12s %10s %8s", "bytes", "elements", "dtype");
+  for (int i = 0; i < t->ncols; i++) fprintf(f, " %10s", t->cols[i].name);
   fprintf(f, " %11s %7s %8s %s\n", "busbw(GB/s)", "#wrong", "speedup", "best");
 }
 
 static double total_wrong; /* rank 0: wrong elements over all columns and sizes */
 
-/* A progress bar on the terminal (stderr, rank 0), by sizes done; time left assumes each size
- * costs its bytes' share of the whole range (large sizes dominate). */
+/* Progress, by sizes done; time left assumes each size costs its bytes' share of the whole
+ * range (large sizes dominate). On a terminal a bar redrawn in place; otherwise a line at
+ * most every 10 s, so that logs of long runs show them alive. */
 static void progress(size_t done_bytes, double t0) {
+  static double last;
+  if (last == 0) last = t0;
   size_t total = 0, done = 0, n = 0, k = 0;
   for (size_t b = O.min_bytes; b <= O.max_bytes; b = O.step > 1 ? b * O.step : b + 1, n++) {
     total += b;
     if (b <= done_bytes) done += b, k++;
   }
-  const int width = 30, fill = (int)(width * (double)done / (double)total);
-  const double spent = now_s() - t0, left = done ? spent * (double)(total - done) / (double)done : 0;
-  fprintf(stderr, "\r[%.*s%*s] %zu/%zu sizes, %.0f s, ~%.0f s left ", fill, "##############################",
-          width - fill, "", k, n, spent, left);
+  const double now = now_s(), spent = now - t0, left = done ? spent * (double)(total - done) / (double)done : 0;
+  if (isatty(2)) {
+    const int width = 30, fill = (int)(width * (double)done / (double)total);
+    fprintf(stderr, "\r[%.*s%*s] %zu/%zu sizes, %.0f s, ~%.0f s left ", fill, "##############################",
+            width - fill, "", k, n, spent, left);
+  } else if (now - last >= 10 && k < n) {
+    last = now;
+    fprintf(stderr, "symcoll-bench: %zu/%zu sizes done in %.0f s, ~%.0f s left\n", k, n, spent, left);
+  }
+}
+
+/* This machine for titles: the CPU model, or GPU 0's name on GPU runs (set by main). */
+static char cpu_model[128] = "unknown CPU", gpu_model[128] = "";
+static char plot_title[256];
+
+static void read_cpu_model(void) {
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[256];
+  while (f && fgets(line, sizeof line, f))
+    if ((!strncmp(line, "model name", 10) || !strncmp(line, "Model name", 10)) && strchr(line, ':')) {
+      snprintf(cpu_model, sizeof cpu_model, "%s", strchr(line, ':') + 2);
+      cpu_model[strcspn(cpu_model, "\n")] = 0;
+      break;
+    }
+  if (f) fclose(f);
 }
 
 static void run_rank(bctx_t *c) {
   table_t t = {0};
   build_columns(&t);
   for (int i = 0; i < t.ncols; i++)
-    if (t.cols[i].init(c, &t.cols[i]) != 0) t.cols[i].run = NULL;
+    if (t.cols[i].init(c, &t.cols[i], O.coll) != 0) t.cols[i].run = NULL;
   const size_t es = symcoll_dtype_size(O.dtype);
-  size_t maxc = O.max_bytes / es;
+  const size_t maxc = O.coll->count_of(O.max_bytes, es, c->nranks);
+  const size_t send_b = O.coll->send_elems(maxc, c->nranks) * es + 64;
+  const size_t recv_b = O.coll->recv_elems(maxc, c->nranks) * es + 64;
   symcoll_mem_t send_mem = NULL;
-  char *send = NULL;
-  if (O.send_symmetric && symcoll_mem_alloc(c->comm, maxc * es + 64, &send_mem) == SYMCOLL_OK)
+  char *send = NULL, *recv = NULL;
+  /* In place: the input lies in the output (all_gather: rank's block; reduce_scatter: the
+   * output is rank's block of the input). */
+  const size_t buf_b = O.inplace ? (send_b > recv_b ? send_b : recv_b) : send_b;
+  if (O.send_symmetric && symcoll_mem_alloc(c->comm, buf_b, &send_mem) == SYMCOLL_OK)
     send = symcoll_mem_ptr(send_mem, c->rank);
   else
-    send = dev_alloc(c, maxc * es + 64);
-  char *recv = O.inplace ? send : dev_alloc(c, maxc * es + 64);
-  char *h = malloc(maxc * es + 64), *want = malloc(maxc * es + 64);
+    send = dev_alloc(c, buf_b);
+  recv = O.inplace ? send : dev_alloc(c, recv_b);
+  char *h = malloc(send_b + recv_b), *want = malloc(recv_b);
+  if (!send || !recv || !h || !want) bench_fail(c, "allocating buffers", "out of memory");
   bench_barrier(c); /* every rank has allocated before any collective runs (see time_columns) */
   FILE *csv = NULL, *json = NULL;
   int json_rows = 0;
+  const char *coll = coll_label();
+  const char *machine = c->gpu && gpu_model[0] ? gpu_model : cpu_model;
   if (c->rank == 0) {
     const char *mode = c->gpu ? (O.graph ? "CUDA-graph replays, device events" : "stream launches, device events")
                               : "back-to-back calls, monotonic clock";
-    printf("# symcoll-bench: all-reduce %s %s, backend %s, %d ranks (%s mode)%s\n", symcoll_dtype_name(O.dtype),
-           symcoll_op_name(O.op), c->gpu ? "cuda" : "host", c->nranks, O.mode,
+    printf("# symcoll-bench: %s %s%s%s, backend %s, %d ranks (%s mode) on %s%s\n", coll, symcoll_dtype_name(O.dtype),
+           O.coll->has_op ? " " : "", O.coll->has_op ? symcoll_op_name(O.op) : "", c->gpu ? "cuda" : "host",
+           c->nranks, O.mode, machine,
            c->gpu && !strcmp(O.mode, "thread") && c->nranks > 1 ? ", EMULATION: ranks share GPUs, not a measure of NVLink" : "");
-    printf("# time: median over %d reps of %d calls (%s; columns take turns), µs per call; %s%s\n", O.reps, O.iters, mode,
+    printf("# time: median over %d reps of %d calls (%s; columns take turns), us per call; %s%s\n", O.reps, O.iters, mode,
            O.inplace ? "in place" : "out of place",
            O.send_symmetric ? "; inputs in symmetric memory (zero-copy)" : "; inputs in ordinary memory (copied in)");
+    printf("# bytes: nccl-tests' size (%s); busbw: bytes / time x %s, nccl-tests' bus bandwidth of the best "
+           "symcoll column; speedup: the baseline peer's time / the best symcoll column's; best: the fastest column\n",
+           O.coll->kind == SYMCOLL_COLL_ALL_REDUCE   ? "the buffer"
+           : O.coll->kind == SYMCOLL_COLL_ALL_GATHER ? "the gathered output"
+                                                     : "the input, nranks x the output",
+           O.coll->busbw_factor_num == 2 ? "2(n-1)/n" : "(n-1)/n");
     for (int i = 0; i < t.ncols; i++)
       if (!t.cols[i].run) printf("# %s: %s\n", t.cols[i].name, t.cols[i].na);
     print_header(stdout, &t, false);
     if (O.csv && (csv = fopen(O.csv, "w"))) print_header(csv, &t, true);
     if (O.json && (json = fopen(O.json, "w")))
-      fprintf(json, "{\"collective\": \"all_reduce\", \"backend\": \"%s\", \"nranks\": %d, \"mode\": \"%s\", "
-                    "\"dtype\": \"%s\", \"op\": \"%s\", \"graph\": %d, \"iters\": %d, \"reps\": %d, \"rows\": [",
-              c->gpu ? "cuda" : "host", c->nranks, O.mode, symcoll_dtype_name(O.dtype), symcoll_op_name(O.op),
-              c->gpu && O.graph, O.iters, O.reps);
+      fprintf(json, "{\"collective\": \"%s\", \"backend\": \"%s\", \"nranks\": %d, \"mode\": \"%s\", "
+                    "\"dtype\": \"%s\", \"op\": \"%s\", \"graph\": %d, \"iters\": %d, \"reps\": %d, \"machine\": \"%s\", "
+                    "\"rows\": [",
+              coll, c->gpu ? "cuda" : "host", c->nranks, O.mode, symcoll_dtype_name(O.dtype), symcoll_op_name(O.op),
+              c->gpu && O.graph, O.iters, O.reps, machine);
   }
   const double t0 = now_s();
+  uint32_t seed = 12345;
   for (size_t bytes = O.min_bytes; bytes <= O.max_bytes; bytes = O.step > 1 ? bytes * O.step : bytes + 1) {
-    size_t count = bytes / es;
+    const size_t count = O.coll->count_of(bytes, es, c->nranks);
     if (count == 0) continue;
-    for (size_t i = 0; i < count; i++) {
-      float acc = value(0, i);
-      for (int r = 1; r < c->nranks; r++) {
-        float v = value(r, i);
-        acc = O.op == SYMCOLL_SUM ? acc + v : O.op == SYMCOLL_MAX ? fmaxf(acc, v) : fminf(acc, v);
-      }
-      store(want, O.dtype, i, acc);
-    }
+    seed += 7919;
+    O.coll->expect(want, O.dtype, O.op, count, c->rank, c->nranks, seed);
+    char *in = send, *out = recv;
+    if (O.inplace && O.coll->kind == SYMCOLL_COLL_ALL_GATHER) in = recv + (size_t)c->rank * count * es;
+    if (O.inplace && O.coll->kind == SYMCOLL_COLL_REDUCE_SCATTER) out = send + (size_t)c->rank * count * es;
     double us[MAX_COLS], wrong = 0;
     for (int i = 0; i < t.ncols; i++) {
       if (!t.cols[i].run) continue;
-      double w = check_column(c, &t.cols[i], send, recv, count, h, want);
+      double w = check_column(c, &t.cols[i], in, out, count, h, want, seed);
       ctl_reduce(c, &w, 1, SYMCOLL_SUM);
       wrong += w;
     }
-    time_columns(c, t.cols, t.ncols, send, recv, count, us);
+    time_columns(c, t.cols, t.ncols, in, out, count, us);
     /* The slowest rank's median is the collective's time. */
     double slow[MAX_COLS];
     for (int i = 0; i < t.ncols; i++) slow[i] = isnan(us[i]) ? -1 : us[i];
@@ -445,12 +510,14 @@ static void run_rank(bctx_t *c) {
           second = i;
       tune_rows[ntune++] = (tune_row_t){bytes, best_sc, second, slow[best_sc], second >= 0 ? slow[second] : 0};
     }
-    double busbw = best_sc >= 0 ? (double)bytes / (slow[best_sc] * 1e3) * 2.0 * (c->nranks - 1) / c->nranks : 0;
+    const double busbw = best_sc >= 0 ? (double)bytes / (slow[best_sc] * 1e3) * O.coll->busbw_factor_num *
+                                            (c->nranks - 1) / c->nranks
+                                      : 0;
     if (isatty(2)) fprintf(stderr, "\r\033[K"); /* the progress bar gives way to the row */
-    printf("%12zu %10zu %5s", bytes, count, symcoll_dtype_name(O.dtype));
+    printf("%12zu %10zu %8s", bytes, count, symcoll_dtype_name(O.dtype));
     for (int i = 0; i < t.ncols; i++)
-      if (slow[i] < 0) printf(" %9s", "n/a");
-      else printf(" %9.2f", slow[i]);
+      if (slow[i] < 0) printf(" %10s", "n/a");
+      else printf(" %10.2f", slow[i]);
     char speed[16] = "-";
     if (base >= 0 && best_sc >= 0) snprintf(speed, sizeof speed, "%.3f", slow[base] / slow[best_sc]);
     printf(" %11.2f %7.0f %8s %s\n", busbw, wrong, speed, best >= 0 ? t.cols[best].name : "-");
@@ -460,16 +527,17 @@ static void run_rank(bctx_t *c) {
       for (int i = 0; i < t.ncols; i++)
         if (slow[i] < 0) fprintf(csv, ",");
         else fprintf(csv, ",%.3f", slow[i]);
-      fprintf(csv, ",%.3f,%.0f\n", busbw, wrong);
+      fprintf(csv, ",%.3f,%.0f,%s\n", busbw, wrong, coll);
+      fflush(csv);
     }
     if (json) {
-      fprintf(json, "%s\n  {\"bytes\": %zu, \"elements\": %zu, \"us\": {", json_rows++ ? "," : "", bytes, count);
+      fprintf(json, "%s\n  {\"bytes\": %zu, \"count\": %zu, \"us\": {", json_rows++ ? "," : "", bytes, count);
       for (int i = 0, k = 0; i < t.ncols; i++)
         if (slow[i] >= 0) fprintf(json, "%s\"%s\": %.3f", k++ ? ", " : "", t.cols[i].name, slow[i]);
       fprintf(json, "}, \"busbw_GBps\": %.3f, \"wrong\": %.0f, \"best\": \"%s\"}", busbw, wrong,
               best >= 0 ? t.cols[best].name : "");
     }
-    if (isatty(2)) progress(bytes, t0);
+    progress(bytes, t0);
   }
   if (c->rank == 0 && isatty(2)) fprintf(stderr, "\r\033[K");
   if (csv) fclose(csv);
@@ -481,6 +549,8 @@ static void run_rank(bctx_t *c) {
   fflush(stdout);
   for (int i = 0; i < t.ncols; i++)
     if (t.cols[i].run && t.cols[i].fini) t.cols[i].fini(c, &t.cols[i]);
+  /* Every rank is done with every peer's memory before any frees (a clean end). */
+  bench_barrier(c);
   if (!O.inplace) dev_free(c, recv);
   if (send_mem) symcoll_mem_free(send_mem);
   else dev_free(c, send);
@@ -514,6 +584,7 @@ static void bind_rank(int rank) {
 
 static void rank_setup(bctx_t *c) {
   c->gpu = c->device != SYMCOLL_DEVICE_HOST;
+  c->inplace = O.inplace;
   bind_rank(c->rank);
 #ifdef SYMCOLL_BENCH_CUDA
   if (c->gpu) {
@@ -523,10 +594,8 @@ static void rank_setup(bctx_t *c) {
     c->stream = s;
   }
 #endif
-  if (symcoll_mem_alloc(c->ctl, 4096, &c->ctl_mem) != SYMCOLL_OK) {
-    fprintf(stderr, "rank %d: control memory failed\n", c->rank);
-    exit(1);
-  }
+  symcoll_status_t s = symcoll_mem_alloc(c->ctl, 4096, &c->ctl_mem);
+  if (s != SYMCOLL_OK) bench_fail(c, "control memory", symcoll_status_string(s));
 }
 
 static void *rank_thread(void *p) {
@@ -539,6 +608,7 @@ static void *rank_thread(void *p) {
 static int run_threads(void) {
   int n = O.nranks, devs[SYMCOLL_MAX_RANKS];
   symcoll_comm_t comms[SYMCOLL_MAX_RANKS], ctls[SYMCOLL_MAX_RANKS];
+  threads_mode = true;
   for (int r = 0; r < n; r++) devs[r] = rank_device(r);
   symcoll_status_t s = symcoll_comm_create_all(n, devs, comms);
   if (s == SYMCOLL_OK) s = symcoll_comm_create_all(n, NULL, ctls);
@@ -605,15 +675,17 @@ static int run_processes(void) {
   fflush(NULL);
   for (int r = 0; r < O.nranks; r++)
     if (fork() == 0) _exit(run_one_process(job, r, O.nranks));
-  int st, bad = 0;
-  while (wait(&st) > 0) bad |= !WIFEXITED(st) || WEXITSTATUS(st);
-  return bad;
+  /* The first rank that fails ends the run: the others lose it within their timeout (or at
+   * once, through its pidfd) and fail too; the exit code is the first non-zero one. */
+  int st, rc = 0;
+  while (wait(&st) > 0) {
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    if (code && !rc) rc = code;
+  }
+  return rc;
 }
 
-/* ---- merge and plot ------------------------------------------------------------------------------- */
-
-int bench_merge(int nfiles, char **files, const char *out_csv, const char *plot);
-int bench_plot(const char *csv, const char *png);
+/* ---- options ------------------------------------------------------------------------------------ */
 
 static void print_env(const char *name, const char *dflt, const char *help, void *arg) {
   (void)arg;
@@ -622,55 +694,73 @@ static void print_env(const char *name, const char *dflt, const char *help, void
 
 static void usage(const char *argv0) {
   printf("usage: %s [options]\n"
-         "  -b SIZE / -e SIZE / -f FACTOR   size range in bytes (K, M, G suffixes) and step factor\n"
-         "  -d fp32|fp16|bf16  -o sum|max|min  -n ITERS  -w WARMUP  -r REPS\n"
+         "  --coll all_reduce|all_gather|reduce_scatter   the collective (default all_reduce)\n"
+         "  -b SIZE / -e SIZE / -f FACTOR   size range in bytes (K, M, G suffixes) and step factor; the size is\n"
+         "                     nccl-tests': all_gather's output, reduce_scatter's input\n"
+         "  -d DTYPE           fp32 fp16 bf16 fp64 int8 uint8 int32 uint32 int64 uint64 fp8_e4m3 fp8_e5m2\n"
+         "  -o sum|max|min  -n ITERS  -w WARMUP  -r REPS\n"
          "  -G 0|1             CUDA-graph mode (default 1)\n"
-         "  --algo LIST        symcoll columns: auto,oneshot,twoshot (default all)\n"
+         "  --algo LIST        symcoll columns: auto and the collective's algorithms (default: all of them)\n"
          "  --peers LIST       peer columns: nccl (GPU), mpi (CPU, under mpirun)\n"
          "  --backend cuda|host  --ranks N  --mode process|thread  --inplace\n"
          "  --no-bind          do not pin rank r to the r-th allowed CPU\n"
-         "  --send-symmetric   inputs in symmetric memory (symcoll's zero-copy one-shot)\n"
-         "  --csv FILE  --json FILE  --plot FILE.png  --merge A.csv B.csv ... (joins tables of one run)\n"
+         "  --send-symmetric   inputs in symmetric memory (symcoll's zero-copy paths)\n"
+         "  --csv FILE  --json FILE  --plot FILE.png  --merge A.csv B.csv ... [--title T] (joins tables of one run)\n"
          "  --tune FILE        write the fastest symcoll column per size as a tuning table\n"
-         "  --env              print every SYMCOLL_* knob with its default and help\n", argv0);
+         "  --env              print every SYMCOLL_* knob with its default and help\n"
+         "Exit codes: 0 done, 2 bad usage, 3 a column gave a wrong result, 4 a call failed (the run ends\n"
+         "at the first failed call, on every rank), 77 no GPU for --backend cuda.\n",
+         argv0);
 }
 
-/* GPUs here, asked of a throw-away child: a process that initialises CUDA and then forks
- * ranks leaves them unable to use CUDA. */
+/* GPUs here (and GPU 0's name), asked of a throw-away child: a process that initialises CUDA
+ * and then forks ranks leaves them unable to use CUDA. */
 static int gpu_count(void) {
 #ifdef SYMCOLL_BENCH_CUDA
-  int fds[2], n = 0;
+  int fds[2];
+  struct { int n; char name[128]; } r = {0, ""};
   if (pipe(fds) != 0) return 0;
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
-    int k = 0;
-    if (cudaGetDeviceCount(&k) != cudaSuccess) k = 0;
-    _exit(write(fds[1], &k, sizeof k) == sizeof k ? 0 : 1);
+    struct cudaDeviceProp p;
+    if (cudaGetDeviceCount(&r.n) != cudaSuccess) r.n = 0;
+    if (r.n > 0 && cudaGetDeviceProperties(&p, 0) == cudaSuccess) snprintf(r.name, sizeof r.name, "%.127s", p.name);
+    _exit(write(fds[1], &r, sizeof r) == sizeof r ? 0 : 1);
   }
   close(fds[1]);
-  if (read(fds[0], &n, sizeof n) != sizeof n) n = 0;
+  if (read(fds[0], &r, sizeof r) != sizeof r) r.n = 0;
   close(fds[0]);
   waitpid(pid, NULL, 0);
-  return n;
+  memcpy(gpu_model, r.name, sizeof gpu_model);
+  gpu_model[sizeof gpu_model - 1] = 0;
+  return r.n;
 #else
   return 0;
 #endif
 }
 
+static const char *default_algos(symcoll_coll_t coll, bool gpu) {
+  switch (coll) {
+  case SYMCOLL_COLL_ALL_GATHER: return gpu ? "pull,push,lamport,copy_engine,auto" : "pull,push,auto";
+  case SYMCOLL_COLL_REDUCE_SCATTER: return gpu ? "pull,lamport,auto" : "pull,auto";
+  default: return gpu ? "oneshot,oneshot_db,lamport,twoshot,auto" : "oneshot,twoshot,auto";
+  }
+}
+
 int main(int argc, char **argv) {
   peer_mpi_init(&argc, &argv);
   int ngpu = gpu_count();
+  read_cpu_model();
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  O = (opts_t){.min_bytes = 8192, .max_bytes = 2 << 20, .step = 2, .dtype = SYMCOLL_BFLOAT16,
-               .op = SYMCOLL_SUM, .iters = 20, .warmup = 5, .reps = 20, .graph = 1,
+  O = (opts_t){.min_bytes = 8192, .max_bytes = 2 << 20, .step = 2, .coll = &bench_all_reduce,
+               .dtype = SYMCOLL_BFLOAT16, .op = SYMCOLL_SUM, .iters = 20, .warmup = 5, .reps = 20, .graph = 1,
                .backend = ngpu > 0 ? "cuda" : "host", .mode = "process", .bind = true};
-  snprintf(O.algos, sizeof O.algos, "%s", ngpu > 0 ? "oneshot,oneshot_db,lamport,twoshot,auto" : "oneshot,twoshot,auto");
   snprintf(O.peers, sizeof O.peers, "%s", peer_mpi_active() ? "mpi" : "nccl");
   O.nranks = ngpu > 0 ? ngpu : (int)(cores < 2 ? 2 : cores > 8 ? 8 : cores);
   char **merge = NULL;
+  const char *title = NULL;
   int nmerge = 0, warmup_set = 0, reps_set = 0, algos_set = 0, peers_set = 0, range_set = 0;
-  (void)algos_set;
   (void)peers_set;
   (void)range_set;
   for (int i = 1; i < argc; i++) {
@@ -685,18 +775,37 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "-G") && v) O.graph = atoi(TAKE);
     else if (!strcmp(a, "-d") && v) {
       const char *d = TAKE;
-      O.dtype = !strcmp(d, "fp32") || !strcmp(d, "float") ? SYMCOLL_FLOAT32 : !strcmp(d, "fp16") ? SYMCOLL_FLOAT16 : SYMCOLL_BFLOAT16;
+      int found = -1;
+      for (int k = 0; k < SYMCOLL_NUM_DTYPES; k++)
+        if (!strcmp(d, symcoll_dtype_name((symcoll_dtype_t)k))) found = k;
+      if (!strcmp(d, "float")) found = SYMCOLL_FLOAT32;
+      if (found < 0) {
+        fprintf(stderr, "unknown dtype %s\n", d);
+        return 2;
+      }
+      O.dtype = (symcoll_dtype_t)found;
     } else if (!strcmp(a, "-o") && v) {
       const char *o = TAKE;
       O.op = !strcmp(o, "max") ? SYMCOLL_MAX : !strcmp(o, "min") ? SYMCOLL_MIN : SYMCOLL_SUM;
+    } else if (!strcmp(a, "--coll") && v) {
+      const char *c = TAKE;
+      O.coll = !strcmp(c, "all_reduce")       ? &bench_all_reduce
+               : !strcmp(c, "all_gather")     ? &bench_all_gather
+               : !strcmp(c, "reduce_scatter") ? &bench_reduce_scatter
+                                              : NULL;
+      if (!O.coll) {
+        fprintf(stderr, "unknown collective %s (all_reduce, all_gather, reduce_scatter)\n", c);
+        return 2;
+      }
     } else if (!strcmp(a, "--algo") && v) snprintf(O.algos, sizeof O.algos, "%s", TAKE), algos_set = 1;
-    else if (!strcmp(a, "--peers") && v) snprintf(O.peers, sizeof O.peers, "%s", TAKE);
+    else if (!strcmp(a, "--peers") && v) snprintf(O.peers, sizeof O.peers, "%s", TAKE), peers_set = 1;
     else if (!strcmp(a, "--backend") && v) O.backend = TAKE;
     else if (!strcmp(a, "--ranks") && v) O.nranks = atoi(TAKE);
     else if (!strcmp(a, "--mode") && v) O.mode = TAKE;
     else if (!strcmp(a, "--csv") && v) O.csv = TAKE;
     else if (!strcmp(a, "--json") && v) O.json = TAKE;
     else if (!strcmp(a, "--plot") && v) O.plot = TAKE;
+    else if (!strcmp(a, "--title") && v) title = TAKE;
     else if (!strcmp(a, "--inplace")) O.inplace = true;
     else if (!strcmp(a, "--send-symmetric")) O.send_symmetric = true;
     else if (!strcmp(a, "--no-bind")) O.bind = false;
@@ -716,7 +825,10 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (merge) return bench_merge(nmerge, merge, O.csv, O.plot);
+  if (merge) return bench_merge(nmerge, merge, O.csv, O.plot, title);
+  const bool gpu = !strcmp(O.backend, "cuda");
+  if (!algos_set) snprintf(O.algos, sizeof O.algos, "%s", default_algos(O.coll->kind, gpu));
+  if (!O.coll->has_op) O.op = SYMCOLL_SUM;
 #ifdef SYMCOLL_TUNE_TOOL
   /* symcoll-tune: candidates only, a wide size range, the table where the library looks. */
   static char default_tune[512];
@@ -733,12 +845,16 @@ int main(int argc, char **argv) {
     strncat(default_tune, "/tune.txt", sizeof default_tune - strlen(default_tune) - 1);
     O.tune = default_tune;
   }
-  if (!algos_set)
+  if (!algos_set && O.coll->kind == SYMCOLL_COLL_ALL_REDUCE)
     snprintf(O.algos, sizeof O.algos, "%s",
-             !strcmp(O.backend, "cuda") ? "oneshot,oneshot_db,lamport,twoshot,oneshot_db@0:256,lamport@0:256,twoshot@0:256,oneshot_db@0:1024,lamport@0:1024,twoshot@0:1024"
-                                         : "oneshot,twoshot");
+             gpu ? "oneshot,oneshot_db,lamport,twoshot,oneshot_db@0:256,lamport@0:256,twoshot@0:256,oneshot_db@0:1024,lamport@0:1024,twoshot@0:1024"
+                 : "oneshot,twoshot");
+  else if (!algos_set) { /* the collective's algorithms without auto */
+    char *autop = strstr(O.algos, ",auto");
+    if (autop) *autop = 0;
+  }
   /* NCCL through symcoll's engine is a candidate where NCCL runs: one process per GPU. */
-  if (!algos_set && !strcmp(O.backend, "cuda") && !strcmp(O.mode, "process") && O.nranks > 1 && O.nranks <= ngpu) {
+  if (!algos_set && gpu && !strcmp(O.mode, "process") && O.nranks > 1 && O.nranks <= ngpu) {
     strncat(O.algos, ",nccl", sizeof O.algos - strlen(O.algos) - 1);
     setenv("SYMCOLL_NCCL", "1", 0);
   }
@@ -754,11 +870,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   ngpus = ngpu;
-  if (!strcmp(O.backend, "cuda") && ngpu == 0) {
+  if (gpu && ngpu == 0) {
     printf("SKIPPED: no GPU here (use --backend host)\n");
     return 77;
   }
-  if (strcmp(O.backend, "cuda") != 0) {
+  if (!gpu) {
     O.graph = 0;
     if (!warmup_set) O.warmup = 20; /* first touches of new pages dominate otherwise */
     if (!reps_set) O.reps = 100;
@@ -766,9 +882,14 @@ int main(int argc, char **argv) {
   /* Thread-mode ranks sharing a GPU need a hardware queue per stream (symcoll_comm_create_all);
    * not for processes, where MPS clients asking for 32 queues each can stall its server. */
   if (!strcmp(O.mode, "thread")) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  /* The plot's title, known before any rank starts (ranks may be child processes). */
+  snprintf(plot_title, sizeof plot_title, "%s %s%s%s, %d ranks (%s mode), %s%s", coll_label(),
+           symcoll_dtype_name(O.dtype), O.coll->has_op ? " " : "", O.coll->has_op ? symcoll_op_name(O.op) : "",
+           O.nranks, O.mode, gpu && gpu_model[0] ? gpu_model : cpu_model,
+           gpu && !strcmp(O.mode, "thread") && O.nranks > 1 ? " (EMULATION: ranks share GPUs)" : "");
   int rc = !strcmp(O.mode, "thread") ? run_threads() : run_processes();
   peer_mpi_finalize();
-  if (rc == 0 && O.plot && O.csv && !getenv("OMPI_COMM_WORLD_RANK")) rc = bench_plot(O.csv, O.plot);
-  else if (rc == 0 && O.plot && O.csv && atoi(getenv("OMPI_COMM_WORLD_RANK")) == 0) rc = bench_plot(O.csv, O.plot);
+  const char *world_rank = getenv("OMPI_COMM_WORLD_RANK");
+  if (rc == 0 && O.plot && O.csv && (!world_rank || atoi(world_rank) == 0)) rc = bench_plot(O.csv, O.plot, plot_title);
   return rc;
 }

@@ -1,5 +1,6 @@
-/* symcoll-bench: one harness (bench.c), one file per collective (allreduce.c) and per peer
- * (peer_nccl.c, peer_mpi.c), in the shape of nccl-tests. */
+/* symcoll-bench: one harness (bench.c), one file per collective (coll_allreduce.c,
+ * coll_allgather.c, coll_reducescatter.c) and per peer (peer_nccl.c, peer_mpi.c), in the shape
+ * of nccl-tests. */
 #ifndef SYMCOLL_BENCH_H
 #define SYMCOLL_BENCH_H
 #include <stdbool.h>
@@ -7,7 +8,7 @@
 
 #include <symcoll.h>
 
-#define MAX_COLS 12
+#define MAX_COLS 16
 
 typedef struct bctx {
   symcoll_comm_t comm; /* the communicator under test */
@@ -15,8 +16,28 @@ typedef struct bctx {
   symcoll_mem_t ctl_mem;
   int rank, nranks, device; /* device -1: CPU */
   bool gpu;
+  bool inplace;
   void *stream;
 } bctx_t;
+
+/* What differs between collectives (nccl-tests' per-collective table). `bytes` is nccl-tests'
+ * size: the larger buffer of the call (all_reduce: either; all_gather: the output;
+ * reduce_scatter: the input); `count` the call's count argument. */
+typedef struct bench_coll {
+  symcoll_coll_t kind;
+  bool has_op;                 /* all_gather combines nothing */
+  double busbw_factor_num;     /* busbw = algbw * num * (n - 1) / n: 2 for all_reduce, else 1 */
+  size_t (*count_of)(size_t bytes, size_t es, int n);
+  size_t (*send_elems)(size_t count, int n);
+  size_t (*recv_elems)(size_t count, int n);
+  /* Fills this rank's input (send_elems) and the output every rank must see (recv_elems). */
+  void (*fill)(void *send, symcoll_dtype_t dt, size_t count, int rank, int n, uint32_t seed);
+  void (*expect)(void *want, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int rank, int n, uint32_t seed);
+  symcoll_status_t (*run)(symcoll_comm_t comm, const void *send, void *recv, size_t count, symcoll_dtype_t dt,
+                          symcoll_op_t op, void *stream, const symcoll_coll_opts_t *opts);
+} bench_coll_t;
+
+extern const bench_coll_t bench_all_reduce, bench_all_gather, bench_reduce_scatter;
 
 typedef struct column column_t;
 struct column {
@@ -28,17 +49,22 @@ struct column {
   size_t round_bytes;  /* and its round ("oneshot@0:0:4194304"); 0 = tuned */
   char label[32];
   /* init: 0 = usable; else column is n/a with `na` set. Collective over ranks. */
-  int (*init)(bctx_t *c, column_t *col);
-  int (*run)(bctx_t *c, column_t *col, const void *send, void *recv, size_t count,
+  int (*init)(bctx_t *c, column_t *col, const bench_coll_t *coll);
+  /* One call; 0 on success, else a nonzero code and `err` describes it. */
+  int (*run)(bctx_t *c, column_t *col, const bench_coll_t *coll, const void *send, void *recv, size_t count,
              symcoll_dtype_t dt, symcoll_op_t op);
   void (*fini)(bctx_t *c, column_t *col);
   void *state;
   char na[160];
+  char err[160];
 };
 
 /* Broadcast of a small blob from rank 0 through the control communicator. */
-void bench_bcast(bctx_t *c, void *buf, size_t bytes);
 void bench_barrier(bctx_t *c);
+void bench_bcast(bctx_t *c, void *buf, size_t bytes);
+/* Ends the run on a failed call: prints what failed on this rank, makes every communicator of
+ * this rank give up, and exits non-zero (peers then see this rank gone and end too). */
+_Noreturn void bench_fail(bctx_t *c, const char *what, const char *why);
 
 /* Peers: fill *col and return 1, or return 0 when the peer is not built in. */
 int peer_nccl_column(column_t *col);
@@ -46,4 +72,8 @@ int peer_mpi_column(column_t *col);
 int peer_mpi_active(void); /* launched under mpirun with MPI support built in */
 void peer_mpi_init(int *argc, char ***argv);
 void peer_mpi_finalize(void);
+_Noreturn void peer_mpi_abort(int code);
+
+int bench_merge(int nfiles, char **files, const char *out_csv, const char *plot, const char *title);
+int bench_plot(const char *csv, const char *png, const char *title);
 #endif

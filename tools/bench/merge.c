@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench.h"
+
 #define MAXC 24
 #define MAXR 64
 
@@ -85,12 +87,14 @@ static int read_csv(merged_t *m, const char *path) {
 }
 
 static int is_symcoll(const char *n) {
-  return !strcmp(n, "oneshot") || !strcmp(n, "twoshot") || !strcmp(n, "auto") || !strncmp(n, "symcoll", 7);
+  static const char *const names[] = {"oneshot", "twoshot", "oneshot_db", "lamport", "auto", "pull", "push",
+                                      "copy_engine", "via_nccl"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strncmp(n, names[i], strlen(names[i]))) return 1;
+  return !strncmp(n, "symcoll", 7);
 }
 
-int bench_plot(const char *csv, const char *png);
-
-int bench_merge(int nfiles, char **files, const char *out_csv, const char *plot) {
+int bench_merge(int nfiles, char **files, const char *out_csv, const char *plot, const char *title) {
   merged_t *m = calloc(1, sizeof *m);
   for (int i = 0; i < nfiles; i++)
     if (read_csv(m, files[i]) != 0) return 1;
@@ -137,11 +141,11 @@ int bench_merge(int nfiles, char **files, const char *out_csv, const char *plot)
   }
   if (out) fclose(out);
   free(m);
-  if (plot && out_csv) return bench_plot(out_csv, plot);
+  if (plot && out_csv) return bench_plot(out_csv, plot, title ? title : "symcoll-bench (merged)");
   return 0;
 }
 
-int bench_plot(const char *csv, const char *png) {
+int bench_plot(const char *csv, const char *png, const char *title) {
   FILE *f = fopen(csv, "r");
   char header[4096], *h[64];
   if (!f || !fgets(header, sizeof header, f)) {
@@ -153,9 +157,9 @@ int bench_plot(const char *csv, const char *png) {
   char script[8192];
   int n = snprintf(script, sizeof script,
                    "set terminal pngcairo noenhanced size 1000,640\nset output '%s'\nset datafile separator ','\n"
-                   "set logscale xy\nset xlabel 'message size (bytes)'\nset ylabel 'latency per all-reduce (us)'\n"
-                   "set key top left\nset grid\nplot ",
-                   png);
+                   "set title \"%s\"\nset logscale xy\nset xlabel 'size (bytes, as nccl-tests counts it)'\n"
+                   "set ylabel 'latency per call (us)'\nset key top left\nset grid\nplot ",
+                   png, title ? title : "symcoll-bench");
   int first = 1;
   for (int i = 0; i < nh; i++) {
     size_t len = strlen(h[i]);

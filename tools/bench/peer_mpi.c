@@ -1,7 +1,11 @@
-/* Open MPI's MPI_Allreduce as a peer column of the CPU backend (symcoll-bench-mpi only). */
+/* Open MPI as a peer column of the CPU backend (symcoll-bench-mpi only): MPI_Allreduce,
+ * MPI_Allgather, MPI_Reduce_scatter_block. MPI has no 16-bit float types: fp16 and bf16 are
+ * MPI_UINT16_T with user-defined sum / max / min that widen to fp32, as users do; the fp8
+ * types have none (n/a for the reductions). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -19,23 +23,109 @@ void peer_mpi_init(int *argc, char ***argv) {
 void peer_mpi_finalize(void) {
   if (active) MPI_Finalize();
 }
+_Noreturn void peer_mpi_abort(int code) {
+  if (active) MPI_Abort(MPI_COMM_WORLD, code);
+  _exit(code);
+}
 
-static int mpi_init(bctx_t *c, column_t *col) {
+/* ---- 16-bit floats ------------------------------------------------------------------------ */
+static float bf2f(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static uint16_t f2bf(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static float h2f(uint16_t h) {
+  _Float16 x;
+  memcpy(&x, &h, 2);
+  return (float)x;
+}
+static uint16_t f2h(float f) {
+  _Float16 x = (_Float16)f;
+  uint16_t h;
+  memcpy(&h, &x, 2);
+  return h;
+}
+#define HALF_OP(NAME, TOF, FROMF, EXPR)                                                       \
+  static void NAME(void *in, void *inout, int *len, MPI_Datatype *t) {                        \
+    (void)t;                                                                                  \
+    const uint16_t *a = in;                                                                   \
+    uint16_t *b = inout;                                                                      \
+    for (int i = 0; i < *len; i++) {                                                          \
+      float x = TOF(a[i]), y = TOF(b[i]);                                                     \
+      b[i] = FROMF(EXPR);                                                                     \
+    }                                                                                         \
+  }
+HALF_OP(bf_sum, bf2f, f2bf, x + y)
+HALF_OP(bf_max, bf2f, f2bf, x > y ? x : y)
+HALF_OP(bf_min, bf2f, f2bf, x < y ? x : y)
+HALF_OP(h_sum, h2f, f2h, x + y)
+HALF_OP(h_max, h2f, f2h, x > y ? x : y)
+HALF_OP(h_min, h2f, f2h, x < y ? x : y)
+
+typedef struct {
+  MPI_Op half_ops[2][3]; /* [bf16, fp16][sum, max, min] */
+} mpi_state_t;
+
+static int mpi_init(bctx_t *c, column_t *col, const bench_coll_t *coll) {
   if (!active || c->gpu) {
     snprintf(col->na, sizeof col->na, "n/a: not launched under mpirun");
     return 1;
   }
+  if (c->inplace && coll->kind == SYMCOLL_COLL_REDUCE_SCATTER) { /* MPI's in-place result sits elsewhere */
+    snprintf(col->na, sizeof col->na, "n/a: MPI_Reduce_scatter_block in place puts the result at the buffer's start");
+    return 1;
+  }
+  mpi_state_t *st = calloc(1, sizeof *st);
+  MPI_User_function *fns[2][3] = {{bf_sum, bf_max, bf_min}, {h_sum, h_max, h_min}};
+  for (int t = 0; t < 2; t++)
+    for (int o = 0; o < 3; o++) MPI_Op_create(fns[t][o], 1, &st->half_ops[t][o]);
+  col->state = st;
   return 0;
 }
 
-static int mpi_run(bctx_t *c, column_t *col, const void *send, void *recv, size_t count,
+static int mpi_run(bctx_t *c, column_t *col, const bench_coll_t *coll, const void *send, void *recv, size_t count,
                    symcoll_dtype_t dt, symcoll_op_t op) {
   (void)c;
-  (void)col;
-  if (dt != SYMCOLL_FLOAT32) return 1; /* MPI has no 16-bit float types */
+  mpi_state_t *st = col->state;
+  if (coll->kind == SYMCOLL_COLL_ALL_GATHER) { /* bytes are bytes */
+    const int bytes = (int)(count * symcoll_dtype_size(dt));
+    const int me = c->rank;
+    const void *in = send == (const char *)recv + (size_t)me * (size_t)bytes ? MPI_IN_PLACE : send;
+    return MPI_Allgather(in, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS;
+  }
+  MPI_Datatype t;
   MPI_Op o = op == SYMCOLL_SUM ? MPI_SUM : op == SYMCOLL_MAX ? MPI_MAX : MPI_MIN;
-  return MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, MPI_FLOAT, o,
-                       MPI_COMM_WORLD) != MPI_SUCCESS;
+  switch (dt) {
+  case SYMCOLL_FLOAT32: t = MPI_FLOAT; break;
+  case SYMCOLL_FLOAT64: t = MPI_DOUBLE; break;
+  case SYMCOLL_INT8: t = MPI_INT8_T; break;
+  case SYMCOLL_UINT8: t = MPI_UINT8_T; break;
+  case SYMCOLL_INT32: t = MPI_INT32_T; break;
+  case SYMCOLL_UINT32: t = MPI_UINT32_T; break;
+  case SYMCOLL_INT64: t = MPI_INT64_T; break;
+  case SYMCOLL_UINT64: t = MPI_UINT64_T; break;
+  case SYMCOLL_BFLOAT16: t = MPI_UINT16_T, o = st->half_ops[0][op]; break;
+  case SYMCOLL_FLOAT16: t = MPI_UINT16_T, o = st->half_ops[1][op]; break;
+  default: snprintf(col->err, sizeof col->err, "MPI has no %s reduction", symcoll_dtype_name(dt)); return 1;
+  }
+  if (coll->kind == SYMCOLL_COLL_ALL_REDUCE)
+    return MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, t, o, MPI_COMM_WORLD) != MPI_SUCCESS;
+  return MPI_Reduce_scatter_block(send, recv, (int)count, t, o, MPI_COMM_WORLD) != MPI_SUCCESS;
+}
+
+static void mpi_fini(bctx_t *c, column_t *col) {
+  (void)c;
+  mpi_state_t *st = col->state;
+  if (!st) return;
+  for (int t = 0; t < 2; t++)
+    for (int o = 0; o < 3; o++) MPI_Op_free(&st->half_ops[t][o]);
+  free(st);
 }
 
 int peer_mpi_column(column_t *col) {
@@ -44,6 +134,7 @@ int peer_mpi_column(column_t *col) {
   col->is_baseline = true;
   col->init = mpi_init;
   col->run = mpi_run;
+  col->fini = mpi_fini;
   return 1;
 }
 #else
@@ -53,6 +144,7 @@ void peer_mpi_init(int *argc, char ***argv) {
   (void)argv;
 }
 void peer_mpi_finalize(void) {}
+_Noreturn void peer_mpi_abort(int code) { _exit(code); }
 int peer_mpi_column(column_t *col) {
   (void)col;
   return 0;
