@@ -14,7 +14,7 @@
 
 #include "reduce.h"
 
-#if defined(__F16C__)
+#if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -95,6 +95,22 @@ static inline void ld_f16(float *restrict a, const uint16_t *restrict p, size_t 
 static inline void st_f16(uint16_t *restrict p, const float *restrict a, size_t m) {
   __fp16 *h = (__fp16 *)(void *)p;
   for (size_t j = 0; j < m; j++) h[j] = (__fp16)a[j];
+}
+#elif defined(__AVX512F__)
+static inline void ld_f16(float *restrict a, const uint16_t *restrict p, size_t m) {
+  size_t j = 0;
+  const size_t full = m & ~(size_t)15;
+  for (; j < full; j += 16)
+    _mm512_storeu_ps(a + j, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + j))));
+  for (; j < m; j++) a[j] = h2f(p[j]);
+}
+static inline void st_f16(uint16_t *restrict p, const float *restrict a, size_t m) {
+  size_t j = 0;
+  const size_t full = m & ~(size_t)15;
+  for (; j < full; j += 16)
+    _mm256_storeu_si256((__m256i *)(void *)(p + j),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(a + j), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; j < m; j++) p[j] = f2h(a[j]);
 }
 #elif defined(__F16C__)
 static inline void ld_f16(float *restrict a, const uint16_t *restrict p, size_t m) {

@@ -1,0 +1,189 @@
+/*
+ * Internals, through the static library: every build of the CPU reduce loops this machine
+ * can run (scalar, baseline, AVX2, AVX-512) must give the same bits for every dtype and op, on
+ * random bit patterns (NaNs, infinities, subnormals, values that round) and odd lengths; the
+ * fp8 conversions round as CUDA's software path does; environment knobs parse strictly.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/internal.h"
+#include "host/reduce.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+
+/* Random bits, with a share of ordinary small values so that sums round in interesting ways. */
+static void random_fill(uint8_t *p, size_t bytes, symcoll_dtype_t dt) {
+  for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)rnd();
+  if (dt == SYMCOLL_FLOAT32)
+    for (size_t i = 0; i < bytes / 4; i += 2) {
+      float f = (float)((int64_t)(rnd() % 2000001) - 1000000) / 1024.0f;
+      memcpy(p + 4 * i, &f, 4);
+    }
+}
+
+static void test_reduce_builds_agree(void **state) {
+  (void)state;
+  const symcoll__reduce_table_t *tables[8];
+  const int nt = symcoll__host_reduce_tables(tables, 8);
+  printf("reduce builds on this CPU:");
+  for (int t = 0; t < nt; t++) printf(" %s", tables[t]->name);
+  printf("\n");
+  assert_true(nt >= 2); /* at least the baseline and the scalar one */
+  static const size_t lengths[] = {1, 3, 15, 16, 17, 63, 64, 65, 127, 1000, 4099};
+  const size_t maxn = 4099, maxb = maxn * 8;
+  uint8_t *src[4], *out[8];
+  for (int s = 0; s < 4; s++) src[s] = malloc(maxb);
+  for (int t = 0; t < nt; t++) out[t] = malloc(maxb + 64);
+  long checked = 0;
+  for (int dt = 0; dt < SYMCOLL_NUM_DTYPES; dt++) {
+    const size_t es = symcoll_dtype_size((symcoll_dtype_t)dt);
+    for (int op = 0; op < SYMCOLL_NUM_OPS; op++)
+      for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+        for (int nsrc = 1; nsrc <= 4; nsrc++) {
+          const size_t n = lengths[li];
+          for (int s = 0; s < nsrc; s++) random_fill(src[s], n * es, (symcoll_dtype_t)dt);
+          for (int t = 0; t < nt; t++) {
+            memset(out[t], 0x5a, maxb + 64);
+            tables[t]->fn[dt][op](out[t], (const void *const *)src, nsrc, n);
+          }
+          for (int t = 1; t < nt; t++) {
+            if (memcmp(out[0], out[t], n * es) != 0) {
+              size_t i = 0;
+              while (!memcmp(out[0] + i * es, out[t] + i * es, es)) i++;
+              fail_msg("%s %s, %d sources, %zu elements: %s and %s differ first at element %zu",
+                       symcoll_dtype_name((symcoll_dtype_t)dt), symcoll_op_name((symcoll_op_t)op), nsrc, n,
+                       tables[0]->name, tables[t]->name, i);
+            }
+            if (out[t][n * es] != 0x5a) /* nothing past the end */
+              fail_msg("%s %s, %d sources, %zu elements: %s wrote past the end", symcoll_dtype_name((symcoll_dtype_t)dt),
+                       symcoll_op_name((symcoll_op_t)op), nsrc, n, tables[t]->name);
+          }
+          checked++;
+        }
+  }
+  /* In place: dst is the first source. */
+  for (int t = 0; t < nt; t++) {
+    float a[37], b[37];
+    for (int i = 0; i < 37; i++) a[i] = (float)i, b[i] = 1.0f;
+    const void *srcs[2] = {a, b};
+    tables[t]->fn[SYMCOLL_FLOAT32][SYMCOLL_SUM](a, srcs, 2, 37);
+    for (int i = 0; i < 37; i++) assert_true(a[i] == (float)i + 1.0f);
+  }
+  printf("%ld cases, every build gave the same bits\n", checked);
+  for (int s = 0; s < 4; s++) free(src[s]);
+  for (int t = 0; t < nt; t++) free(out[t]);
+}
+
+static void test_half_conversions(void **state) {
+  (void)state;
+  /* fp16 -> fp32 -> fp16 is the identity for every non-NaN half, through the reduce loops
+   * (max of one source). */
+  const symcoll__reduce_table_t *tables[8];
+  const int nt = symcoll__host_reduce_tables(tables, 8);
+  uint16_t all[65536], back[65536];
+  for (int i = 0; i < 65536; i++) all[i] = (uint16_t)i;
+  for (int t = 0; t < nt; t++) {
+    const void *srcs[1] = {all};
+    tables[t]->fn[SYMCOLL_FLOAT16][SYMCOLL_MAX](back, srcs, 1, 65536);
+    for (int i = 0; i < 65536; i++) {
+      const bool nan = (i & 0x7c00) == 0x7c00 && (i & 0x3ff);
+      if (!nan && back[i] != all[i]) fail_msg("%s: half %#06x comes back as %#06x", tables[t]->name, i, back[i]);
+      if (nan && ((back[i] & 0x7e00) != 0x7e00)) fail_msg("%s: NaN %#06x comes back as %#06x", tables[t]->name, i, back[i]);
+    }
+    tables[t]->fn[SYMCOLL_BFLOAT16][SYMCOLL_MAX](back, srcs, 1, 65536);
+    for (int i = 0; i < 65536; i++) {
+      const bool nan = (i & 0x7f80) == 0x7f80 && (i & 0x7f);
+      if (!nan && back[i] != all[i]) fail_msg("%s: bf16 %#06x comes back as %#06x", tables[t]->name, i, back[i]);
+    }
+  }
+}
+
+/* fp8: every byte widens and narrows back to itself (NaN to NaN); fp32 values round to the
+ * nearest, ties to even, saturating at the largest finite value. */
+static void test_fp8_conversions(void **state) {
+  (void)state;
+  for (int e5 = 0; e5 < 2; e5++) {
+    for (int b = 0; b < 256; b++) {
+      float f = symcoll__fp8_to_f32((uint8_t)b, e5);
+      if (isnan(f)) continue;
+      if (isinf(f)) {
+        assert_int_equal(symcoll__f32_to_fp8(f, e5), (uint8_t)((b & 0x80) | 0x7b)); /* saturates */
+        continue;
+      }
+      if (symcoll__f32_to_fp8(f, e5) != (uint8_t)b)
+        fail_msg("%s byte %#04x -> %g -> %#04x", e5 ? "e5m2" : "e4m3", b, (double)f, symcoll__f32_to_fp8(f, e5));
+    }
+    /* halfway between 1.0 and the next value rounds to even (1.0); above it, up */
+    const float ulp1 = e5 ? 0.25f : 0.125f;
+    assert_int_equal(symcoll__f32_to_fp8(1.0f + ulp1 / 2, e5), symcoll__f32_to_fp8(1.0f, e5));
+    assert_int_equal(symcoll__f32_to_fp8(1.0f + ulp1 * 0.51f, e5), symcoll__f32_to_fp8(1.0f + ulp1, e5));
+    assert_int_equal(symcoll__f32_to_fp8(1e9f, e5), e5 ? 0x7b : 0x7e);
+    assert_int_equal(symcoll__f32_to_fp8(-1e9f, e5), e5 ? 0xfb : 0xfe);
+  }
+  assert_true(symcoll__fp8_to_f32(0x7e, 0) == 448.0f);
+  assert_true(symcoll__fp8_to_f32(0x7b, 1) == 57344.0f);
+}
+
+/* Environment knobs: units, ranges, malformed values. */
+static void test_env_parsing(void **state) {
+  (void)state;
+  static const struct { const char *value; long long want; } timeouts[] = {
+      {"2500", 2500}, {"10s", 10000},  {"500ms", 500},       {"2min", 120000}, {"1e3", 30000},
+      {"abc", 30000}, {"0", 30000},    {"-5", 30000},        {"99999999999", 86400000},
+      {"10 s", 30000}, {"", 30000},
+  };
+  for (size_t i = 0; i < sizeof timeouts / sizeof timeouts[0]; i++) {
+    setenv("SYMCOLL_TIMEOUT_MS", timeouts[i].value, 1);
+    long long got = symcoll__env_int("SYMCOLL_TIMEOUT_MS");
+    if (got != timeouts[i].want)
+      fail_msg("SYMCOLL_TIMEOUT_MS=%s: took %lld, want %lld", timeouts[i].value, got, timeouts[i].want);
+  }
+  unsetenv("SYMCOLL_TIMEOUT_MS");
+  setenv("SYMCOLL_WORKSPACE_BYTES", "8M", 1);
+  assert_int_equal(symcoll__env_int("SYMCOLL_WORKSPACE_BYTES"), 8 << 20);
+  setenv("SYMCOLL_WORKSPACE_BYTES", "64KiB", 1);
+  assert_int_equal(symcoll__env_int("SYMCOLL_WORKSPACE_BYTES"), 64 << 10);
+  setenv("SYMCOLL_WORKSPACE_BYTES", "lots", 1);
+  assert_int_equal(symcoll__env_int("SYMCOLL_WORKSPACE_BYTES"), 0);
+  unsetenv("SYMCOLL_WORKSPACE_BYTES");
+  setenv("SYMCOLL_CHECK", "yes", 1);
+  assert_int_equal(symcoll__env_int("SYMCOLL_CHECK"), 1);
+  setenv("SYMCOLL_CHECK", "maybe", 1);
+  assert_int_equal(symcoll__env_int("SYMCOLL_CHECK"), 0);
+  unsetenv("SYMCOLL_CHECK");
+  setenv("SYMCOLL_DEBUG", "LOUD", 1);
+  assert_int_equal(symcoll__env_choice("SYMCOLL_DEBUG"), SYMCOLL_LOG_WARN);
+  setenv("SYMCOLL_DEBUG", "trace", 1);
+  assert_int_equal(symcoll__env_choice("SYMCOLL_DEBUG"), SYMCOLL_LOG_TRACE);
+  unsetenv("SYMCOLL_DEBUG");
+  setenv("SYMCOLL_HOST_SIMD", "foo", 1);
+  assert_int_equal(symcoll__env_choice("SYMCOLL_HOST_SIMD"), 0); /* auto */
+  unsetenv("SYMCOLL_HOST_SIMD");
+  setenv("SYMCOLL_DEBUG_SUBSYS", "COLL,bogus,TUNE", 1);
+  assert_int_equal(symcoll__env_list("SYMCOLL_DEBUG_SUBSYS", SYMCOLL_SUBSYS_ALL), SYMCOLL_SUBSYS_COLL | SYMCOLL_SUBSYS_TUNE);
+  unsetenv("SYMCOLL_DEBUG_SUBSYS");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_reduce_builds_agree),
+      cmocka_unit_test(test_half_conversions),
+      cmocka_unit_test(test_fp8_conversions),
+      cmocka_unit_test(test_env_parsing),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
