@@ -121,7 +121,7 @@ static void test_bad_collective_args(void **state) {
   EXPECT_BAD(symcoll_all_reduce(NULL, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
   EXPECT_BAD(symcoll_all_reduce(comm, NULL, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
   EXPECT_BAD(symcoll_all_reduce(comm, send, NULL, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
-  EXPECT_BAD(symcoll_all_reduce(comm, send, recv, N, (symcoll_dtype_t)7, SYMCOLL_SUM, NULL));
+  EXPECT_BAD(symcoll_all_reduce(comm, send, recv, N, SYMCOLL_NUM_DTYPES, SYMCOLL_SUM, NULL));
   EXPECT_BAD(symcoll_all_reduce(comm, send, recv, N, (symcoll_dtype_t)-1, SYMCOLL_SUM, NULL));
   EXPECT_BAD(symcoll_all_reduce(comm, send, recv, N, SYMCOLL_FLOAT32, (symcoll_op_t)3, NULL));
   EXPECT_BAD(symcoll_all_reduce(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, (void *)send));
@@ -129,8 +129,33 @@ static void test_bad_collective_args(void **state) {
   EXPECT_BAD(symcoll_all_reduce(comm, send, (char *)recv + 2, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
   EXPECT_BAD(symcoll_all_reduce(comm, recv, recv + 1, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
   EXPECT_BAD(symcoll_all_reduce(comm, send, recv, SIZE_MAX / 2, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
-  o.algo = (symcoll_algo_t)9;
+  o.algo = SYMCOLL_NUM_ALGOS;
   EXPECT_BAD(symcoll_all_reduce_ex(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o));
+  /* all_gather / reduce_scatter: the same checks, and their own overlap rules. */
+  EXPECT_BAD(symcoll_all_gather(NULL, send, recv, N, SYMCOLL_FLOAT32, NULL));
+  EXPECT_BAD(symcoll_all_gather(comm, NULL, recv, N, SYMCOLL_FLOAT32, NULL));
+  EXPECT_BAD(symcoll_all_gather(comm, send, recv, N, SYMCOLL_NUM_DTYPES, NULL));
+  EXPECT_BAD(symcoll_all_gather(comm, recv + 1, recv, N, SYMCOLL_FLOAT32, NULL)); /* overlaps, not rank 0's block */
+  EXPECT_BAD(symcoll_all_gather(comm, send, recv, SIZE_MAX / 4, SYMCOLL_FLOAT32, NULL));
+  EXPECT_BAD(symcoll_reduce_scatter(comm, send, NULL, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
+  EXPECT_BAD(symcoll_reduce_scatter(comm, send, recv, N, SYMCOLL_FLOAT32, (symcoll_op_t)-1, NULL));
+  EXPECT_BAD(symcoll_reduce_scatter(comm, recv, recv + 2, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
+  o.algo = SYMCOLL_ALGO_TWO_SHOT; /* an all_reduce algorithm: UNSUPPORTED for the others */
+  assert_int_equal(symcoll_all_gather_ex(comm, send, recv, N, SYMCOLL_FLOAT32, NULL, &o), SYMCOLL_ERR_UNSUPPORTED);
+  assert_memory_equal(recv, poison, sizeof recv);
+  o.algo = SYMCOLL_ALGO_COPY_ENGINE; /* a GPU algorithm: UNSUPPORTED on CPU ranks */
+  assert_int_equal(symcoll_all_gather_ex(comm, send, recv, N, SYMCOLL_FLOAT32, NULL, &o), SYMCOLL_ERR_UNSUPPORTED);
+  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_PUSH), SYMCOLL_OK);
+  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_REDUCE_SCATTER, SYMCOLL_ALGO_PUSH),
+                   SYMCOLL_ERR_UNSUPPORTED);
+  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_NUM_COLLS, SYMCOLL_ALGO_PUSH), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_memory_equal(recv, poison, sizeof recv);
+  /* In place with one rank: the result is the input, in every collective. */
+  assert_int_equal(symcoll_all_gather(comm, recv, recv, 4, SYMCOLL_FLOAT32, NULL), SYMCOLL_OK);
+  assert_int_equal(symcoll_reduce_scatter(comm, send, recv, 4, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL), SYMCOLL_OK);
+  assert_memory_equal(recv, send, 4 * sizeof(float));
+  memcpy(recv, poison, sizeof recv);
+  symcoll_coll_opts_init(&o);
   symcoll_coll_opts_init(&o);
   o.struct_size = 3;
   EXPECT_BAD(symcoll_all_reduce_ex(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o));
@@ -313,6 +338,162 @@ static void test_check_mismatch(void **state) {
   assert_int_equal(a[0].status, SYMCOLL_OK);
   assert_int_equal(a[1].status, SYMCOLL_OK);
   for (int i = 0; i < 2; i++) symcoll_comm_destroy(comms[i]);
+}
+
+/* ---- each refusal names what was wrong ------------------------------------------------------- */
+
+/* Runs fn with stderr captured; returns what it printed (static buffer). */
+static const char *stderr_of(void (*fn)(void *), void *arg) {
+  static char text[8192];
+  fflush(stderr);
+  int saved = dup(2);
+  FILE *tmp = tmpfile();
+  dup2(fileno(tmp), 2);
+  fn(arg);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  rewind(tmp);
+  size_t n = fread(text, 1, sizeof text - 1, tmp);
+  text[n] = 0;
+  fclose(tmp);
+  return text;
+}
+
+typedef struct {
+  symcoll_comm_t comm;
+  int which;
+} refusal_arg_t;
+static void refuse(void *p) {
+  refusal_arg_t *a = p;
+  float x[8];
+  switch (a->which) {
+  case 0: symcoll_all_reduce(NULL, x, x, 8, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL); break;
+  case 1: symcoll_all_reduce(a->comm, NULL, x, 8, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL); break;
+  case 2: symcoll_all_reduce(a->comm, x, x, 8, (symcoll_dtype_t)99, SYMCOLL_SUM, NULL); break;
+  case 3: symcoll_all_reduce(a->comm, x, x, 8, SYMCOLL_FLOAT32, (symcoll_op_t)7, NULL); break;
+  case 4: symcoll_all_reduce(a->comm, x, x, SIZE_MAX / 2, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL); break;
+  case 5: symcoll_reduce_scatter(a->comm, x, x + 1, 4, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL); break;
+  default: symcoll_all_gather(a->comm, x, x, 8, SYMCOLL_FLOAT32, (void *)x); break;
+  }
+}
+
+static void test_refusals_say_why(void **state) {
+  (void)state;
+  symcoll_comm_t comm = solo();
+  static const char *const want[] = {"comm is NULL", "send is NULL", "unknown dtype 99", "unknown op 7",
+                                     "too large", "recv overlaps send", "takes no stream"};
+  for (int i = 0; i < 7; i++) {
+    refusal_arg_t a = {comm, i};
+    const char *text = stderr_of(refuse, &a);
+    if (!strstr(text, want[i])) fail_msg("refusal %d logged \"%s\", expected it to say \"%s\"", i, text, want[i]);
+  }
+  symcoll_comm_destroy(comm);
+}
+
+/* ---- ranks in different calls --------------------------------------------------------------------- */
+
+/* Rank `refused` has its first call refused (a NULL buffer); its next call, which differs in
+ * count or collective, meets its peer's first: both return MISMATCH and write nothing, and the
+ * next matching calls work. */
+typedef struct {
+  symcoll_comm_t comm;
+  int refused, variant;
+  int bad;
+} skew_arg_t;
+static void *skew_rank(void *p) {
+  skew_arg_t *a = p;
+  const int rank = symcoll_comm_rank(a->comm);
+  float in[16], out[32], poison[32];
+  for (int i = 0; i < 16; i++) in[i] = (float)(rank + 1);
+  memset(poison, 0xa5, sizeof poison);
+  memcpy(out, poison, sizeof out);
+  symcoll_status_t s;
+  if (rank == a->refused) {
+    a->bad += symcoll_all_reduce(a->comm, NULL, out, 8, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL) != SYMCOLL_ERR_INVALID_ARGUMENT;
+    s = a->variant == 0 ? symcoll_all_reduce(a->comm, in, out, 4, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL)
+        : a->variant == 1 ? symcoll_all_gather(a->comm, in, out, 8, SYMCOLL_FLOAT32, NULL)
+                          : symcoll_all_reduce(a->comm, in, out, 8, SYMCOLL_FLOAT32, SYMCOLL_MAX, NULL);
+  } else {
+    s = symcoll_all_reduce(a->comm, in, out, 8, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
+  }
+  if (s != SYMCOLL_ERR_MISMATCH) {
+    fprintf(stderr, "rank %d (variant %d, rank %d refused): %s\n", rank, a->variant, a->refused, symcoll_status_string(s));
+    a->bad++;
+  }
+  a->bad += memcmp(out, poison, sizeof out) != 0; /* nothing written */
+  /* In step again: a matching call works. */
+  s = symcoll_all_reduce(a->comm, in, out, 16, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
+  a->bad += s != SYMCOLL_OK || out[15] != 3.0f;
+  return NULL;
+}
+
+static void test_calls_out_of_step(void **state) {
+  (void)state;
+  for (int variant = 0; variant < 3; variant++)
+    for (int refused = 0; refused < 2; refused++) {
+      symcoll_comm_t comms[2];
+      assert_int_equal(symcoll_comm_create_all(2, NULL, comms), SYMCOLL_OK);
+      skew_arg_t a[2] = {{comms[0], refused, variant, 0}, {comms[1], refused, variant, 0}};
+      pthread_t t[2];
+      for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, skew_rank, &a[i]);
+      for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+      assert_int_equal(a[0].bad, 0);
+      assert_int_equal(a[1].bad, 0);
+      for (int i = 0; i < 2; i++) symcoll_comm_destroy(comms[i]);
+    }
+}
+
+/* ---- split --------------------------------------------------------------------------------------- */
+
+/* 6 ranks: colors rank % 3 except rank 5 (no color); keys order each group by descending rank.
+ * Each group all-reduces its members' ranks (both groups at once), then splits again into
+ * singletons and all-gathers. */
+static int split_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
+  (void)ops, (void)arg;
+  const int rank = symcoll_comm_rank(comm);
+  const int color = rank == 5 ? SYMCOLL_SPLIT_NOCOLOR : rank % 3;
+  symcoll_comm_t sub = (symcoll_comm_t)0x1;
+  int bad = 0;
+  if (symcoll_comm_split(comm, color, -rank, &sub) != SYMCOLL_OK) return 1;
+  if (color == SYMCOLL_SPLIT_NOCOLOR) return (sub != NULL) + (symcoll_comm_barrier(comm) != SYMCOLL_OK);
+  /* members of color c: c, c + 3 (rank 5 left out of color 2): ordered by descending rank */
+  const int members = color == 2 ? 1 : 2;
+  const int want_rank = members == 2 && rank < 3 ? 1 : 0;
+  bad += symcoll_comm_nranks(sub) != members || symcoll_comm_rank(sub) != want_rank;
+  double x = rank, sum = -1;
+  bad += symcoll_all_reduce(sub, &x, &sum, 1, SYMCOLL_FLOAT64, SYMCOLL_SUM, NULL) != SYMCOLL_OK;
+  bad += sum != (members == 2 ? 2 * color + 3 : color);
+  symcoll_comm_t solo2 = NULL;
+  bad += symcoll_comm_split(sub, symcoll_comm_rank(sub), 0, &solo2) != SYMCOLL_OK;
+  if (solo2) {
+    int32_t v = rank * 10, g = -1;
+    bad += symcoll_all_gather(solo2, &v, &g, 1, SYMCOLL_INT32, NULL) != SYMCOLL_OK || g != rank * 10;
+    bad += symcoll_comm_nranks(solo2) != 1;
+    symcoll_comm_barrier(solo2);
+    symcoll_comm_destroy(solo2);
+  } else {
+    bad++;
+  }
+  bad += symcoll_comm_barrier(sub) != SYMCOLL_OK;
+  symcoll_comm_destroy(sub);
+  bad += symcoll_comm_barrier(comm) != SYMCOLL_OK; /* the parent still works */
+  if (bad) fprintf(stderr, "rank %d: %d split checks failed\n", rank, bad);
+  return bad;
+}
+
+static void test_split(void **state) {
+  (void)state;
+  for (int m = 0; m < 2; m++) {
+    th_launch_t l = {"host", m ? "thread" : "process", 6, 10000, 60};
+    assert_int_equal(th_run(&l, split_rank, NULL), 0);
+  }
+  symcoll_comm_t comm = solo(), sub = (symcoll_comm_t)0x1;
+  assert_int_equal(symcoll_comm_split(comm, -2, 0, &sub), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_comm_split(NULL, 0, 0, &sub), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_comm_split(comm, 0, 0, NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_ptr_equal(sub, (symcoll_comm_t)0x1);
+  symcoll_comm_destroy(comm);
 }
 
 /* symcoll_comm_barrier: nobody leaves before the last rank arrives; after an abort it says so. */
@@ -636,6 +817,8 @@ int main(void) {
       cmocka_unit_test(test_strangers_refused), cmocka_unit_test(test_tuning_table),
       cmocka_unit_test(test_nccl_without_engine),
       cmocka_unit_test(test_mixed_zero_copy), cmocka_unit_test(test_barrier),
+      cmocka_unit_test(test_refusals_say_why), cmocka_unit_test(test_calls_out_of_step),
+      cmocka_unit_test(test_split),
   };
   return cmocka_run_group_tests_name("api", tests, NULL, NULL);
 }

@@ -39,8 +39,19 @@ static symcoll_config_t rank_config(const char *job, int rank, int nranks) {
   return cfg;
 }
 
-/* Each rank: create, allocate, then `ncoll` all-reduces; reports through a pipe. */
-static void run_job(int nranks, const char *fault, int sleep_rank, int ncoll, outcome_t *out) {
+/* One call of `coll`, in place over buf (nranks x 1024 floats). */
+static symcoll_status_t one_call(symcoll_comm_t comm, symcoll_coll_t coll, float *buf, void *stream) {
+  const int r = symcoll_comm_rank(comm);
+  switch (coll) {
+  case SYMCOLL_COLL_ALL_GATHER: return symcoll_all_gather(comm, buf + r * 1024, buf, 1024, SYMCOLL_FLOAT32, stream);
+  case SYMCOLL_COLL_REDUCE_SCATTER:
+    return symcoll_reduce_scatter(comm, buf, buf + r * 1024, 1024, SYMCOLL_FLOAT32, SYMCOLL_SUM, stream);
+  default: return symcoll_all_reduce(comm, buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, stream);
+  }
+}
+
+/* Each rank: create, allocate, then `ncoll` calls of `coll`; reports through a pipe. */
+static void run_job_of(symcoll_coll_t coll, int nranks, const char *fault, int sleep_rank, int ncoll, outcome_t *out) {
   char job[64];
   th_job_id(job, sizeof job, "fault");
   int pipes[SYMCOLL_MAX_RANKS][2];
@@ -76,10 +87,10 @@ static void run_job(int nranks, const char *fault, int sleep_rank, int ncoll, ou
         if (r == sleep_rank) {
           usleep((TIMEOUT_MS + 1500) * 1000); /* never calls the collective */
         } else {
-          float *buf = ops->alloc(4096 * sizeof(float));
+          float *buf = ops->alloc((size_t)(nranks < 4 ? 4 : nranks) * 1024 * sizeof(float));
           for (int i = 0; i < ncoll && o.coll == SYMCOLL_OK; i++) {
             t = th_now();
-            o.coll = symcoll_all_reduce(comm, buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, ops->stream());
+            o.coll = one_call(comm, coll, buf, ops->stream());
             ops->sync();
             if (o.coll == SYMCOLL_OK) o.coll = symcoll_comm_check(comm);
             o.fail_after_s = th_now() - t;
@@ -106,6 +117,10 @@ static void run_job(int nranks, const char *fault, int sleep_rank, int ncoll, ou
   }
   assert_int_equal(th_leftovers(job), 0);
   assert_int_equal(th_leftovers(NULL), 0);
+}
+
+static void run_job(int nranks, const char *fault, int sleep_rank, int ncoll, outcome_t *out) {
+  run_job_of(SYMCOLL_COLL_ALL_REDUCE, nranks, fault, sleep_rank, ncoll, out);
 }
 
 #define LOST_OR_TIMEOUT(s) ((s) == SYMCOLL_ERR_PEER_LOST || (s) == SYMCOLL_ERR_TIMEOUT)
@@ -170,6 +185,36 @@ static void test_rank_never_calls(void **state) {
   assert_int_equal(o[0].coll, SYMCOLL_ERR_TIMEOUT);
   assert_true(o[0].fail_after_s >= TIMEOUT_MS / 1000.0 - 0.05);
   assert_true(o[0].fail_after_s < BOUND_S);
+}
+
+/* The same faults inside the other collectives: a rank killed at its 10th all-gather, a rank
+ * that never calls a reduce-scatter. */
+static void test_killed_in_all_gather(void **state) {
+  (void)state;
+  outcome_t o[4];
+  run_job_of(SYMCOLL_COLL_ALL_GATHER, 4, "coll:2:10", -1, 30, o);
+  assert_int_equal(o[2].create, 1);
+  for (int r = 0; r < 4; r++) {
+    if (r == 2) continue;
+    print_message("rank %d: %d all-gathers, then %s after %.3f s\n", r, o[r].colls_done,
+                  symcoll_status_string(o[r].coll), o[r].fail_after_s);
+    assert_true(o[r].colls_done >= 8 && o[r].colls_done <= 10);
+    assert_true(LOST_OR_TIMEOUT(o[r].coll));
+    assert_true(o[r].fail_after_s < BOUND_S);
+  }
+}
+
+static void test_never_calls_reduce_scatter(void **state) {
+  (void)state;
+  outcome_t o[3];
+  run_job_of(SYMCOLL_COLL_REDUCE_SCATTER, 3, NULL, 1, 1, o);
+  for (int r = 0; r < 3; r += 2) {
+    print_message("rank %d: %s after %.3f s\n", r, symcoll_status_string(o[r].coll), o[r].fail_after_s);
+    /* Both time out; one that times out a moment later may first see the other one leave. */
+    assert_true(LOST_OR_TIMEOUT(o[r].coll));
+    assert_true(o[r].fail_after_s >= TIMEOUT_MS / 1000.0 - 0.05);
+    assert_true(o[r].fail_after_s < BOUND_S);
+  }
 }
 
 /* A peer's death is reported by symcoll_comm_check even while no call waits for it. */
@@ -255,6 +300,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_killed_in_alloc), cmocka_unit_test(test_killed_between_collectives),
       cmocka_unit_test(test_rank_never_calls), cmocka_unit_test(test_abort_from_thread),
       cmocka_unit_test(test_check_reports_dead_peer),
+      cmocka_unit_test(test_killed_in_all_gather), cmocka_unit_test(test_never_calls_reduce_scatter),
   };
   return cmocka_run_group_tests_name("fault", tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /*
- * Soak: many all-reduces of random sizes, dtypes, ops and algorithms (the same draw on every
- * rank), every result checked, with file descriptors and resident memory sampled: they must
+ * Soak: many calls of all three collectives, of random sizes, dtypes, ops, algorithms and
+ * placements (the same draw on every rank), every result checked, with file descriptors and resident memory sampled: they must
  * not grow.   test_soak --backend host|cuda --mode process|thread --ranks N --calls K
  */
 #include <dirent.h>
@@ -43,50 +43,75 @@ static uint32_t next(uint32_t *s) {
   return *s;
 }
 
+/* The algorithms each collective draws from (auto included). */
+static const symcoll_algo_t soak_algos[SYMCOLL_NUM_COLLS][5] = {
+    {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_ONE_SHOT_DB, SYMCOLL_ALGO_LAMPORT},
+    {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_COPY_ENGINE},
+    {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_AUTO}};
+
 static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
   (void)arg;
   const int rank = symcoll_comm_rank(comm), n = symcoll_comm_nranks(comm);
-  const size_t maxc = 1 << 16;
-  char *hs = malloc(maxc * 4), *hr = malloc(maxc * 4), *hw = malloc(maxc * 4);
-  char *ds = ops->alloc(maxc * 4 + 64), *dr = ops->alloc(maxc * 4 + 64);
+  const size_t maxc = 1 << 16, maxb = maxc * 8 * (size_t)n + 64; /* elements of a part, bytes of a buffer */
+  char *hs = malloc(maxb), *hr = malloc(maxb), *hw = malloc(maxb);
+  char *ds = ops->alloc(maxb + 64), *dr = ops->alloc(maxb + 64);
   uint32_t rng = seed0 | 1;
   long wrong = 0, fds0 = 0, rss0 = 0, done = 0;
   /* Every rank's buffers exist before any rank's first kernel waits for it (thread mode). */
   if (symcoll_comm_barrier(comm) != SYMCOLL_OK) return 1;
+  memset(hs, 0, maxb), memset(hr, 0, maxb), memset(hw, 0, maxb);
   for (long i = 0; i < calls && wrong < 5; i++, done++) {
-    /* Sizes mostly small, sometimes up to 64K elements; the same draw on every rank. */
+    /* The same draw on every rank: a collective, sizes mostly small, sometimes up to 64K
+     * elements per rank's part, any dtype and op, an algorithm of the collective. */
+    const symcoll_coll_t coll = (symcoll_coll_t)(next(&rng) % SYMCOLL_NUM_COLLS);
     size_t count = 1 + next(&rng) % (next(&rng) % 8 == 0 ? maxc : 2048);
-    symcoll_dtype_t dt = (symcoll_dtype_t)(next(&rng) % 3);
+    if (coll != SYMCOLL_COLL_ALL_REDUCE) count = (count + (size_t)n - 1) / (size_t)n;
+    symcoll_dtype_t dt = (symcoll_dtype_t)(next(&rng) % SYMCOLL_NUM_DTYPES);
     symcoll_op_t op = (symcoll_op_t)(next(&rng) % 3);
     symcoll_coll_opts_t o;
     symcoll_coll_opts_init(&o);
-    o.algo = (symcoll_algo_t)(next(&rng) % SYMCOLL_NUM_ALGOS);
-    if (symcoll_algo_supported(comm, o.algo) != SYMCOLL_OK) o.algo = SYMCOLL_ALGO_AUTO; /* same on every rank */
+    o.algo = soak_algos[coll][next(&rng) % 5];
+    if (symcoll_coll_algo_supported(comm, coll, o.algo) != SYMCOLL_OK) o.algo = SYMCOLL_ALGO_AUTO; /* same on every rank */
     /* Now and then a round of 256 B ... 1 MiB (GPU; CPU ranks ignore it). */
     if (next(&rng) % 4 == 0) o.round_bytes = (size_t)256 << (next(&rng) % 13);
-    int inplace = next(&rng) % 2;
-    size_t es = symcoll_dtype_size(dt), off = next(&rng) % 4;
-    uint32_t seed = next(&rng);
-    exact_fill(hs, dt, count, rank, seed);
-    char *send = ds + off * es, *recv = inplace ? send : dr + off * es;
-    ops->to_dev(send, hs, count * es);
-    symcoll_status_t s = symcoll_all_reduce_ex(comm, send, recv, count, dt, op, ops->stream(), &o);
+    const int inplace = next(&rng) % 2;
+    const size_t es = symcoll_dtype_size(dt), off = next(&rng) % 4;
+    const uint32_t seed = next(&rng);
+    const size_t sn = coll == SYMCOLL_COLL_REDUCE_SCATTER ? count * (size_t)n : count;
+    const size_t rn = coll == SYMCOLL_COLL_ALL_GATHER ? count * (size_t)n : count;
+    exact_fill(hs, dt, sn, rank, seed);
+    char *send = ds + off * es, *recv = dr + off * es;
+    if (inplace) {
+      if (coll == SYMCOLL_COLL_ALL_REDUCE) recv = send;
+      else if (coll == SYMCOLL_COLL_ALL_GATHER) recv = ds + off * es, send = recv + (size_t)rank * count * es;
+      else recv = send + (size_t)rank * count * es;
+    }
+    ops->to_dev(send, hs, sn * es);
+    symcoll_status_t s =
+        coll == SYMCOLL_COLL_ALL_REDUCE   ? symcoll_all_reduce_ex(comm, send, recv, count, dt, op, ops->stream(), &o)
+        : coll == SYMCOLL_COLL_ALL_GATHER ? symcoll_all_gather_ex(comm, send, recv, count, dt, ops->stream(), &o)
+                                          : symcoll_reduce_scatter_ex(comm, send, recv, count, dt, op, ops->stream(), &o);
     if (s != SYMCOLL_OK) {
-      fprintf(stderr, "rank %d call %ld: %s\n", rank, i, symcoll_status_string(s));
+      fprintf(stderr, "rank %d call %ld: %s: %s\n", rank, i, symcoll_coll_name(coll), symcoll_status_string(s));
       wrong = 1000;
       break;
     }
-    ops->to_host(hr, recv, count * es);
-    exact_expect(hw, dt, op, count, n, seed);
-    if (memcmp(hr, hw, count * es) != 0) {
+    ops->to_host(hr, recv, rn * es);
+    if (coll == SYMCOLL_COLL_ALL_REDUCE) exact_expect(hw, dt, op, count, n, seed);
+    else if (coll == SYMCOLL_COLL_REDUCE_SCATTER) exact_expect_range(hw, dt, op, (size_t)rank * count, count, n, seed);
+    else
+      for (int r = 0; r < n; r++) exact_fill(hw + (size_t)r * count * es, dt, count, r, seed);
+    if (memcmp(hr, hw, rn * es) != 0) {
       symcoll_algo_t used = o.algo;
-      if (used == SYMCOLL_ALGO_AUTO) symcoll_all_reduce_algo(comm, count, dt, &used);
-      fprintf(stderr, "rank %d call %ld: %s %s %s count %zu offset %zu round %zu %s wrong (comm_check: %s)\n", rank,
-              i, symcoll_dtype_name(dt), symcoll_op_name(op), symcoll_algo_name(used), count, off, o.round_bytes,
-              inplace ? "in place" : "out of place", symcoll_status_string(symcoll_comm_check(comm)));
+      if (used == SYMCOLL_ALGO_AUTO) symcoll_coll_algo(comm, coll, count, dt, &used);
+      fprintf(stderr, "rank %d call %ld: %s %s %s %s count %zu offset %zu round %zu %s wrong (comm_check: %s)\n", rank,
+              i, symcoll_coll_name(coll), symcoll_dtype_name(dt), symcoll_op_name(op), symcoll_algo_name(used), count,
+              off, o.round_bytes, inplace ? "in place" : "out of place", symcoll_status_string(symcoll_comm_check(comm)));
       wrong++;
     }
-    if (i == 1000) {
+    /* The baseline once every size class has had its turn: buffers and the workspace are
+     * touched page by page as sizes grow, which is not a leak. */
+    if (i == (calls / 5 > 1000 ? calls / 5 : 1000)) {
       fds0 = count_fds();
       rss0 = rss_pages();
     }
@@ -99,7 +124,7 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
    * went 54 -> 49 and 48 -> 54 across 2000 GPU calls): allow them some. A leak of one per call
    * would show as thousands. */
   const long fd_slack = strcmp(ops->name, "host") ? 32 : 0;
-  if (done > 1000 && wrong == 0 && (fds1 > fds0 + fd_slack || rss1 > rss0 + 256)) {
+  if (done > 1000 && fds0 && wrong == 0 && (fds1 > fds0 + fd_slack || rss1 > rss0 + 256)) {
     fprintf(stderr, "rank %d: growth: fds %ld -> %ld, resident pages %ld -> %ld\n", rank, fds0, fds1, rss0, rss1);
     wrong++;
   }
