@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""PyTorch peers of symcoll-bench: torch symmetric memory one-shot / two-shot all-reduce and
+"""PyTorch peers of symcoll-bench: torch symmetric memory (all_reduce: one-shot / two-shot;
+all_gather and reduce_scatter: its low-contention copy-engine ops and reduce_scatter_out) and
 torch.distributed (NCCL), timed like symcoll-bench's GPU columns (CUDA-graph replays of -n
 calls, device events, median of -r replays) and written in its CSV columns, so that
 `symcoll-bench --merge` joins both into one table.
 
     python3 bench/peers_torch.py -b 8K -e 128M -f 2 -d bf16 --csv torch.csv          # world = 1
+    python3 bench/peers_torch.py --coll all_gather ...                                  # also reduce_scatter
+Sizes are nccl-tests': all_gather's output, reduce_scatter's input.
     torchrun --nproc-per-node 8 bench/peers_torch.py -b 8K -e 128M --csv torch.csv   # 8 GPUs
 Multicast stays off: TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NCCL_NVLS_ENABLE=0 are set here.
 """
@@ -28,24 +31,32 @@ def size(s):
     return int(float(s[:-1]) * m[s[-1].lower()]) if s[-1].lower() in m else int(s)
 
 
-def timed(fn, iters, reps, warmup=3):
+def timed(fn, iters, reps, warmup=3, graph=True):
+    """Median us per call: CUDA-graph replays of iters calls (eager launches of iters calls
+    for ops that cannot be captured), device events, the slowest rank's median."""
     s = torch.cuda.current_stream()
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(iters):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
+    g = None
+    if graph:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(iters):
+                fn()
+        g.replay()
+        torch.cuda.synchronize()
     out = []
     for _ in range(reps):
         if dist.get_world_size() > 1:
             dist.barrier()
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         e0.record(s)
-        g.replay()
+        if g is not None:
+            g.replay()
+        else:
+            for _ in range(iters):
+                fn()
         e1.record(s)
         e1.synchronize()
         out.append(e0.elapsed_time(e1) * 1e3 / iters)
@@ -64,6 +75,7 @@ def main():
     p.add_argument("-n", type=int, default=20)
     p.add_argument("-r", type=int, default=20)
     p.add_argument("--csv")
+    p.add_argument("--coll", default="all_reduce", choices=["all_reduce", "all_gather", "reduce_scatter"])
     a = p.parse_args()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.d]
     es = torch.tensor([], dtype=dtype).element_size()
@@ -81,6 +93,8 @@ def main():
             symm_mem.enable_symm_mem_for_group(group)
         except Exception:
             pass
+    if a.coll != "all_reduce":
+        return other_colls(a, dtype, es, rank, world, group)
     cols = ["torch_one_shot", "torch_two_shot", "torch_nccl"]
     rows = []
     if rank == 0:
@@ -123,6 +137,78 @@ def main():
             f.write("bytes,elements,dtype,nranks,backend," + ",".join(c + "_us" for c in cols) + ",busbw_GBps,wrong\n")
             for b, n, res in rows:
                 f.write(f"{b},{n},{a.d},{world},cuda," + ",".join("" if res[c] is None else f"{res[c]:.3f}" for c in cols) + ",,0\n")
+    dist.destroy_process_group()
+
+
+def try_time(name, fn, check, a, graph=True):
+    """Times fn if it runs and check() holds after one call; None (n/a) otherwise."""
+    try:
+        fn()
+        torch.cuda.synchronize()
+        if not check():
+            print(f"# {name}: wrong result", file=sys.stderr)
+            return None
+        return timed(fn, a.n, a.r, graph=graph)
+    except Exception as e:  # noqa: BLE001
+        print(f"# {name}: {str(e).splitlines()[0][:160]}", file=sys.stderr)
+        return None
+
+
+def other_colls(a, dtype, es, rank, world, group):
+    """all_gather / reduce_scatter: torch symmetric memory's ops and NCCL through torch."""
+    # torch_symm_ce_eager: the low-contention (copy-engine) ops use a side stream that graph
+    # capture refuses, so they are timed as eager launches.
+    cols = ["torch_symm", "torch_symm_ce_eager", "torch_nccl"]
+    rows = []
+    if rank == 0:
+        print(f"# torch {torch.__version__}, {a.coll}, world {world}, {a.d}, graph replays of {a.n} calls, median of {a.r}")
+        print(f"{'bytes':>12} {'elements':>10} " + " ".join(f"{c:>15}" for c in cols))
+    b = size(a.b)
+    ops = torch.ops.symm_mem
+    while b <= size(a.e):
+        count = b // es // world  # per-rank part
+        res = {}
+        if a.coll == "all_gather":
+            inp = symm_mem.empty(count, dtype=dtype, device="cuda")
+            hdl = symm_mem.rendezvous(inp, group)
+            inp.copy_(torch.randint(-8, 9, (count,), device="cuda").to(dtype))
+            ref = torch.empty(count * world, dtype=dtype, device="cuda")
+            dist.all_gather_into_tensor(ref, inp)
+            out = {}
+            res["torch_symm"] = None  # torch's all-gather op on symmetric memory is multicast only: off here
+            res["torch_symm_ce_eager"] = try_time("_low_contention_all_gather",
+                                                  lambda: out.__setitem__("y", ops._low_contention_all_gather(inp, group)),
+                                                  lambda: torch.equal(out["y"].flatten(), ref), a, graph=False)
+            y = torch.empty(count * world, dtype=dtype, device="cuda")
+            res["torch_nccl"] = try_time("nccl", lambda: dist.all_gather_into_tensor(y, inp),
+                                         lambda: torch.equal(y, ref), a) if world > 1 else None
+        else:
+            inp = symm_mem.empty(count * world, dtype=dtype, device="cuda")
+            hdl = symm_mem.rendezvous(inp, group)
+            inp.copy_(torch.randint(-8, 9, (count * world,), device="cuda").to(dtype))
+            ref = torch.empty(count, dtype=dtype, device="cuda")
+            dist.reduce_scatter_tensor(ref, inp.clone())
+            out = torch.empty(count, dtype=dtype, device="cuda")
+            res["torch_symm"] = try_time("reduce_scatter_out",
+                                         lambda: ops.reduce_scatter_out(inp.view(world, count), group, False, out.view(1, count)),
+                                         lambda: torch.equal(out, ref), a)
+            got = {}
+            res["torch_symm_ce_eager"] = try_time("_low_contention_reduce_scatter",
+                                                  lambda: got.__setitem__("y", ops._low_contention_reduce_scatter(inp, "sum", group)),
+                                                  lambda: torch.equal(got["y"].flatten(), ref), a, graph=False)
+            y = torch.empty(count, dtype=dtype, device="cuda")
+            res["torch_nccl"] = try_time("nccl", lambda: dist.reduce_scatter_tensor(y, inp),
+                                         lambda: torch.equal(y, ref), a) if world > 1 else None
+        del hdl
+        rows.append((b, count, res))
+        if rank == 0:
+            print(f"{b:>12} {count:>10} " + " ".join(f"{res[c]:>15.2f}" if res[c] is not None else f"{'n/a':>15}" for c in cols), flush=True)
+        b *= a.f
+    if rank == 0 and a.csv:
+        with open(a.csv, "w") as f:
+            f.write("bytes,elements,dtype,nranks,backend," + ",".join(c + "_us" for c in cols) + ",busbw_GBps,wrong,coll\n")
+            for b, n, res in rows:
+                f.write(f"{b},{n},{a.d},{world},cuda," + ",".join("" if res[c] is None else f"{res[c]:.3f}" for c in cols) + f",,0,{a.coll}\n")
     dist.destroy_process_group()
 
 

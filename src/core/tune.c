@@ -22,7 +22,7 @@
  * the 2- and 4-rank tables). Ranks sharing one GPU emulate a node: on 8 GPUs over NVLink, run
  * symcoll-tune and load its table. */
 static const char *const builtin_table =
-    "# backend nranks dtype max_bytes algo blocks threads\n"
+    "# [coll] backend[:class] nranks dtype max_bytes algo blocks threads\n"
     "host 1 * inf oneshot\n"
     "host 2 * inf oneshot\n"
     "host * * 1048576 oneshot\n"
@@ -39,7 +39,21 @@ static const char *const builtin_table =
     "cuda 4 * inf twoshot 0 1024\n"
     "cuda * * 65536 lamport 0 256\n"
     "cuda * * 1048576 oneshot_db 0 1024\n"
-    "cuda * * inf twoshot 0 1024\n";
+    "cuda * * inf twoshot 0 1024\n"
+    /* all_gather / reduce_scatter (sizes as nccl-tests count them): LL packets while small,
+     * then the double-buffered pull (push for all_gather of 2 ranks), bench/results/h200. */
+    "all_gather cuda 1 * inf pull\n"
+    "all_gather cuda 2 * 131072 lamport\n"
+    "all_gather cuda 2 * inf push\n"
+    "all_gather cuda 4 * 131072 lamport\n"
+    "all_gather cuda 4 * inf pull\n"
+    "all_gather cuda * * 524288 lamport\n"
+    "all_gather cuda * * inf pull\n"
+    "reduce_scatter cuda 1 * inf pull\n"
+    "reduce_scatter cuda 2 * 131072 lamport\n"
+    "reduce_scatter cuda 4 * 131072 lamport\n"
+    "reduce_scatter cuda * * 524288 lamport\n"
+    "reduce_scatter cuda * * inf pull\n";
 
 typedef struct {
   size_t max_bytes;

@@ -76,13 +76,13 @@ __global__ void __launch_bounds__(1024) AllGather_Push(const symcoll__cuda_args_
     size_t v = first;
     for (; v < nvec; v += stride) {
       const Pack<T, VEC> x = load_cg<T, VEC>(a.send, v);
-      for (int k = 1; k < a.nranks; k++) store<T, VEC>(a.dst[(a.rank + k) % a.nranks] + mine, v, x);
+      for (int k = 1; k < a.nranks; k++) store<T, VEC>(const_cast<char *>(a.src[(a.rank + k) % a.nranks]) + mine, v, x);
       if (!in_place) store<T, VEC>(a.recv + mine, v, x);
     }
     if (v == nvec)
       for (size_t i = nvec * E; i < nvec * E + tail; i++) {
         const Pack<T, false> x = load_cg<T, false>(a.send, i);
-        for (int k = 1; k < a.nranks; k++) store<T, false>(a.dst[(a.rank + k) % a.nranks] + mine, i, x);
+        for (int k = 1; k < a.nranks; k++) store<T, false>(const_cast<char *>(a.src[(a.rank + k) % a.nranks]) + mine, i, x);
         if (!in_place) store<T, false>(a.recv + mine, i, x);
       }
     BARRIER(a);

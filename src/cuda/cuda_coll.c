@@ -190,14 +190,18 @@ static symcoll_status_t all_gather(symcoll_comm_t comm, cuda_state_t *cs, const 
   const uintptr_t addr = (uintptr_t)a->send | (uintptr_t)a->recv;
   const struct symcoll_mem *zmem = NULL;
   size_t zoff = 0;
+  const bool in_place = (const char *)a->send == (const char *)a->recv + (size_t)comm->rank * block;
   if (a->algo == SYMCOLL_ALGO_PULL || a->algo == SYMCOLL_ALGO_COPY_ENGINE) {
-    if (a->send_mem) {
+    if (in_place && a->recv_mem) { /* peers read rank r's block of rank r's output */
+      k.zero_copy = 1, zmem = a->recv_mem, zoff = a->recv_off;
+      for (int r = 0; r < n; r++) k.src[r] = (const char *)a->recv_mem->ptrs[r] + a->recv_off + (size_t)r * block;
+    } else if (!in_place && a->send_mem) {
       k.zero_copy = 1, zmem = a->send_mem, zoff = a->send_off;
       for (int r = 0; r < n; r++) k.src[r] = (const char *)a->send_mem->ptrs[r] + a->send_off;
     }
   } else if (a->algo == SYMCOLL_ALGO_PUSH && a->recv_mem) {
     k.zero_copy = 1, zmem = a->recv_mem, zoff = a->recv_off;
-    for (int r = 0; r < n; r++) k.dst[r] = (char *)a->recv_mem->ptrs[r] + a->recv_off;
+    for (int r = 0; r < n; r++) k.src[r] = (const char *)a->recv_mem->ptrs[r] + a->recv_off; /* stored into */
   }
   k.sig = kernel_sig(a, k.zero_copy, zmem, zoff);
   if (a->algo == SYMCOLL_ALGO_COPY_ENGINE) return copy_engine(comm, cs, a, &k);

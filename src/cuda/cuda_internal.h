@@ -28,8 +28,8 @@ extern "C" {
 typedef struct symcoll__cuda_args {
   char *ws[SYMCOLL_CUDA_MAX_RANKS];          /* peers' workspaces (staging of inputs) */
   uint32_t *pad[SYMCOLL_CUDA_MAX_RANKS];     /* peers' barrier pads */
-  const char *src[SYMCOLL_CUDA_MAX_RANKS];   /* zero-copy: peers' inputs; unused otherwise */
-  char *dst[SYMCOLL_CUDA_MAX_RANKS];         /* all_gather push: peers' symmetric outputs */
+  const char *src[SYMCOLL_CUDA_MAX_RANKS];   /* zero-copy: peers' inputs (all_gather push into
+                                                symmetric outputs: peers' outputs) */
   const char *send;
   char *recv;
   size_t count;       /* elements this launch handles (all_gather, reduce_scatter: per rank) */
