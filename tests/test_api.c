@@ -749,6 +749,55 @@ static void test_tuning_table(void **state) {
   unlink(bad);
 }
 
+/* Rows for a class of machine: the CPU's reduce loops pick them (SYMCOLL_HOST_SIMD is read
+ * once per process: each case runs in a child). A table of 0.2 (no collective column) still
+ * loads, and collective rows apply to their collective only. */
+static char self_path[4096];
+
+/* The pick of a fresh process (exec'd: the loops' choice is made once per process). */
+static int class_pick(const char *simd, const char *table, symcoll_coll_t coll) {
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "SYMCOLL_HOST_SIMD=%s SYMCOLL_TUNE_FILE=%s %s --class-pick %d", simd,
+           table ? table : "/nonexistent", self_path, (int)coll);
+  FILE *p = popen(cmd, "r");
+  int pick = -1;
+  if (!p || fscanf(p, "%d", &pick) != 1) pick = -1;
+  if (p) pclose(p);
+  return pick;
+}
+static int class_pick_main(int coll) {
+  symcoll_config_t cfg;
+  symcoll_config_init(&cfg);
+  symcoll_comm_t c;
+  int pick = -1;
+  if (symcoll_comm_create(&cfg, &c) == SYMCOLL_OK) {
+    symcoll_algo_t a;
+    if (symcoll_coll_algo(c, (symcoll_coll_t)coll, 1024, SYMCOLL_FLOAT32, &a) == SYMCOLL_OK) pick = a;
+    symcoll_comm_destroy(c);
+  }
+  printf("%d\n", pick);
+  return 0;
+}
+
+static void test_tuning_classes(void **state) {
+  (void)state;
+  assert_int_equal(class_pick("scalar", NULL, SYMCOLL_COLL_ALL_REDUCE), SYMCOLL_ALGO_TWO_SHOT);
+  assert_int_equal(class_pick("auto", NULL, SYMCOLL_COLL_ALL_REDUCE), SYMCOLL_ALGO_ONE_SHOT);
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/symcoll-tune-class.%d", (int)getpid());
+  write_file(path, "host * * inf twoshot\nhost:scalar * * inf oneshot\n"
+                   "all_gather host * * inf push\nreduce_scatter host:scalar * * inf lamport\n");
+  assert_int_equal(class_pick("scalar", path, SYMCOLL_COLL_ALL_REDUCE), SYMCOLL_ALGO_ONE_SHOT);
+  assert_int_equal(class_pick("auto", path, SYMCOLL_COLL_ALL_REDUCE), SYMCOLL_ALGO_TWO_SHOT);
+  assert_int_equal(class_pick("auto", path, SYMCOLL_COLL_ALL_GATHER), SYMCOLL_ALGO_PUSH);
+  assert_int_equal(class_pick("scalar", path, SYMCOLL_COLL_REDUCE_SCATTER), SYMCOLL_ALGO_LAMPORT);
+  assert_int_equal(class_pick("auto", path, SYMCOLL_COLL_REDUCE_SCATTER), SYMCOLL_ALGO_PULL);
+  /* an algorithm of another collective is a syntax error: the file is ignored */
+  write_file(path, "all_gather host * * inf twoshot\n");
+  assert_int_equal(class_pick("auto", path, SYMCOLL_COLL_ALL_GATHER), SYMCOLL_ALGO_PULL);
+  unlink(path);
+}
+
 /* One rank's input lies in symmetric memory (zero-copy), the other's does not; inputs span many
  * workspace rounds. Every rank must count the same rounds, and results must be exact. */
 typedef struct {
@@ -808,7 +857,9 @@ static void test_env_table(void **state) {
   assert_true(n >= 10);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "--class-pick")) return class_pick_main(atoi(argv[2]));
+  if (!realpath("/proc/self/exe", self_path)) snprintf(self_path, sizeof self_path, "%s", argv[0]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_status_strings), cmocka_unit_test(test_config_errors),
       cmocka_unit_test(test_bad_collective_args), cmocka_unit_test(test_from_env),
@@ -818,7 +869,7 @@ int main(void) {
       cmocka_unit_test(test_nccl_without_engine),
       cmocka_unit_test(test_mixed_zero_copy), cmocka_unit_test(test_barrier),
       cmocka_unit_test(test_refusals_say_why), cmocka_unit_test(test_calls_out_of_step),
-      cmocka_unit_test(test_split),
+      cmocka_unit_test(test_split), cmocka_unit_test(test_tuning_classes),
   };
   return cmocka_run_group_tests_name("api", tests, NULL, NULL);
 }

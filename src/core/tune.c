@@ -23,7 +23,15 @@
  * symcoll-tune and load its table. */
 static const char *const builtin_table =
     "# [coll] backend[:class] nranks dtype max_bytes algo blocks threads\n"
+    /* CPU ranks, by the reduce loops the CPU runs (2-vCPU AMD EPYC, bench/results/host): where
+     * the loops are scalar, or SSE2 (no vector half conversion), reducing is the cost and
+     * two-shot halves it; with AVX2 / AVX-512 moving the bytes is, and 16-bit floats still
+     * gain from two-shot up to 1 MiB. */
+    "host:scalar * * inf twoshot\n"
+    "host:sse2 * * inf twoshot\n"
     "host 1 * inf oneshot\n"
+    "host 2 fp32 inf oneshot\n"
+    "host 2 * 1048576 twoshot\n"
     "host 2 * inf oneshot\n"
     "host * * 1048576 oneshot\n"
     "host * * inf twoshot\n"

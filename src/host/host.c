@@ -76,6 +76,7 @@ static symcoll_status_t host_comm_init(symcoll_comm_t comm) {
   if (!hs) return SYMCOLL_ERR_NO_MEMORY;
   size_t ws = comm->workspace_bytes ? comm->workspace_bytes : HOST_DEFAULT_WS;
   hs->half = (ws / 2) & ~(size_t)63;
+  hs->sub_bytes = HOST_SUB_BYTES; /* 16 and 32 KiB measured no better on 2 ranks (2-vCPU EPYC) */
   if (hs->half < 4096) hs->half = 4096;
   symcoll_status_t s = symcoll__mem_alloc_internal(comm, HOST_PAD_BYTES + 2 * hs->half, &hs->ws);
   if (s != SYMCOLL_OK) {

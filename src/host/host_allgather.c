@@ -11,7 +11,7 @@
 static symcoll_status_t pull(symcoll_comm_t comm, host_state_t *hs, const symcoll__coll_args_t *a, size_t lo,
                              size_t cnt, struct symcoll_mem *zmem, size_t zoff) {
   const int me = comm->rank, n = comm->nranks;
-  const size_t es = symcoll_dtype_size(a->dtype), sub = HOST_SUB_BYTES / es, count = a->count;
+  const size_t es = symcoll_dtype_size(a->dtype), sub = hs->sub_bytes / es, count = a->count;
   const char *send = (const char *)a->send + lo * es;
   char *recv = (char *)a->recv;
   const host_epoch_t ep = symcoll__host_epoch_begin(comm, hs, a, lo == 0, zmem, zoff);
@@ -38,7 +38,7 @@ static symcoll_status_t pull(symcoll_comm_t comm, host_state_t *hs, const symcol
 static symcoll_status_t push(symcoll_comm_t comm, host_state_t *hs, const symcoll__coll_args_t *a, size_t lo,
                              size_t cnt, size_t per) {
   const int me = comm->rank, n = comm->nranks;
-  const size_t es = symcoll_dtype_size(a->dtype), sub = HOST_SUB_BYTES / es, count = a->count;
+  const size_t es = symcoll_dtype_size(a->dtype), sub = hs->sub_bytes / es, count = a->count;
   const char *send = (const char *)a->send + lo * es;
   char *recv = (char *)a->recv;
   const host_epoch_t ep = symcoll__host_epoch_begin(comm, hs, a, lo == 0, NULL, 0);

@@ -57,6 +57,7 @@ _Static_assert(sizeof(host_pad_t) <= HOST_PAD_BYTES, "pad too large");
 typedef struct {
   struct symcoll_mem *ws;
   size_t half; /* bytes per workspace half */
+  size_t sub_bytes; /* sub-chunk: the pipeline's step within an epoch */
   uint64_t epoch;
   host_pad_t *pad[SYMCOLL_MAX_RANKS];
   char *data[SYMCOLL_MAX_RANKS]; /* start of each rank's halves */

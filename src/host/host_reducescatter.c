@@ -8,7 +8,7 @@
 static symcoll_status_t pull(symcoll_comm_t comm, host_state_t *hs, const symcoll__coll_args_t *a, size_t lo,
                              size_t cnt, size_t per) {
   const int me = comm->rank, n = comm->nranks;
-  const size_t es = symcoll_dtype_size(a->dtype), sub = HOST_SUB_BYTES / es, count = a->count;
+  const size_t es = symcoll_dtype_size(a->dtype), sub = hs->sub_bytes / es, count = a->count;
   const char *send = a->send;
   /* Zero-copy: peers read block [me] of our input in place; the offset of this chunk's
    * start, block 0, is what we publish. */
