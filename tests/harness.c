@@ -94,8 +94,11 @@ static void probe_cuda(void) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     char msg[128];
-    snprintf(msg, sizeof msg, "%d %s", e == cudaSuccess ? n : 0,
-             e != cudaSuccess ? cudaGetErrorString(e) : n ? "ok" : "no CUDA device");
+    /* Without a GPU the runtime says "CUDA driver version is insufficient" (no driver) or
+     * "no CUDA-capable device": both mean no GPU here. */
+    snprintf(msg, sizeof msg, "%d %s%s%s", e == cudaSuccess ? n : 0,
+             e == cudaSuccess ? (n ? "ok" : "no GPU on this machine") : "no GPU on this machine (the CUDA runtime says: ",
+             e == cudaSuccess ? "" : cudaGetErrorString(e), e == cudaSuccess ? "" : ")");
     if (write(fds[1], msg, strlen(msg) + 1) < 0) _exit(1);
     _exit(0);
   }
