@@ -102,6 +102,7 @@ enum {
   X(SYMCOLL_RANK, INT, "-1", 0, SYMCOLL_MAX_RANKS - 1, "", "this process's rank (with SYMCOLL_NRANKS, SYMCOLL_JOB_ID)") \
   X(SYMCOLL_NRANKS, INT, "-1", 1, SYMCOLL_MAX_RANKS, "", "number of ranks of the job")                      \
   X(SYMCOLL_JOB_ID, STR, "", 0, 0, "", "rendezvous name shared by the ranks of one job ([A-Za-z0-9._:-], <= 64)") \
+  X(SYMCOLL_GPU_SIGNATURE, BOOL, "1", 0, 1, "", "testing only: 0 makes GPU kernels carry 1 in place of each call's signature (to measure its cost)") \
   X(SYMCOLL_FAULT, STR, "", 0, 0, "", "testing only: POINT:RANK[:N] kills RANK at its Nth boot|alloc|coll point")
 
 /* The knob's value parsed by its type (INT, MS, BYTES, BOOL); its default if unset or invalid. */

@@ -303,6 +303,7 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   cuda_state_t *cs = calloc(1, sizeof *cs);
   if (!cs) return SYMCOLL_ERR_NO_MEMORY;
   cs->dev = comm->device;
+  cs->signature = symcoll__env_int("SYMCOLL_GPU_SIGNATURE") != 0;
   comm->tp_state = cs;
   dev_guard_t g;
   SYMCOLL_CHECK(dev_enter(comm, &g));

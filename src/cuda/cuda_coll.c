@@ -44,7 +44,9 @@ static void shape(cuda_state_t *cs, symcoll_comm_t comm, const symcoll__coll_arg
 
 /* A call's signature as its kernels carry it: ranks that place their inputs differently
  * (zero-copy on one rank, staged on another) must not meet either. */
-static uint32_t kernel_sig(const symcoll__coll_args_t *a, int zero_copy, const struct symcoll_mem *m, size_t off) {
+static uint32_t kernel_sig(const cuda_state_t *cs, const symcoll__coll_args_t *a, int zero_copy,
+                           const struct symcoll_mem *m, size_t off) {
+  if (!cs->signature) return 1; /* SYMCOLL_GPU_SIGNATURE=0: the value of the bare protocol */
   uint32_t s = a->sig;
   if (zero_copy) s ^= 0x9e3779b9u * (uint32_t)(m->id + 1) ^ (uint32_t)(off * 0x85ebca6bu) ^ 0x5bd1e995u;
   return s ? s : 1;
@@ -97,7 +99,7 @@ static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const 
     k.zero_copy = 1;
     for (int r = 0; r < comm->nranks; r++) k.src[r] = (const char *)a->send_mem->ptrs[r] + a->send_off;
   }
-  k.sig = kernel_sig(a, k.zero_copy, a->send_mem, a->send_off);
+  k.sig = kernel_sig(cs, a, k.zero_copy, a->send_mem, a->send_off);
   const size_t per_vec = l.vec ? 16 / es : 1;
   const size_t round = k.zero_copy || a->count < k.chunk_elems ? a->count : k.chunk_elems;
   size_t work = round / per_vec;
@@ -203,7 +205,7 @@ static symcoll_status_t all_gather(symcoll_comm_t comm, cuda_state_t *cs, const 
     k.zero_copy = 1, zmem = a->recv_mem, zoff = a->recv_off;
     for (int r = 0; r < n; r++) k.src[r] = (const char *)a->recv_mem->ptrs[r] + a->recv_off; /* stored into */
   }
-  k.sig = kernel_sig(a, k.zero_copy, zmem, zoff);
+  k.sig = kernel_sig(cs, a, k.zero_copy, zmem, zoff);
   if (a->algo == SYMCOLL_ALGO_COPY_ENGINE) return copy_engine(comm, cs, a, &k);
   if (a->algo == SYMCOLL_ALGO_LAMPORT) { /* counts in bytes */
     k.stride = block;
@@ -237,7 +239,7 @@ static symcoll_status_t reduce_scatter(symcoll_comm_t comm, cuda_state_t *cs, co
     k.zero_copy = 1;
     for (int r = 0; r < n; r++) k.src[r] = (const char *)a->send_mem->ptrs[r] + a->send_off;
   }
-  k.sig = kernel_sig(a, k.zero_copy, a->send_mem, a->send_off);
+  k.sig = kernel_sig(cs, a, k.zero_copy, a->send_mem, a->send_off);
   if (a->algo == SYMCOLL_ALGO_LAMPORT) {
     l.vec = ((addr | block) & 7) == 0;
     return ll_launches(comm, cs, a, &k, &l, a->count, es);

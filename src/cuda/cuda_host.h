@@ -33,6 +33,7 @@ typedef struct {
   size_t round_cap[SYMCOLL_NUM_ALGOS];   /* the most a round can be: its staging buffer */
   size_t round_bytes[SYMCOLL_NUM_ALGOS]; /* all_reduce bytes per round by default, at most round_cap */
   uint32_t *err;            /* this rank's async error word (device memory) */
+  bool signature;           /* SYMCOLL_GPU_SIGNATURE (testing only) */
   cudaStream_t side;        /* private stream: probe, error reads */
   symcoll__nccl_t nccl;     /* an NCCL communicator over the same ranks, if held */
   symcoll__cuda_args_t args; /* the constant part of every launch */
