@@ -18,13 +18,13 @@ build: deps $(BUILD)/build.ninja
 
 # CPU tests run here; GPU tests report themselves skipped where there is no GPU.
 test: build
-	cd $(BUILD) && ctest --output-on-failure --timeout 300
+	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS)
 
 # The host tests once more under AddressSanitizer and UBSan.
 test-asan: deps
 	cmake -S . -B $(BUILD)-asan -G Ninja -DSYMCOLL_SANITIZE=ON -DSYMCOLL_ENABLE_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD)-asan -j $(JOBS)
-	cd $(BUILD)-asan && TH_SMALL=1 ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L host -LE "valgrind|soak" --timeout 600
+	cd $(BUILD)-asan && TH_SMALL=1 ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L host -LE "valgrind|soak|python" --timeout 600 -j $(JOBS)
 
 # The all-reduce benchmark on whatever this machine has: all its GPUs, else CPU ranks.
 bench: deps

@@ -1,0 +1,325 @@
+"""symcoll for Python: communicators, symmetric arrays and tensors, and the collectives.
+
+A thin skin over libsymcoll (include/symcoll.h): every semantic lives in C; this package turns
+arrays and tensors into pointers and the current CUDA stream, and statuses into exceptions
+named after them (symcoll.TimeoutError, symcoll.MismatchError, ...). numpy arrays on CPU ranks
+work without torch; with torch, CPU and CUDA tensors work and the collectives are also torch
+custom ops (symcoll.ops, torch.ops.symcoll.*) for torch.compile and CUDA graphs.
+
+    import symcoll
+    with symcoll.Comm.from_env() as comm:          # torchrun, mpirun, Slurm, SYMCOLL_RANK...
+        x = comm.empty(1024, "float32")            # symmetric memory: the zero-copy path
+        x[:] = comm.rank
+        comm.all_reduce(x)                         # in place
+"""
+import ctypes
+import itertools
+import os
+import uuid
+
+from ._lib import (ALGOS, COLLS, DEVICE_HOST, DTYPES, OPS, SPLIT_NOCOLOR, AbortedError,  # noqa: F401
+                   CollOpts, Config, CudaError, DeviceView, InternalError, InvalidArgumentError,
+                   MismatchError, NoMemoryError, PeerLostError, SymcollError, SystemCallError,
+                   TimeoutError, UnsupportedError, check, lib)
+
+__all__ = ["Comm", "SymcollError", "InvalidArgumentError", "UnsupportedError", "SystemCallError", "CudaError",
+           "NoMemoryError", "TimeoutError", "PeerLostError", "AbortedError", "MismatchError", "InternalError",
+           "version", "DEVICE_HOST", "SPLIT_NOCOLOR"]
+
+
+def version():
+    """The loaded library's version as (major, minor, patch)."""
+    v = lib.symcoll_version()
+    return (v // 10000, v // 100 % 100, v % 100)
+
+
+# ---- arrays and tensors as (pointer, count, dtype, stream, device) -----------------------------
+
+_NUMPY_DTYPES = {"float32": "fp32", "float16": "fp16", "float64": "fp64", "int8": "int8", "uint8": "uint8",
+                 "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
+                 "bfloat16": "bf16"}  # bfloat16: ml_dtypes' numpy type, where present
+_TORCH_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int8": "int8",
+                 "uint8": "uint8", "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
+                 "float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
+
+
+def _is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+def _describe(x):
+    """(pointer, elements, symcoll dtype index, is_cuda, device index) of a contiguous array or tensor."""
+    if _is_torch(x):
+        name = str(x.dtype).replace("torch.", "")
+        if name not in _TORCH_DTYPES:
+            raise InvalidArgumentError(f"torch dtype {x.dtype} has no symcoll dtype")
+        if not x.is_contiguous():
+            raise InvalidArgumentError("symcoll collectives take contiguous tensors")
+        return (x.data_ptr(), x.numel(), DTYPES.index(_TORCH_DTYPES[name]), x.is_cuda,
+                x.device.index if x.is_cuda else -1)
+    import numpy as np  # noqa: F401 - arrays are numpy's
+
+    name = str(x.dtype)
+    if name not in _NUMPY_DTYPES:
+        raise InvalidArgumentError(f"numpy dtype {x.dtype} has no symcoll dtype")
+    if not x.flags["C_CONTIGUOUS"]:
+        raise InvalidArgumentError("symcoll collectives take contiguous arrays")
+    return (x.ctypes.data, x.size, DTYPES.index(_NUMPY_DTYPES[name]), False, -1)
+
+
+def _stream_of(comm, is_cuda):
+    if not is_cuda:
+        return None
+    import torch
+
+    return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+
+
+def _opts(algo):
+    o = CollOpts()
+    lib.symcoll_coll_opts_init(ctypes.byref(o))
+    if algo is not None:
+        if algo not in ALGOS:
+            raise InvalidArgumentError(f"unknown algorithm {algo!r} (one of {', '.join(ALGOS)})")
+        o.algo = ALGOS.index(algo)
+    return o
+
+
+# ---- communicators ---------------------------------------------------------------------------------
+
+_handles = {}
+_next_handle = itertools.count(1)
+
+
+class Comm:
+    """A communicator of ranks of one host (CPU ranks, or GPUs of one node).
+
+    Create it collectively: Comm(rank, nranks, job_id, device) on every rank, Comm.from_env(),
+    or Comm.from_process_group(group). device is a CUDA ordinal, "cuda" (the current CUDA
+    device), or None / DEVICE_HOST for CPU ranks. Use it from one thread at a time; abort()
+    and check() may be called from any thread.
+    """
+
+    def __init__(self, rank=None, nranks=None, job_id=None, device=None, timeout_ms=0, workspace_bytes=0,
+                 _handle=None):
+        self._mems = []
+        if _handle is not None:
+            self._c = _handle
+        else:
+            cfg = Config()
+            lib.symcoll_config_init(ctypes.byref(cfg))
+            cfg.rank, cfg.nranks = int(rank), int(nranks)
+            cfg.job_id = (job_id or "python").encode()
+            cfg.device = _device_ordinal(device)
+            cfg.timeout_ms = int(timeout_ms)
+            cfg.workspace_bytes = int(workspace_bytes)
+            h = ctypes.c_void_p()
+            check(lib.symcoll_comm_create(ctypes.byref(cfg), ctypes.byref(h)), "symcoll_comm_create")
+            self._c = h
+        self.handle = next(_next_handle)  # what the torch ops take in place of the object
+        _handles[self.handle] = self
+
+    @classmethod
+    def from_env(cls, device=None):
+        """Ranks from the launcher: SYMCOLL_RANK/NRANKS/JOB_ID, torchrun's LOCAL_RANK and
+        LOCAL_WORLD_SIZE, Open MPI, Slurm (node-local ranks). device="cuda": the local rank's GPU."""
+        dev = -2 if device == "cuda" else _device_ordinal(device)
+        h = ctypes.c_void_p()
+        check(lib.symcoll_comm_create_from_env(dev, ctypes.byref(h)), "symcoll_comm_create_from_env")
+        return cls(_handle=h)
+
+    @classmethod
+    def from_process_group(cls, group=None, device=None, timeout_ms=0):
+        """The ranks of a torch.distributed process group (a TP group of a larger job works),
+        the rendezvous name agreed through the group. Its ranks must share one host."""
+        import torch
+        import torch.distributed as dist
+
+        rank, nranks = dist.get_rank(group), dist.get_world_size(group)
+        if device is None and torch.cuda.is_available() and dist.get_backend(group) == "nccl":
+            device = torch.cuda.current_device()
+        name = [f"pg.{uuid.uuid4().hex[:24]}" if rank == 0 else None]
+        dist.broadcast_object_list(name, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
+        hosts = [None] * nranks
+        dist.all_gather_object(hosts, os.uname().nodename, group=group)
+        if len(set(hosts)) > 1:
+            raise UnsupportedError(f"a symcoll communicator spans one host; this group spans {sorted(set(hosts))}")
+        return cls(rank, nranks, name[0], device, timeout_ms=timeout_ms)
+
+    # -- properties and lifetime --
+    @property
+    def rank(self):
+        return lib.symcoll_comm_rank(self._c)
+
+    @property
+    def nranks(self):
+        return lib.symcoll_comm_nranks(self._c)
+
+    @property
+    def device(self):
+        """CUDA ordinal, or DEVICE_HOST (-1) for CPU ranks."""
+        return lib.symcoll_comm_device(self._c)
+
+    def barrier(self):
+        check(lib.symcoll_comm_barrier(self._c), "symcoll_comm_barrier")
+
+    def abort(self):
+        check(lib.symcoll_comm_abort(self._c), "symcoll_comm_abort")
+
+    def check(self):
+        """Raises the communicator's asynchronous error (a GPU kernel that gave up), if any."""
+        check(lib.symcoll_comm_check(self._c), "symcoll_comm_check")
+
+    def split(self, color, key=0):
+        """ncclCommSplit's contract: collective; ranks of one color >= 0 form a communicator,
+        ordered by key; color SPLIT_NOCOLOR (-1) joins none and gets None."""
+        h = ctypes.c_void_p()
+        check(lib.symcoll_comm_split(self._c, int(color), int(key), ctypes.byref(h)), "symcoll_comm_split")
+        return Comm(_handle=h) if h.value else None
+
+    def destroy(self):
+        """Releases the communicator (and its symmetric memory): after a barrier, as
+        ncclCommFinalize + Destroy, so that no peer still reads this rank's memory."""
+        if self._c is None:
+            return
+        _handles.pop(self.handle, None)
+        lib.symcoll_comm_destroy(self._c)
+        self._c = None
+        self._mems = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            try:
+                self.barrier()
+            finally:
+                self.destroy()
+        else:
+            self.abort()
+            self.destroy()
+        return False
+
+    # -- symmetric memory --
+    def _alloc(self, nbytes):
+        m = ctypes.c_void_p()
+        check(lib.symcoll_mem_alloc(self._c, max(int(nbytes), 1), ctypes.byref(m)), "symcoll_mem_alloc")
+        self._mems.append(m)
+        return m
+
+    def empty(self, shape, dtype="float32"):
+        """A symmetric array (numpy, on CPU ranks) or tensor (torch, with a torch dtype; on GPU
+        ranks a CUDA tensor): every rank gets one of the same size, every peer maps it, and
+        collectives reading it take the zero-copy path. Collective. It lives until free() or
+        the communicator's destroy()."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        count = 1
+        for s in shape:
+            count *= int(s)
+        if _is_torch(dtype) or self.device != DEVICE_HOST:
+            from . import _torch
+
+            return _torch.empty(self, shape, count, dtype)
+        import numpy as np
+
+        dt = np.dtype(dtype)
+        m = self._alloc(count * dt.itemsize)
+        ptr = lib.symcoll_mem_ptr(m, self.rank)
+        buf = (ctypes.c_byte * max(count * dt.itemsize, 1)).from_address(ptr)
+        return np.frombuffer(buf, dtype=dt, count=count).reshape(shape)
+
+    def free(self):
+        """Frees every symmetric array of this communicator (collective)."""
+        for m in self._mems:
+            lib.symcoll_mem_free(m)
+        self._mems = []
+
+    def device_view(self, x):
+        """The DeviceView (symcoll_device_view_t) of a symmetric GPU tensor from empty(): peers'
+        buffers and signal pads, to pass by value as one kernel argument (bytes(view)); its
+        `buffer_ptrs` and `pad_ptrs` list the same pointers for Triton kernels."""
+        for m in self._mems:
+            if lib.symcoll_mem_ptr(m, self.rank) == _describe(x)[0]:
+                v = DeviceView()
+                check(lib.symcoll_mem_device_view(m, ctypes.byref(v)), "symcoll_mem_device_view")
+                v.buffer_ptrs = [v.buf[r] for r in range(v.nranks)]
+                v.pad_ptrs = [v.pad[r] for r in range(v.nranks)]
+                return v
+        raise InvalidArgumentError("not the start of a symmetric tensor of this communicator (see Comm.empty)")
+
+    # -- collectives (numpy arrays, torch tensors) --
+    def all_reduce(self, x, op="sum", out=None, algo=None):
+        """out = op over ranks of x (in place when out is None or is x); returns out."""
+        out = x if out is None else out
+        px, n, dt, cuda, _ = _describe(x)
+        po, no, dto, _, _ = _describe(out)
+        if no != n or dto != dt:
+            raise InvalidArgumentError(f"all_reduce: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
+        o = _opts(algo)
+        check(lib.symcoll_all_reduce_ex(self._c, px, po, n, dt, _op(op), _stream_of(self, cuda), ctypes.byref(o)),
+              "all_reduce")
+        return out
+
+    def all_gather(self, x, out, algo=None):
+        """out holds nranks x x.size elements, rank r's x at r * x.size; in place when x is
+        rank's block of out. Returns out."""
+        px, n, dt, cuda, _ = _describe(x)
+        po, no, dto, _, _ = _describe(out)
+        if no != n * self.nranks or dto != dt:
+            raise InvalidArgumentError(f"all_gather: out has {no} elements, not nranks x {n}")
+        o = _opts(algo)
+        check(lib.symcoll_all_gather_ex(self._c, px, po, n, dt, _stream_of(self, cuda), ctypes.byref(o)),
+              "all_gather")
+        return out
+
+    def reduce_scatter(self, x, out, op="sum", algo=None):
+        """out (x.size / nranks elements) = op over ranks of this rank's block of x. Returns out."""
+        px, n, dt, cuda, _ = _describe(x)
+        po, no, dto, _, _ = _describe(out)
+        if n != no * self.nranks or dto != dt:
+            raise InvalidArgumentError(f"reduce_scatter: x has {n} elements, not nranks x {no}")
+        o = _opts(algo)
+        check(lib.symcoll_reduce_scatter_ex(self._c, px, po, no, dt, _op(op), _stream_of(self, cuda),
+                                            ctypes.byref(o)), "reduce_scatter")
+        return out
+
+    def algo(self, coll, count, dtype):
+        """The algorithm auto would pick for a call of `coll` with this count and dtype name."""
+        a = ctypes.c_int()
+        check(lib.symcoll_coll_algo(self._c, COLLS[coll], int(count), DTYPES.index(dtype), ctypes.byref(a)))
+        return ALGOS[a.value]
+
+
+def _op(op):
+    if op not in OPS:
+        raise InvalidArgumentError(f"unknown op {op!r} (sum, max, min)")
+    return OPS[op]
+
+
+def _device_ordinal(device):
+    if device is None or device == DEVICE_HOST or device == "cpu":
+        return DEVICE_HOST
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.current_device()
+    if hasattr(device, "index"):  # torch.device
+        return DEVICE_HOST if device.type == "cpu" else (device.index or 0)
+    return int(device)
+
+
+def comm_of(handle):
+    """The Comm behind a handle (what the torch ops take)."""
+    try:
+        return _handles[handle]
+    except KeyError:
+        raise InvalidArgumentError(f"no communicator with handle {handle}") from None
+
+
+try:  # the torch custom ops, where torch is installed
+    import torch  # noqa: F401
+
+    from . import _torch as ops  # noqa: F401
+except ImportError:
+    ops = None

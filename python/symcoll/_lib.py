@@ -1,0 +1,160 @@
+"""ctypes bindings of include/symcoll.h: the library, its types, and statuses as exceptions.
+
+Nothing here holds logic of its own: every semantic lives in the C library.
+"""
+import ctypes
+import os
+import pathlib
+
+# ---- the library ------------------------------------------------------------------------
+
+def _find_library():
+    """SYMCOLL_LIB, else the copy the wheel carries beside this file, else the build tree."""
+    here = pathlib.Path(__file__).resolve().parent
+    candidates = [os.environ.get("SYMCOLL_LIB")]
+    candidates += sorted(str(p) for p in here.glob("libsymcoll.so*"))
+    root = here.parent.parent
+    candidates += [str(root / "build" / "lib" / "libsymcoll.so"), "libsymcoll.so.0"]
+    errors = []
+    for c in candidates:
+        if not c:
+            continue
+        try:
+            return ctypes.CDLL(c, mode=ctypes.RTLD_GLOBAL)
+        except OSError as e:
+            errors.append(f"{c}: {e}")
+    raise ImportError("cannot load libsymcoll.so (set SYMCOLL_LIB or pip install the package): "
+                      + "; ".join(errors))
+
+
+lib = _find_library()
+
+# ---- statuses ----------------------------------------------------------------------------
+
+class SymcollError(RuntimeError):
+    """A failing symcoll status; `status` is the C value, the message its description."""
+
+    status = -10
+
+    def __init__(self, message=None):
+        if message is None:
+            message = lib.symcoll_status_string(self.status).decode()
+        super().__init__(message)
+
+
+class InvalidArgumentError(SymcollError, ValueError):
+    status = -1
+
+
+class UnsupportedError(SymcollError):
+    status = -2
+
+
+class SystemCallError(SymcollError, OSError):
+    status = -3
+
+
+class CudaError(SymcollError):
+    status = -4
+
+
+class NoMemoryError(SymcollError, MemoryError):
+    status = -5
+
+
+class TimeoutError(SymcollError, TimeoutError):  # noqa: A001 - named after SYMCOLL_ERR_TIMEOUT
+    status = -6
+
+
+class PeerLostError(SymcollError, ConnectionError):
+    status = -7
+
+
+class AbortedError(SymcollError):
+    status = -8
+
+
+class MismatchError(SymcollError):
+    status = -9
+
+
+class InternalError(SymcollError):
+    status = -10
+
+
+_ERRORS = {c.status: c for c in (InvalidArgumentError, UnsupportedError, SystemCallError, CudaError,
+                                 NoMemoryError, TimeoutError, PeerLostError, AbortedError, MismatchError,
+                                 InternalError)}
+
+
+def check(status, what=""):
+    """Raises the exception named after a failing status (the C log line is on stderr)."""
+    if status != 0:
+        cls = _ERRORS.get(status, SymcollError)
+        err = cls()
+        if what:
+            err.args = (f"{what}: {err.args[0]}",)
+        raise err
+    return status
+
+# ---- types -------------------------------------------------------------------------------
+
+DEVICE_HOST = -1
+SPLIT_NOCOLOR = -1
+MAX_RANKS = 64
+
+DTYPES = ["fp32", "fp16", "bf16", "int8", "uint8", "int32", "uint32", "int64", "uint64", "fp64",
+          "fp8_e4m3", "fp8_e5m2"]
+OPS = {"sum": 0, "max": 1, "min": 2}
+COLLS = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2}
+ALGOS = ["auto", "oneshot", "twoshot", "oneshot_db", "lamport", "nccl", "pull", "push", "copy_engine"]
+
+
+class Config(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("job_id", ctypes.c_char_p), ("rank", ctypes.c_int),
+                ("nranks", ctypes.c_int), ("device", ctypes.c_int), ("workspace_bytes", ctypes.c_size_t),
+                ("timeout_ms", ctypes.c_int)]
+
+
+class CollOpts(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("algo", ctypes.c_int), ("blocks", ctypes.c_int),
+                ("threads", ctypes.c_int), ("round_bytes", ctypes.c_size_t)]
+
+
+class DeviceView(ctypes.Structure):
+    """symcoll_device_view_t: pass its bytes by value as a kernel argument (see device_view)."""
+    _fields_ = [("rank", ctypes.c_int), ("nranks", ctypes.c_int), ("buf", ctypes.c_void_p * MAX_RANKS),
+                ("pad", ctypes.c_void_p * MAX_RANKS), ("pad_slots", ctypes.c_uint32),
+                ("error", ctypes.c_void_p), ("timeout_ns", ctypes.c_uint64)]
+
+
+_c = ctypes
+_P = _c.c_void_p
+_SIG = {
+    "symcoll_status_string": (_c.c_char_p, [_c.c_int]),
+    "symcoll_version": (_c.c_int, []),
+    "symcoll_config_init": (None, [_c.POINTER(Config)]),
+    "symcoll_coll_opts_init": (None, [_c.POINTER(CollOpts)]),
+    "symcoll_comm_create": (_c.c_int, [_c.POINTER(Config), _c.POINTER(_P)]),
+    "symcoll_comm_create_from_env": (_c.c_int, [_c.c_int, _c.POINTER(_P)]),
+    "symcoll_comm_split": (_c.c_int, [_P, _c.c_int, _c.c_int, _c.POINTER(_P)]),
+    "symcoll_comm_destroy": (_c.c_int, [_P]),
+    "symcoll_comm_abort": (_c.c_int, [_P]),
+    "symcoll_comm_check": (_c.c_int, [_P]),
+    "symcoll_comm_barrier": (_c.c_int, [_P]),
+    "symcoll_comm_rank": (_c.c_int, [_P]),
+    "symcoll_comm_nranks": (_c.c_int, [_P]),
+    "symcoll_comm_device": (_c.c_int, [_P]),
+    "symcoll_mem_alloc": (_c.c_int, [_P, _c.c_size_t, _c.POINTER(_P)]),
+    "symcoll_mem_free": (_c.c_int, [_P]),
+    "symcoll_mem_ptr": (_P, [_P, _c.c_int]),
+    "symcoll_mem_device_view": (_c.c_int, [_P, _c.POINTER(DeviceView)]),
+    "symcoll_all_reduce_ex": (_c.c_int, [_P, _P, _P, _c.c_size_t, _c.c_int, _c.c_int, _P, _c.POINTER(CollOpts)]),
+    "symcoll_all_gather_ex": (_c.c_int, [_P, _P, _P, _c.c_size_t, _c.c_int, _P, _c.POINTER(CollOpts)]),
+    "symcoll_reduce_scatter_ex": (_c.c_int, [_P, _P, _P, _c.c_size_t, _c.c_int, _c.c_int, _P, _c.POINTER(CollOpts)]),
+    "symcoll_coll_algo": (_c.c_int, [_P, _c.c_int, _c.c_size_t, _c.c_int, _c.POINTER(_c.c_int)]),
+}
+for _name, (_res, _args) in _SIG.items():
+    _f = getattr(lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args

@@ -1,0 +1,93 @@
+"""torch side of symcoll: symmetric tensors and the collectives as torch custom ops.
+
+The ops (torch.ops.symcoll.*) take the communicator as its integer handle (Comm.handle), run on
+the current CUDA stream, can be captured in CUDA graphs, and have fake implementations, so
+torch.compile(fullgraph=True) traces them without graph breaks:
+
+    all_reduce(Tensor x, str op, int comm) -> Tensor                   a new tensor
+    all_reduce_(Tensor(a!) x, str op, int comm) -> ()                   in place
+    all_gather_into_tensor(Tensor(a!) out, Tensor x, int comm) -> ()    out: nranks x x.numel()
+    reduce_scatter_tensor(Tensor(a!) out, Tensor x, str op, int comm) -> ()
+"""
+import ctypes
+
+import torch
+
+from . import _lib
+
+_U = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_TYPESTR = {1: "|u1", 2: "<i2", 4: "<i4", 8: "<i8"}
+
+
+class _CudaArray:
+    """__cuda_array_interface__ over symmetric memory (of an unsigned type of the element's
+    width: the interface has no bf16 or fp8); the tensor keeps this object, and so the mapping's
+    owner, alive."""
+
+    def __init__(self, ptr, count, itemsize, owner):
+        self.owner = owner
+        self.__cuda_array_interface__ = {"shape": (count,), "typestr": _TYPESTR[itemsize], "data": (ptr, False),
+                                         "version": 3, "strides": None}
+
+
+def empty(comm, shape, count, dtype):
+    if not isinstance(dtype, torch.dtype):
+        dtype = getattr(torch, str(dtype))
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    m = comm._alloc(count * itemsize)
+    ptr = _lib.lib.symcoll_mem_ptr(m, comm.rank)
+    if comm.device == _lib.DEVICE_HOST:
+        buf = (ctypes.c_byte * max(count * itemsize, 1)).from_address(ptr)
+        t = torch.frombuffer(buf, dtype=torch.uint8, count=count * itemsize) if count else torch.empty(0, dtype=torch.uint8)
+        return t.view(dtype).reshape(shape)
+    with torch.cuda.device(comm.device):
+        raw = torch.as_tensor(_CudaArray(ptr, count, itemsize, comm), device=f"cuda:{comm.device}")
+    return raw.view(dtype).reshape(shape)
+
+
+def _comm(handle):
+    from . import comm_of
+
+    return comm_of(handle)
+
+
+@torch.library.custom_op("symcoll::all_reduce_", mutates_args=("x",))
+def all_reduce_(x: torch.Tensor, op: str, comm: int) -> None:
+    _comm(comm).all_reduce(x, op)
+
+
+@all_reduce_.register_fake
+def _(x, op, comm):
+    return None
+
+
+@torch.library.custom_op("symcoll::all_reduce", mutates_args=())
+def all_reduce(x: torch.Tensor, op: str, comm: int) -> torch.Tensor:
+    out = torch.empty_like(x)
+    _comm(comm).all_reduce(x, op, out=out)
+    return out
+
+
+@all_reduce.register_fake
+def _(x, op, comm):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("symcoll::all_gather_into_tensor", mutates_args=("out",))
+def all_gather_into_tensor(out: torch.Tensor, x: torch.Tensor, comm: int) -> None:
+    _comm(comm).all_gather(x, out)
+
+
+@all_gather_into_tensor.register_fake
+def _(out, x, comm):
+    return None
+
+
+@torch.library.custom_op("symcoll::reduce_scatter_tensor", mutates_args=("out",))
+def reduce_scatter_tensor(out: torch.Tensor, x: torch.Tensor, op: str, comm: int) -> None:
+    _comm(comm).reduce_scatter(x, out, op)
+
+
+@reduce_scatter_tensor.register_fake
+def _(out, x, op, comm):
+    return None

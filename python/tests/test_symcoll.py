@@ -1,0 +1,259 @@
+"""The symcoll Python package: CPU ranks with numpy (always), torch CPU tensors and custom ops
+(where torch is installed), CUDA tensors, graphs and torch.compile (where a GPU is). Ranks are
+processes (conftest.run_ranks), each job bounded in time."""
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+import symcoll
+from conftest import run_ranks
+
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+NUMPY_DTYPES = ["float32", "float16", "float64", "int8", "uint8", "int32", "uint32", "int64", "uint64"]
+
+
+def values(dtype, rank, n):
+    """Exact inputs: small integers (non-negative for unsigned types)."""
+    i = np.arange(n)
+    v = (i * 7 + rank * 3) % 9 - (0 if dtype.startswith("uint") else 4)
+    return v.astype(dtype)
+
+
+# ---- one rank ------------------------------------------------------------------------------------
+
+def test_version_and_errors():
+    assert symcoll.version() >= (0, 3, 0)
+    assert issubclass(symcoll.TimeoutError, TimeoutError)
+    assert issubclass(symcoll.InvalidArgumentError, ValueError)
+    with symcoll.Comm(0, 1, "py.solo") as comm:
+        assert (comm.rank, comm.nranks, comm.device) == (0, 1, symcoll.DEVICE_HOST)
+        x = np.arange(8, dtype=np.float32)
+        with pytest.raises(symcoll.InvalidArgumentError):
+            comm.all_reduce(x, op="prod")
+        with pytest.raises(symcoll.InvalidArgumentError):
+            comm.all_gather(x, np.empty(7, np.float32))
+        with pytest.raises(symcoll.InvalidArgumentError):
+            comm.all_reduce(np.arange(8, dtype=np.complex64))
+        with pytest.raises(symcoll.UnsupportedError):  # an algorithm of another collective
+            comm.all_gather(x, np.empty(8, np.float32), algo="twoshot")
+        with pytest.raises(symcoll.InvalidArgumentError):  # overlapping, not in place: from C
+            comm.all_reduce(x[:4], out=x[2:6])
+        assert comm.algo("all_reduce", 1024, "fp32") in symcoll.ALGOS
+
+
+# ---- collectives on CPU ranks, numpy ----------------------------------------------------------------
+
+def _collectives_rank(rank, n):
+    failures = []
+    with symcoll.Comm.from_env() as comm:
+        assert comm.rank == rank and comm.nranks == n
+        for dt in NUMPY_DTYPES:
+            for count in (1, 7, 1000, 65537):
+                srcs = [values(dt, r, count * n) for r in range(n)]
+                mine = srcs[rank]
+                for op, f in (("sum", np.sum), ("max", np.max), ("min", np.min)):
+                    want = f(np.stack([s[:count] for s in srcs]), axis=0).astype(dt)
+                    x = mine[:count].copy()
+                    comm.all_reduce(x, op)  # in place
+                    if not np.array_equal(x, want):
+                        failures.append(f"all_reduce {dt} {op} {count} in place")
+                    out = np.empty(count, dt)
+                    comm.reduce_scatter(mine, out, op)
+                    want_rs = f(np.stack([s[rank * count:(rank + 1) * count] for s in srcs]), axis=0).astype(dt)
+                    if not np.array_equal(out, want_rs):
+                        failures.append(f"reduce_scatter {dt} {op} {count}")
+                g = np.empty(count * n, dt)
+                comm.all_gather(mine[:count], g)
+                if not np.array_equal(g, np.concatenate([s[:count] for s in srcs])):
+                    failures.append(f"all_gather {dt} {count}")
+        # symmetric arrays: the zero-copy path, and all_gather in place inside one
+        sym = comm.empty((4, 256), "float32")
+        sym[:] = rank + 1
+        comm.all_reduce(sym)
+        if not (sym == n * (n + 1) / 2).all():
+            failures.append("all_reduce of a symmetric array")
+        g = comm.empty(n * 100, "int32")
+        g[rank * 100:(rank + 1) * 100] = rank
+        comm.all_gather(g[rank * 100:(rank + 1) * 100], g)
+        if not np.array_equal(g, np.repeat(np.arange(n, dtype=np.int32), 100)):
+            failures.append("all_gather in place in a symmetric array")
+    return failures
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_collectives_numpy(n):
+    assert run_ranks(_collectives_rank, n, timeout=120) == [[]] * n
+
+
+# ---- groups, faults ---------------------------------------------------------------------------------
+
+def _split_rank(rank, n):
+    with symcoll.Comm.from_env() as comm:
+        sub = comm.split(color=rank % 2, key=-rank)  # two groups at once, reverse order
+        x = np.array([rank], dtype=np.int64)
+        sub.all_reduce(x)
+        got = (sub.rank, sub.nranks, int(x[0]))
+        sub.barrier()
+        sub.destroy()
+        none = comm.split(symcoll.SPLIT_NOCOLOR if rank else 0)
+        if none is not None:
+            none.destroy()
+        return got, none is None
+
+
+def test_split():
+    res = run_ranks(_split_rank, 4)
+    assert [r[0] for r in res] == [(1, 2, 2), (1, 2, 4), (0, 2, 2), (0, 2, 4)]
+    assert [r[1] for r in res] == [False, True, True, True]
+
+
+def _mismatch_rank(rank, n):
+    with symcoll.Comm.from_env() as comm:
+        x = np.ones(8, np.float32)
+        if rank == 1:
+            with pytest.raises(symcoll.InvalidArgumentError):  # refused locally
+                comm.all_reduce(x, out=np.empty(7, np.float32)[1:])
+            y = np.ones(4, np.float32)
+        else:
+            y = x
+        with pytest.raises(symcoll.MismatchError):  # 8 floats met 4: never wrong data
+            comm.all_reduce(y)
+        z = np.ones(16, np.float32)
+        comm.all_reduce(z)  # in step again
+        return float(z[0])
+
+
+def test_mismatch_raises():
+    assert run_ranks(_mismatch_rank, 2) == [2.0, 2.0]
+
+
+def _timeout_rank(rank, n):
+    comm = symcoll.Comm.from_env()
+    if rank == 0:
+        with pytest.raises(symcoll.TimeoutError):
+            comm.all_reduce(np.ones(4, np.float32))
+    else:
+        import time
+
+        time.sleep(2.5)  # never calls
+    comm.destroy()
+    return True
+
+
+def test_timeout_raises():
+    assert run_ranks(_timeout_rank, 2, env={"SYMCOLL_TIMEOUT_MS": "1s"}) == [True, True]
+
+
+# ---- torch ------------------------------------------------------------------------------------------
+
+def _torch_cpu_rank(rank, n):
+    import torch
+
+    ops = torch.ops.symcoll
+    with symcoll.Comm.from_env() as comm:
+        h = comm.handle
+        for dt in (torch.float32, torch.bfloat16, torch.float16, torch.int32):
+            x = torch.arange(64).to(dt) + rank
+            want = (torch.arange(64) * n + n * (n - 1) // 2).to(dt)
+            y = ops.all_reduce(x, "sum", h)
+            assert torch.equal(y, want), (dt, y, want)
+            ops.all_reduce_(x, "sum", h)
+            assert torch.equal(x, want)
+            g = torch.empty(64 * n, dtype=dt)
+            ops.all_gather_into_tensor(g, torch.full((64,), rank, dtype=dt), h)
+            assert torch.equal(g, torch.arange(n).repeat_interleave(64).to(dt))
+            rs = torch.empty(8, dtype=dt)
+            ops.reduce_scatter_tensor(rs, torch.ones(8 * n, dtype=dt), "sum", h)
+            assert torch.equal(rs, torch.full((8,), n, dtype=dt))
+        sym = comm.empty((16,), torch.bfloat16)  # a symmetric CPU tensor
+        sym.fill_(rank)
+        ops.all_reduce_(sym, "max", h)
+        assert torch.equal(sym, torch.full((16,), n - 1, dtype=torch.bfloat16))
+
+        @torch.compile(fullgraph=True, backend="eager" if os.environ.get("SYMCOLL_TEST_EAGER_COMPILE") else "inductor")
+        def layer(a):
+            return ops.all_reduce(a * 2, "sum", h) + 1
+
+        out = layer(torch.ones(32))
+        assert torch.equal(out, torch.full((32,), 2.0 * n + 1))
+        if n == 1:
+            torch.library.opcheck(ops.all_reduce, (torch.randn(8), "sum", h))
+            torch.library.opcheck(ops.all_reduce_, (torch.randn(8), "sum", h))
+            torch.library.opcheck(ops.all_gather_into_tensor, (torch.empty(8), torch.randn(8), h))
+            torch.library.opcheck(ops.reduce_scatter_tensor, (torch.empty(8), torch.randn(8), "sum", h))
+    return True
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
+@pytest.mark.parametrize("n", [1, 2])
+def test_torch_cpu(n):
+    assert run_ranks(_torch_cpu_rank, n, timeout=300) == [True] * n
+
+
+def _torch_cuda_rank(rank, n):
+    import torch
+
+    torch.cuda.set_device(0 if torch.cuda.device_count() == 1 else rank)
+    ops = torch.ops.symcoll
+    with symcoll.Comm.from_env(device="cuda" if torch.cuda.device_count() > 1 else 0) as comm:
+        h = comm.handle
+        x = torch.arange(4096, device="cuda", dtype=torch.bfloat16) % 16 + rank
+        want = (torch.arange(4096, device="cuda") % 16 * n + n * (n - 1) // 2).to(torch.bfloat16)
+        assert torch.equal(ops.all_reduce(x, "sum", h), want)
+        g = torch.empty(1024 * n, device="cuda", dtype=torch.float16)
+        ops.all_gather_into_tensor(g, torch.full((1024,), rank, device="cuda", dtype=torch.float16), h)
+        assert torch.equal(g, torch.arange(n, device="cuda").repeat_interleave(1024).half())
+        rs = torch.empty(512, device="cuda")
+        ops.reduce_scatter_tensor(rs, torch.ones(512 * n, device="cuda"), "sum", h)
+        assert torch.equal(rs, torch.full((512,), float(n), device="cuda"))
+        # symmetric CUDA tensor: zero-copy input, and its device view for fused kernels
+        sym = comm.empty(2048, torch.float32)
+        sym.fill_(rank + 1)
+        ops.all_reduce_(sym, "sum", h)
+        assert torch.equal(sym, torch.full_like(sym, n * (n + 1) / 2))
+        view = comm.device_view(sym)
+        assert view.nranks == n and len(view.buffer_ptrs) == n and view.buffer_ptrs[rank] == sym.data_ptr()
+        # CUDA graph: capture once, replay with new inputs
+        inp = torch.zeros(8192, device="cuda")
+        torch.cuda.synchronize()
+        comm.barrier()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = ops.all_reduce(inp, "sum", h)
+        for k in range(3):
+            inp.fill_(k + rank)
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out, torch.full_like(out, k * n + n * (n - 1) / 2))
+        comm.check()
+
+        @torch.compile(mode="reduce-overhead", fullgraph=True)
+        def layer(a):
+            return ops.all_reduce(a * 2, "sum", h) + 1
+
+        for _ in range(3):
+            o = layer(torch.ones(256, device="cuda"))
+        torch.cuda.synchronize()
+        assert torch.equal(o, torch.full_like(o, 2.0 * n + 1))
+        comm.check()
+    return True
+
+
+def _cuda_available():
+    if not HAVE_TORCH:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _cuda_available(), reason="no GPU on this machine (or no torch)")
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_torch_cuda(n):
+    import torch
+
+    if n > 1 and torch.cuda.device_count() < n and not os.environ.get("CUDA_MPS_PIPE_DIRECTORY"):
+        pytest.skip("several processes on one GPU need MPS (scripts/device-check starts it)")
+    assert run_ranks(_torch_cuda_rank, n, timeout=300) == [True] * n
