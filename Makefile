@@ -45,6 +45,6 @@ fuzz:
 	@scripts/setup-deps fuzz
 	mkdir -p $(BUILD)-fuzz/corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -DSYMCOLL_BUILDING \
-	  tests/fuzz_boot.c src/core/bootstrap.c src/core/log.c src/core/status.c \
+	  tests/fuzz_boot.c src/core/bootstrap.c src/core/log.c src/core/env.c src/core/status.c \
 	  -o $(BUILD)-fuzz/fuzz_boot -lpthread
 	$(BUILD)-fuzz/fuzz_boot -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)-fuzz/corpus 2>&1 | tail -15

@@ -56,22 +56,24 @@ static void run_rank(symcoll_comm_t comm, size_t n, int launches, int *ok) {
   cudaSetDevice(symcoll_comm_device(comm));
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  float *in, *out;
+  float *in, *out, *h;
   cudaMalloc(&in, n * sizeof(float));
   cudaMalloc(&out, n * sizeof(float));
+  /* Pinned host memory: a pageable copy may wait for the whole device to go idle, which it
+   * does not while a peer's kernel waits for this rank's next launch (ranks sharing a GPU). */
+  cudaMallocHost(&h, n * sizeof(float));
   *ok = 0;
   symcoll_mem_t mem;
   if (symcoll_mem_alloc(comm, (size_t)nranks * n * sizeof(float), &mem) != SYMCOLL_OK) return;
   symcoll_device_view_t view;
   symcoll_mem_device_view(mem, &view);
-  std::vector<float> h(n);
   for (size_t i = 0; i < n; i++) h[i] = (float)(rank + 1) * (float)(i % 7);
-  cudaMemcpyAsync(in, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream);
+  cudaMemcpyAsync(in, h, n * sizeof(float), cudaMemcpyHostToDevice, stream);
   bool good = true;
   for (int e = 1; e <= launches && good; e++) {
     const float scale = (float)e;
     shard_gather_sum<<<1, 256, 0, stream>>>(view, in, out, n, scale, (uint32_t)e);
-    cudaMemcpyAsync(h.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost, stream);
+    cudaMemcpyAsync(h, out, n * sizeof(float), cudaMemcpyDeviceToHost, stream);
     cudaStreamSynchronize(stream);
     const float sum_ranks = (float)nranks * (float)(nranks + 1) / 2 * scale;
     for (size_t i = 0; i < n && good; i++) good = h[i] == sum_ranks * (float)(i % 7);
@@ -80,6 +82,7 @@ static void run_rank(symcoll_comm_t comm, size_t n, int launches, int *ok) {
   symcoll_comm_barrier(comm); /* every peer is done with our buffer */
   cudaFree(in);
   cudaFree(out);
+  cudaFreeHost(h);
   symcoll_mem_free(mem);
   cudaStreamDestroy(stream);
 }

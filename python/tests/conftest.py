@@ -1,6 +1,7 @@
 """Helpers of the symcoll Python tests: ranks as processes, each bounded in time."""
 import multiprocessing as mp
 import os
+import traceback
 import uuid
 
 import pytest
@@ -11,8 +12,9 @@ def _rank_main(fn, rank, n, job, env, q):
     os.environ.update({"SYMCOLL_RANK": str(rank), "SYMCOLL_NRANKS": str(n), "SYMCOLL_JOB_ID": job})
     try:
         q.put((rank, fn(rank, n), None))
-    except BaseException as e:  # noqa: BLE001 - reported to the parent
-        q.put((rank, None, f"{type(e).__name__}: {e}"))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, with where it happened
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        q.put((rank, None, f"{type(e).__name__}: {e} (at {os.path.basename(where.filename)}:{where.lineno}: {where.line})"))
 
 
 def run_ranks(fn, n, timeout=60, env=None):

@@ -199,7 +199,7 @@ def _torch_cuda_rank(rank, n):
     ops = torch.ops.symcoll
     with symcoll.Comm.from_env(device="cuda" if torch.cuda.device_count() > 1 else 0) as comm:
         h = comm.handle
-        x = torch.arange(4096, device="cuda", dtype=torch.bfloat16) % 16 + rank
+        x = (torch.arange(4096, device="cuda") % 16 + rank).to(torch.bfloat16)  # bf16 arange rounds past 256
         want = (torch.arange(4096, device="cuda") % 16 * n + n * (n - 1) // 2).to(torch.bfloat16)
         assert torch.equal(ops.all_reduce(x, "sum", h), want)
         g = torch.empty(1024 * n, device="cuda", dtype=torch.float16)
