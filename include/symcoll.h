@@ -82,7 +82,10 @@ typedef enum {
   SYMCOLL_COLL_ALL_REDUCE = 0,
   SYMCOLL_COLL_ALL_GATHER = 1,
   SYMCOLL_COLL_REDUCE_SCATTER = 2,
-  SYMCOLL_NUM_COLLS
+  SYMCOLL_NUM_COLLS, /* 3: the plain collectives; the fused GEMM operations follow */
+  SYMCOLL_COLL_ALL_GATHER_MATMUL = 3,     /* symcoll_all_gather_matmul */
+  SYMCOLL_COLL_MATMUL_REDUCE_SCATTER = 4, /* symcoll_matmul_reduce_scatter */
+  SYMCOLL_NUM_COLL_KINDS = 5
 } symcoll_coll_t;
 
 typedef enum {
@@ -106,6 +109,10 @@ typedef enum {
   SYMCOLL_ALGO_PUSH = 7,     /* all_gather: each rank stores its block into every peer */
   SYMCOLL_ALGO_COPY_ENGINE = 8, /* all_gather (GPU): cudaMemcpyAsync from peers' symmetric
                                    buffers: no SM is used, so it can overlap a kernel */
+  SYMCOLL_ALGO_OVERLAP = 9,  /* all_gather_matmul, matmul_reduce_scatter: the communication
+                                of one chunk runs beside the GEMM of another (see there) */
+  SYMCOLL_ALGO_SEQUENTIAL = 10, /* the same two: the collective, then one GEMM (or one GEMM,
+                                   then the collective) */
   SYMCOLL_NUM_ALGOS
 } symcoll_algo_t;
 
@@ -346,7 +353,8 @@ SYMCOLL_API symcoll_status_t symcoll_reduce_scatter_ex(symcoll_comm_t comm, cons
                                                        void *stream,
                                                        const symcoll_coll_opts_t *opts);
 
-/** "all_reduce", "all_gather", "reduce_scatter"; "unknown" if out of range. */
+/** "all_reduce", "all_gather", "reduce_scatter", "all_gather_matmul", "matmul_reduce_scatter";
+ * "unknown" if out of range. */
 SYMCOLL_API const char *symcoll_coll_name(symcoll_coll_t coll);
 
 /**
@@ -374,6 +382,70 @@ SYMCOLL_API symcoll_status_t symcoll_all_reduce_algo(symcoll_comm_t comm, size_t
 
 /** symcoll_coll_algo_supported for all_reduce (kept from 0.2). */
 SYMCOLL_API symcoll_status_t symcoll_algo_supported(symcoll_comm_t comm, symcoll_algo_t algo);
+
+/* ---- collectives fused with a GEMM --------------------------------------------------------- *
+ *
+ * The two layers of tensor parallelism, with the communication overlapped with the GEMM.
+ * Matrices are row-major and dense (leading dimension = columns); dtype is SYMCOLL_FLOAT32,
+ * SYMCOLL_FLOAT16 or SYMCOLL_BFLOAT16 for every matrix, products accumulate in fp32 (fp32 inputs:
+ * plain fp32, no TF32). GEMMs run in cuBLASLt on GPU ranks (libcublasLt.so opened at run time,
+ * SYMCOLL_CUBLASLT_LIB) and in CBLAS on CPU ranks (OpenBLAS, SYMCOLL_BLAS_LIB); where the library
+ * cannot be opened both calls return UNSUPPORTED and write nothing. Every rank passes the same
+ * shapes, dtype and options; the call carries its signature like every collective.
+ *
+ * Algorithms (symcoll_matmul_opts_t.algo; AUTO: the tuning table, by the bytes communicated):
+ *  - SYMCOLL_ALGO_OVERLAP. all_gather_matmul: the GEMM of this rank's shard runs first, while
+ *    the peers' shards arrive; then one GEMM per peer's shard, peers in rotated order (rank
+ *    r + 1 first) so that ranks do not all read one peer at once. GPU: the shards move on the
+ *    copy engine (cudaMemcpyAsync from peers' symmetric staging, on a stream of the
+ *    communicator's, ordered by events), so the GEMMs keep every SM; CPU: each GEMM reads the
+ *    peer's staged shard where it lies, with no copy. matmul_reduce_scatter: the partial
+ *    product of each destination's rows is computed in rotated order (own rows last) and, on
+ *    GPUs, pushed by the copy engine into the destination's staging while the next partial is
+ *    computed; each rank then reduces the partials of its rows in rank order.
+ *    Shards larger than the staging buffer (SYMCOLL_WORKSPACE_BYTES; half of it on CPU ranks)
+ *    go in rounds of rows.
+ *  - SYMCOLL_ALGO_SEQUENTIAL: all_gather, then one GEMM over the gathered A; or one GEMM, then
+ *    reduce_scatter of the product (each as symcoll's collective would run it alone).
+ * Both give the same bits: partial products are rounded to dtype before they are reduced (as
+ * a GEMM into a dtype buffer followed by symcoll_reduce_scatter), sums in rank order.
+ * One rank: a GEMM (and the copy into a_out). GPU: enqueued on stream, no host
+ * synchronisation, capturable in a CUDA graph (the first call on a communicator allocates
+ * cuBLASLt's workspace, so make one before capturing); every wait is bounded by the timeout.
+ */
+typedef struct {
+  size_t struct_size;  /* sizeof(symcoll_matmul_opts_t) */
+  symcoll_algo_t algo; /* SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_OVERLAP or SYMCOLL_ALGO_SEQUENTIAL */
+  void *a_out;         /* all_gather_matmul: if not NULL, also receives the gathered A
+                          (nranks * m_shard x k; torch's return_A); in place when a_shard ==
+                          a_out + rank * m_shard * k. Must be NULL for matmul_reduce_scatter. */
+} symcoll_matmul_opts_t;
+
+SYMCOLL_API void symcoll_matmul_opts_init(symcoll_matmul_opts_t *opts);
+
+/**
+ * C = all_gather(A_shard) @ B, the column-parallel layer: a_shard is this rank's m_shard x k
+ * rows of A, b is k x n, c is (nranks * m_shard) x n; rank r's rows of A give rows
+ * r * m_shard ... of C. c must not overlap a_shard, b or a_out. opts may be NULL.
+ * m_shard == 0 or n == 0: nothing to do (SYMCOLL_OK); k == 0 is refused.
+ * Errors: INVALID_ARGUMENT (and the log line naming what was wrong), UNSUPPORTED (no GEMM
+ * library, or an algorithm this communicator does not run), and those of the collectives.
+ */
+SYMCOLL_API symcoll_status_t symcoll_all_gather_matmul(symcoll_comm_t comm, const void *a_shard, const void *b,
+                                                       void *c, size_t m_shard, size_t n, size_t k,
+                                                       symcoll_dtype_t dtype, const symcoll_matmul_opts_t *opts,
+                                                       void *stream);
+
+/**
+ * C_shard = reduce_scatter(A @ B), the row-parallel layer: a is this rank's m x k activation
+ * (its slice of the contraction dimension), b is its k x n slice of the weight, c_shard
+ * receives rows rank * m / nranks ... of the sum over ranks of A @ B, m / nranks x n.
+ * m must be a multiple of nranks. c_shard must not overlap a or b. opts may be NULL.
+ */
+SYMCOLL_API symcoll_status_t symcoll_matmul_reduce_scatter(symcoll_comm_t comm, const void *a, const void *b,
+                                                           void *c_shard, size_t m, size_t n, size_t k,
+                                                           symcoll_dtype_t dtype,
+                                                           const symcoll_matmul_opts_t *opts, void *stream);
 
 /* ---- environment knobs ------------------------------------------------------------------- */
 

@@ -24,6 +24,8 @@ bool symcoll__algo_of(symcoll_coll_t coll, symcoll_algo_t algo) {
            algo == SYMCOLL_ALGO_COPY_ENGINE || algo == SYMCOLL_ALGO_NCCL;
   case SYMCOLL_COLL_REDUCE_SCATTER:
     return algo == SYMCOLL_ALGO_PULL || algo == SYMCOLL_ALGO_LAMPORT || algo == SYMCOLL_ALGO_NCCL;
+  case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+  case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: return algo == SYMCOLL_ALGO_OVERLAP || algo == SYMCOLL_ALGO_SEQUENTIAL;
   default: return false;
   }
 }
@@ -35,7 +37,7 @@ size_t symcoll__coll_bytes(symcoll_coll_t coll, size_t count, size_t esize, int 
 /* SYMCOLL_ALGO: "name[,name...]" (each applies to every collective that has it) or
  * "coll:name" / "coll=name" for one collective. */
 void symcoll__algo_from_env(symcoll_comm_t comm) {
-  for (int c = 0; c < SYMCOLL_NUM_COLLS; c++) comm->forced_algo[c] = SYMCOLL_ALGO_AUTO;
+  for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++) comm->forced_algo[c] = SYMCOLL_ALGO_AUTO;
   const char *v = symcoll__env_str("SYMCOLL_ALGO", "auto");
   char buf[256];
   snprintf(buf, sizeof buf, "%s", v);
@@ -46,10 +48,11 @@ void symcoll__algo_from_env(symcoll_comm_t comm) {
     if (sep) {
       *sep = 0;
       name = sep + 1;
-      for (int c = 0; c < SYMCOLL_NUM_COLLS; c++)
+      for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++)
         if (!strcmp(tok, symcoll_coll_name((symcoll_coll_t)c))) only = c;
       if (only < 0) {
-        symcoll__env_warn("SYMCOLL_ALGO", "SYMCOLL_ALGO=%s: '%s' is not all_reduce, all_gather or reduce_scatter; "
+        symcoll__env_warn("SYMCOLL_ALGO", "SYMCOLL_ALGO=%s: '%s' is not all_reduce, all_gather, reduce_scatter, all_gather_matmul or "
+                          "matmul_reduce_scatter; "
                           "that part is ignored", v, tok);
         continue;
       }
@@ -58,7 +61,7 @@ void symcoll__algo_from_env(symcoll_comm_t comm) {
     for (int a = 0; a < SYMCOLL_NUM_ALGOS; a++)
       if (!strcmp(name, symcoll_algo_name((symcoll_algo_t)a))) algo = a;
     bool used = false;
-    for (int c = 0; algo >= 0 && c < SYMCOLL_NUM_COLLS; c++)
+    for (int c = 0; algo >= 0 && c < SYMCOLL_NUM_COLL_KINDS; c++)
       if ((only < 0 || only == c) && (algo == SYMCOLL_ALGO_AUTO || symcoll__algo_of((symcoll_coll_t)c, (symcoll_algo_t)algo))) {
         comm->forced_algo[c] = (symcoll_algo_t)algo;
         used = true;
@@ -66,7 +69,7 @@ void symcoll__algo_from_env(symcoll_comm_t comm) {
     if (!used)
       symcoll__env_warn("SYMCOLL_ALGO", "SYMCOLL_ALGO=%s: '%s' is no algorithm of %s; that part is ignored "
                         "(all_reduce: oneshot, twoshot, oneshot_db, lamport, nccl; all_gather: pull, push, "
-                        "lamport, copy_engine, nccl; reduce_scatter: pull, lamport, nccl)",
+                        "lamport, copy_engine, nccl; reduce_scatter: pull, lamport, nccl; the GEMM ones: overlap, sequential)",
                         v, name, only < 0 ? "any collective" : symcoll_coll_name((symcoll_coll_t)only));
   }
 }
@@ -102,10 +105,11 @@ static bool overlap(uintptr_t a, size_t an, uintptr_t b, size_t bn) { return a <
 
 /* ---- the signature of a call --------------------------------------------------------------- */
 
-static uint32_t call_signature(const symcoll__coll_args_t *a) {
+uint32_t symcoll__call_signature(symcoll_coll_t coll, size_t count, size_t n, size_t k, symcoll_dtype_t dtype,
+                                 symcoll_op_t op, symcoll_algo_t algo) {
   uint64_t h = 0x9e3779b97f4a7c15ull;
-  const uint64_t parts[] = {(uint64_t)a->coll, (uint64_t)a->count, (uint64_t)a->dtype, (uint64_t)a->op,
-                            (uint64_t)a->algo};
+  const uint64_t parts[] = {(uint64_t)coll, (uint64_t)count, (uint64_t)dtype, (uint64_t)op, (uint64_t)algo,
+                            (uint64_t)n, (uint64_t)k};
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
     h ^= parts[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     h *= 0xff51afd7ed558ccdull;
@@ -113,6 +117,10 @@ static uint32_t call_signature(const symcoll__coll_args_t *a) {
   }
   uint32_t s = (uint32_t)(h ^ (h >> 32));
   return s ? s : 1;
+}
+
+static uint32_t call_signature(const symcoll__coll_args_t *a) {
+  return symcoll__call_signature(a->coll, a->count, 0, 0, a->dtype, a->op, a->algo);
 }
 
 /* SYMCOLL_CHECK=1: every rank compares the call's arguments with every peer's. */
@@ -240,6 +248,28 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   return comm->tp->coll(comm, &a);
 }
 
+symcoll_status_t symcoll__coll_inner(symcoll_comm_t comm, symcoll__coll_args_t *a) {
+  const int n = comm->nranks;
+  const size_t es = symcoll_dtype_size(a->dtype), block = a->count * es;
+  if (n == 1) return a->send == a->recv ? SYMCOLL_OK : comm->tp->copy(comm, a->recv, a->send, block, a->stream);
+  const symcoll__tune_entry_t *t =
+      &comm->tune[a->coll][a->dtype].bucket[symcoll__tune_bucket(symcoll__coll_bytes(a->coll, a->count, es, n))];
+  a->algo = comm->forced_algo[a->coll] != SYMCOLL_ALGO_AUTO ? comm->forced_algo[a->coll] : t->algo;
+  if (symcoll_coll_algo_supported(comm, a->coll, a->algo) != SYMCOLL_OK) a->algo = SYMCOLL_ALGO_PULL;
+  a->blocks = t->blocks, a->threads = t->threads, a->round_bytes = t->round_bytes;
+  const bool in_place = a->coll == SYMCOLL_COLL_ALL_GATHER
+                            ? (const char *)a->send == (const char *)a->recv + (size_t)comm->rank * block
+                            : (const char *)a->recv == (const char *)a->send + (size_t)comm->rank * block;
+  if (!in_place || a->coll == SYMCOLL_COLL_ALL_GATHER)
+    a->send_mem = symcoll__mem_find(comm, a->send, block * (a->coll == SYMCOLL_COLL_REDUCE_SCATTER ? (size_t)n : 1),
+                                    &a->send_off);
+  if (a->coll == SYMCOLL_COLL_ALL_GATHER) a->recv_mem = symcoll__mem_find(comm, a->recv, block * (size_t)n, &a->recv_off);
+  /* The outer call's identity and this step's: ranks in other calls never pair up with it. */
+  uint32_t s = a->sig ^ call_signature(a);
+  a->sig = s ? s : 1;
+  return comm->tp->coll(comm, a);
+}
+
 /* ---- public entry points ----------------------------------------------------------------------- */
 
 symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send, void *recv, size_t count,
@@ -270,7 +300,7 @@ symcoll_status_t symcoll_reduce_scatter(symcoll_comm_t comm, const void *send, v
 }
 
 symcoll_status_t symcoll_coll_algo_supported(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo) {
-  if (!comm || (unsigned)coll >= SYMCOLL_NUM_COLLS || (unsigned)algo >= SYMCOLL_NUM_ALGOS)
+  if (!comm || (unsigned)coll >= SYMCOLL_NUM_COLL_KINDS || (unsigned)algo >= SYMCOLL_NUM_ALGOS)
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   if (algo == SYMCOLL_ALGO_AUTO) return SYMCOLL_OK;
   if (!symcoll__algo_of(coll, algo)) return SYMCOLL_ERR_UNSUPPORTED;
@@ -283,7 +313,7 @@ symcoll_status_t symcoll_algo_supported(symcoll_comm_t comm, symcoll_algo_t algo
 
 symcoll_status_t symcoll_coll_algo(symcoll_comm_t comm, symcoll_coll_t coll, size_t count, symcoll_dtype_t dtype,
                                    symcoll_algo_t *algo_p) {
-  if (!comm || !algo_p || (unsigned)coll >= SYMCOLL_NUM_COLLS || (unsigned)dtype >= SYMCOLL_NUM_DTYPES)
+  if (!comm || !algo_p || (unsigned)coll >= SYMCOLL_NUM_COLL_KINDS || (unsigned)dtype >= SYMCOLL_NUM_DTYPES)
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   const size_t es = symcoll_dtype_size(dtype);
   if (count > SIZE_MAX / es / (size_t)comm->nranks) return SYMCOLL_ERR_INVALID_ARGUMENT;

@@ -98,6 +98,8 @@ enum {
     "1: ranks compare every call's arguments on the host (a bootstrap exchange per call)")                  \
   X(SYMCOLL_NCCL, ENUM, "auto", 0, 0, "auto|1|0", "GPU: hold an NCCL communicator: auto (if the tuning table uses it), 1, 0") \
   X(SYMCOLL_NCCL_LIB, STR, "", 0, 0, "", "GPU: path of libnccl.so.2 when the loader does not find it")      \
+  X(SYMCOLL_BLAS_LIB, STR, "", 0, 0, "", "CPU GEMMs: a CBLAS library to open (default libopenblas.so.0, libcblas.so.3, libblas.so.3)") \
+  X(SYMCOLL_CUBLASLT_LIB, STR, "", 0, 0, "", "GPU GEMMs: path of libcublasLt.so when the loader does not find it") \
   X(SYMCOLL_TUNE_FILE, STR, "", 0, 0, "", "tuning table to load; default ~/.cache/symcoll/tune.txt, else built-in") \
   X(SYMCOLL_RANK, INT, "-1", 0, SYMCOLL_MAX_RANKS - 1, "", "this process's rank (with SYMCOLL_NRANKS, SYMCOLL_JOB_ID)") \
   X(SYMCOLL_NRANKS, INT, "-1", 1, SYMCOLL_MAX_RANKS, "", "number of ranks of the job")                      \
@@ -147,6 +149,32 @@ typedef struct symcoll__coll_args {
   uint32_t sig;
 } symcoll__coll_args_t;
 
+/* A local GEMM, row-major: c[m x n] = a[m x k] @ b[k x n], leading dimensions in elements;
+ * fp32 accumulation; enqueued on stream (GPU) or done now (CPU). */
+typedef struct symcoll__gemm {
+  const void *a, *b;
+  void *c;
+  size_t m, n, k, lda, ldb, ldc;
+  symcoll_dtype_t dtype;
+  void *stream;
+} symcoll__gemm_t;
+
+/* A collective fused with a GEMM (symcoll.h), as core hands it to a transport's matmul entry
+ * (the OVERLAP algorithm; core runs SEQUENTIAL itself from coll and gemm). */
+typedef struct symcoll__matmul_args {
+  symcoll_coll_t coll; /* ALL_GATHER_MATMUL or MATMUL_REDUCE_SCATTER */
+  const void *a, *b;   /* all_gather_matmul: a is the shard */
+  void *c;             /* all_gather_matmul: the whole C; matmul_reduce_scatter: the shard */
+  void *a_out;         /* all_gather_matmul: the gathered A, or NULL */
+  size_t m_shard, n, k; /* rows per rank (matmul_reduce_scatter: of the output), columns, depth */
+  symcoll_dtype_t dtype;
+  symcoll_algo_t algo;
+  void *stream;
+  struct symcoll_mem *a_mem; /* all_gather_matmul: the shard lies in this allocation... */
+  size_t a_off;              /* ...at this offset, on every rank (zero-copy) */
+  uint32_t sig;
+} symcoll__matmul_args_t;
+
 /* Out-of-band exchange among the ranks of a communicator (bootstrap.c, team.c). */
 typedef struct symcoll__oob {
   symcoll_status_t (*allgather)(symcoll_comm_t comm, const void *in, void *out, size_t bytes);
@@ -176,6 +204,15 @@ typedef struct symcoll__transport {
   /* Whether this transport runs `algo` for `coll` (core has already checked that the
    * algorithm belongs to the collective). */
   bool (*has_algo)(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo);
+  /* Optional (NULL: the GEMM operations are UNSUPPORTED). A local GEMM; whether the GEMM
+   * library could be opened (it is opened on first use); scratch memory of the call's
+   * lifetime, ordered on stream (GPU: stream-ordered allocation, so capturable); the
+   * OVERLAP algorithm of the fused operations. */
+  symcoll_status_t (*gemm)(symcoll_comm_t comm, const symcoll__gemm_t *g);
+  bool (*has_gemm)(symcoll_comm_t comm);
+  symcoll_status_t (*scratch_alloc)(symcoll_comm_t comm, size_t bytes, void *stream, void **p);
+  void (*scratch_free)(symcoll_comm_t comm, void *p, void *stream);
+  symcoll_status_t (*matmul)(symcoll_comm_t comm, const symcoll__matmul_args_t *a);
   /* Optional: the machine class tuning rows may name after the backend ("host:avx2"). */
   const char *(*tune_class)(symcoll_comm_t comm);
   /* Makes work already enqueued give up (GPU: raise the device error word with `status`).
@@ -244,11 +281,11 @@ struct symcoll_comm {
   size_t workspace_bytes;
   struct symcoll_mem *workspace; /* symmetric scratch of the collectives */
   bool check_args;               /* SYMCOLL_CHECK=1 */
-  symcoll_algo_t forced_algo[SYMCOLL_NUM_COLLS]; /* SYMCOLL_ALGO */
-  symcoll__tune_t tune[SYMCOLL_NUM_COLLS][SYMCOLL_NUM_DTYPES];
+  symcoll_algo_t forced_algo[SYMCOLL_NUM_COLL_KINDS]; /* SYMCOLL_ALGO */
+  symcoll__tune_t tune[SYMCOLL_NUM_COLL_KINDS][SYMCOLL_NUM_DTYPES];
   uint64_t coll_seq;             /* collectives issued on this rank */
   uint64_t split_seq;            /* splits of this communicator (names their rendezvous) */
-  symcoll_algo_t last_algo[SYMCOLL_NUM_COLLS]; /* for INFO lines when the choice changes */
+  symcoll_algo_t last_algo[SYMCOLL_NUM_COLL_KINDS]; /* for INFO lines when the choice changes */
 };
 
 /* Bounded waiting for a peer. Spin, yield, check abort, deadline and peers' liveness; a WARN
@@ -343,6 +380,13 @@ SYMCOLL_HIDDEN void symcoll__tune_drop_algo(symcoll_comm_t comm, symcoll_algo_t 
 SYMCOLL_HIDDEN size_t symcoll__coll_bytes(symcoll_coll_t coll, size_t count, size_t esize, int nranks);
 /* Whether `algo` is one of the collective's algorithms (not whether this comm can run it). */
 SYMCOLL_HIDDEN bool symcoll__algo_of(symcoll_coll_t coll, symcoll_algo_t algo);
+/* Runs a plain collective inside another operation (the fused GEMM ones): args holds coll,
+ * send, recv, count, dtype, op, stream and the outer call's signature; the algorithm, launch
+ * shape and zero-copy placement are chosen as for a call of its own. */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__coll_inner(symcoll_comm_t comm, symcoll__coll_args_t *a);
+/* The signature of a call's arguments (never 0). */
+SYMCOLL_HIDDEN uint32_t symcoll__call_signature(symcoll_coll_t coll, size_t count, size_t n, size_t k,
+                                                symcoll_dtype_t dtype, symcoll_op_t op, symcoll_algo_t algo);
 /* Parses SYMCOLL_ALGO into comm->forced_algo. */
 SYMCOLL_HIDDEN void symcoll__algo_from_env(symcoll_comm_t comm);
 

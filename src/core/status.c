@@ -46,6 +46,8 @@ const char *symcoll_coll_name(symcoll_coll_t coll) {
   case SYMCOLL_COLL_ALL_REDUCE: return "all_reduce";
   case SYMCOLL_COLL_ALL_GATHER: return "all_gather";
   case SYMCOLL_COLL_REDUCE_SCATTER: return "reduce_scatter";
+  case SYMCOLL_COLL_ALL_GATHER_MATMUL: return "all_gather_matmul";
+  case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: return "matmul_reduce_scatter";
   default: return "unknown";
   }
 }
@@ -70,6 +72,8 @@ const char *symcoll_algo_name(symcoll_algo_t algo) {
   case SYMCOLL_ALGO_PULL: return "pull";
   case SYMCOLL_ALGO_PUSH: return "push";
   case SYMCOLL_ALGO_COPY_ENGINE: return "copy_engine";
+  case SYMCOLL_ALGO_OVERLAP: return "overlap";
+  case SYMCOLL_ALGO_SEQUENTIAL: return "sequential";
   default: return "unknown";
   }
 }

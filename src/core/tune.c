@@ -75,20 +75,21 @@ static int cmp_row(const void *a, const void *b) {
 
 /* The algorithm a collective falls back on where nothing else is chosen. */
 static symcoll_algo_t fallback(symcoll_coll_t coll) {
-  return coll == SYMCOLL_COLL_ALL_REDUCE ? SYMCOLL_ALGO_TWO_SHOT : SYMCOLL_ALGO_PULL;
+  if (coll == SYMCOLL_COLL_ALL_REDUCE) return SYMCOLL_ALGO_TWO_SHOT;
+  return coll >= SYMCOLL_NUM_COLLS ? SYMCOLL_ALGO_OVERLAP : SYMCOLL_ALGO_PULL;
 }
 
 #define MAX_ROWS 64
 
 int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
-  row_t(*rows)[SYMCOLL_NUM_DTYPES][MAX_ROWS] = malloc(sizeof(row_t) * SYMCOLL_NUM_COLLS * SYMCOLL_NUM_DTYPES * MAX_ROWS);
+  row_t(*rows)[SYMCOLL_NUM_DTYPES][MAX_ROWS] = malloc(sizeof(row_t) * SYMCOLL_NUM_COLL_KINDS * SYMCOLL_NUM_DTYPES * MAX_ROWS);
   if (!rows) return -1;
-  int nrows[SYMCOLL_NUM_COLLS][SYMCOLL_NUM_DTYPES] = {{0}};
+  int nrows[SYMCOLL_NUM_COLL_KINDS][SYMCOLL_NUM_DTYPES] = {{0}};
   int used = 0, line = 0;
   const char *my_class = comm->tp->tune_class ? comm->tp->tune_class(comm) : NULL;
   /* The most specific rows win: for each collective and dtype, only rows naming this machine
    * class (then: naming our nranks) are used, if there are any. */
-  int best[SYMCOLL_NUM_COLLS][SYMCOLL_NUM_DTYPES];
+  int best[SYMCOLL_NUM_COLL_KINDS][SYMCOLL_NUM_DTYPES];
   memset(best, -1, sizeof best);
   for (int pass = 0; pass < 2; pass++) {
     const char *p = text;
@@ -107,7 +108,7 @@ int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
       int coll = SYMCOLL_COLL_ALL_REDUCE, skip = 0;
       if (sscanf(buf, "%31s%n", first, &skip) <= 0) continue;
       const char *rest = buf;
-      for (int c = 0; c < SYMCOLL_NUM_COLLS; c++)
+      for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++)
         if (!strcmp(first, symcoll_coll_name((symcoll_coll_t)c))) coll = c, rest = buf + skip;
       char backend[48], nr[16], dt[16], mb[32], algo[32];
       int blocks = 0, threads = 0;
@@ -148,7 +149,7 @@ int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
       }
     }
   }
-  for (int c = 0; c < SYMCOLL_NUM_COLLS; c++)
+  for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++)
     for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
       int nr = nrows[c][d];
       if (nr == 0) continue;
@@ -169,7 +170,7 @@ syntax:
 }
 
 void symcoll__tune_drop_algo(symcoll_comm_t comm, symcoll_algo_t algo) {
-  for (int c = 0; c < SYMCOLL_NUM_COLLS; c++)
+  for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++)
     for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
       symcoll__tune_entry_t below = {fallback((symcoll_coll_t)c), 0, 0, 0};
       for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++) {
@@ -195,7 +196,7 @@ static char *read_file(const char *path) {
 }
 
 void symcoll__tune_init(symcoll_comm_t comm) {
-  for (int c = 0; c < SYMCOLL_NUM_COLLS; c++)
+  for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++)
     for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++)
       for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++)
         comm->tune[c][d].bucket[b] = (symcoll__tune_entry_t){fallback((symcoll_coll_t)c), 0, 0, 0};

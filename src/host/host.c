@@ -95,6 +95,8 @@ static symcoll_status_t host_comm_init(symcoll_comm_t comm) {
 }
 
 static void host_comm_fini(symcoll_comm_t comm) {
+  host_state_t *hs = comm->tp_state;
+  for (int i = 0; hs && i < 3; i++) free(hs->f32[i]);
   free(comm->tp_state);
   comm->tp_state = NULL;
 }
@@ -139,10 +141,12 @@ symcoll_status_t symcoll__host_wait_all(symcoll_comm_t comm, host_state_t *hs, s
 }
 
 static void describe(char *buf, size_t n, const host_call_t *c) {
-  snprintf(buf, n, "%s count %llu %s%s%s %s", symcoll_coll_name((symcoll_coll_t)c->coll),
+  snprintf(buf, n, "%s %s %llu %s%s%s %s", symcoll_coll_name((symcoll_coll_t)c->coll),
+           c->coll >= SYMCOLL_NUM_COLLS ? "m_shard" : "count",
            (unsigned long long)c->count, symcoll_dtype_name((symcoll_dtype_t)c->dtype),
-           c->coll == SYMCOLL_COLL_ALL_GATHER ? "" : " ",
-           c->coll == SYMCOLL_COLL_ALL_GATHER ? "" : symcoll_op_name((symcoll_op_t)c->op),
+           c->coll == SYMCOLL_COLL_ALL_REDUCE || c->coll == SYMCOLL_COLL_REDUCE_SCATTER ? " " : "",
+           c->coll == SYMCOLL_COLL_ALL_REDUCE || c->coll == SYMCOLL_COLL_REDUCE_SCATTER
+               ? symcoll_op_name((symcoll_op_t)c->op) : "",
            symcoll_algo_name((symcoll_algo_t)c->algo));
 }
 
@@ -207,8 +211,7 @@ static symcoll_status_t host_copy(symcoll_comm_t comm, void *dst, const void *sr
 /* CPU ranks run every algorithm but the GPU's copy engine and NCCL (LAMPORT and ONE_SHOT_DB
  * are the one-shot there, LAMPORT for gathers the pull: see symcoll.h). */
 static bool host_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo) {
-  (void)comm;
-  (void)coll;
+  if (coll >= SYMCOLL_NUM_COLLS) return symcoll__host_has_gemm(comm);
   return algo != SYMCOLL_ALGO_COPY_ENGINE && algo != SYMCOLL_ALGO_NCCL;
 }
 
@@ -228,6 +231,11 @@ const symcoll__transport_t symcoll__host_transport = {
     .copy = host_copy,
     .check = NULL,
     .has_algo = host_has_algo,
+    .gemm = symcoll__host_gemm,
+    .has_gemm = symcoll__host_has_gemm,
+    .scratch_alloc = symcoll__host_scratch_alloc,
+    .scratch_free = symcoll__host_scratch_free,
+    .matmul = symcoll__host_matmul,
     .tune_class = host_tune_class,
     .abort = NULL,
 };

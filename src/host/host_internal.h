@@ -61,6 +61,8 @@ typedef struct {
   uint64_t epoch;
   host_pad_t *pad[SYMCOLL_MAX_RANKS];
   char *data[SYMCOLL_MAX_RANKS]; /* start of each rank's halves */
+  float *f32[3];                 /* GEMMs of 16-bit floats: B, A and C widened (host_gemm.c) */
+  size_t f32_elems[3];
 } host_state_t;
 
 /* One epoch of a call, as the collectives' files drive it. */
@@ -102,6 +104,20 @@ SYMCOLL_HIDDEN symcoll_status_t symcoll__host_all_gather(symcoll_comm_t comm, ho
                                                          const symcoll__coll_args_t *a);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__host_reduce_scatter(symcoll_comm_t comm, host_state_t *hs,
                                                              const symcoll__coll_args_t *a);
+
+/* GEMMs (host_gemm.c, CBLAS opened on first use) and the fused operations (host_matmul.c). */
+SYMCOLL_HIDDEN bool symcoll__host_has_gemm(symcoll_comm_t comm);
+SYMCOLL_HIDDEN symcoll_status_t symcoll__host_gemm(symcoll_comm_t comm, const symcoll__gemm_t *g);
+/* B (k x n) as cblas_sgemm reads it: b itself for fp32, else widened into the comm's buffer. */
+SYMCOLL_HIDDEN const float *symcoll__host_gemm_b(host_state_t *hs, const void *b, size_t k, size_t n, size_t ldb,
+                                                 symcoll_dtype_t dt);
+/* c[m x n] (leading dimension ldc, dtype dt) = a[m x k] (lda) @ b32 (k x n fp32). */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__host_gemm_rows(host_state_t *hs, const void *a, size_t lda, const float *b32,
+                                                        void *c, size_t ldc, size_t m, size_t n, size_t k,
+                                                        symcoll_dtype_t dt);
+SYMCOLL_HIDDEN symcoll_status_t symcoll__host_scratch_alloc(symcoll_comm_t comm, size_t bytes, void *stream, void **p);
+SYMCOLL_HIDDEN void symcoll__host_scratch_free(symcoll_comm_t comm, void *p, void *stream);
+SYMCOLL_HIDDEN symcoll_status_t symcoll__host_matmul(symcoll_comm_t comm, const symcoll__matmul_args_t *x);
 
 static inline size_t host_min(size_t a, size_t b) { return a < b ? a : b; }
 #endif
