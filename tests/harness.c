@@ -162,7 +162,13 @@ static int device_of(int rank) {
 }
 
 /* Thread-mode ranks sharing a GPU need a hardware queue per stream (see symcoll_comm_create_all). */
-void th_cuda_env(void) { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }
+/* Thread mode on GPUs: a hardware queue per stream, and every kernel loaded up front
+ * (cuBLASLt loads a kernel on its first launch, which waits for the GPU to go idle: never,
+ * while a peer rank's kernel on the same GPU waits for ours). */
+void th_cuda_env(void) {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+}
 
 int th_run(const th_launch_t *l, th_rank_fn fn, void *arg) {
   const char *why = NULL;

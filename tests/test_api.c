@@ -41,7 +41,9 @@ static void test_status_strings(void **state) {
     for (int e = 0; e < d; e++)
       assert_string_not_equal(symcoll_dtype_name((symcoll_dtype_t)d), symcoll_dtype_name((symcoll_dtype_t)e));
   assert_string_equal(symcoll_coll_name(SYMCOLL_COLL_REDUCE_SCATTER), "reduce_scatter");
-  assert_string_equal(symcoll_coll_name(SYMCOLL_NUM_COLLS), "unknown");
+  assert_string_equal(symcoll_coll_name(SYMCOLL_COLL_MATMUL_REDUCE_SCATTER), "matmul_reduce_scatter");
+  assert_string_equal(symcoll_coll_name(SYMCOLL_NUM_COLL_KINDS), "unknown");
+  assert_string_equal(symcoll_algo_name(SYMCOLL_ALGO_OVERLAP), "overlap");
   assert_string_equal(symcoll_algo_name(SYMCOLL_ALGO_COPY_ENGINE), "copy_engine");
   assert_string_equal(symcoll_algo_name(SYMCOLL_ALGO_TWO_SHOT), "twoshot");
   assert_int_equal(symcoll_version(), SYMCOLL_VERSION_CODE);
@@ -148,7 +150,8 @@ static void test_bad_collective_args(void **state) {
   assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_PUSH), SYMCOLL_OK);
   assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_REDUCE_SCATTER, SYMCOLL_ALGO_PUSH),
                    SYMCOLL_ERR_UNSUPPORTED);
-  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_NUM_COLLS, SYMCOLL_ALGO_PUSH), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_NUM_COLL_KINDS, SYMCOLL_ALGO_PUSH), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_ALL_GATHER_MATMUL, SYMCOLL_ALGO_PUSH), SYMCOLL_ERR_UNSUPPORTED);
   assert_memory_equal(recv, poison, sizeof recv);
   /* In place with one rank: the result is the input, in every collective. */
   assert_int_equal(symcoll_all_gather(comm, recv, recv, 4, SYMCOLL_FLOAT32, NULL), SYMCOLL_OK);

@@ -195,6 +195,108 @@ static void test_graph_replay(void **state) {
   }
 }
 
+/* The GEMM operations captured in one graph with plain collectives (overlap, sequential,
+ * auto), replayed twice with fresh small-integer inputs: bf16 results exact, checked bit for
+ * bit against a host reference. */
+static float mm_a(int r, size_t i, size_t j, uint32_t s) { return (float)((int)((i * 7 + j * 3 + r * 5 + s) % 5) - 2); }
+static float mm_b(int r, size_t j, size_t l, uint32_t s) { return (float)((int)((j * 5 + l * 11 + r * 3 + s) % 3) - 1); }
+
+static void graph_matmul_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
+  cudaSetDevice(symcoll_comm_device(comm));
+  const int rank = symcoll_comm_rank(comm), n = symcoll_comm_nranks(comm);
+  const size_t ms = 33, nn = 40, kk = 24, rows = ms * (size_t)n; /* kk * n * 2 <= 256: exact in bf16 */
+  *bad = 1;
+  __nv_bfloat16 *ag_a, *ag_b, *ag_c[3], *rs_a, *rs_b, *rs_c[3], *ar;
+  CK(cudaMalloc(&ag_a, ms * kk * 2));
+  CK(cudaMalloc(&ag_b, kk * nn * 2));
+  CK(cudaMalloc(&rs_a, rows * kk * 2));
+  CK(cudaMalloc(&rs_b, kk * nn * 2));
+  CK(cudaMalloc(&ar, 1024 * 2));
+  for (int i = 0; i < 3; i++) CK(cudaMalloc(&ag_c[i], rows * nn * 2)), CK(cudaMalloc(&rs_c[i], ms * nn * 2));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  /* First use of the GEMM operations sets up cuBLASLt (a cudaMalloc): before capture, and
+   * before any rank's kernel waits for ours. */
+  CK(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_ALL_GATHER_MATMUL, SYMCOLL_ALGO_OVERLAP));
+  CK(symcoll_comm_barrier(comm));
+  const symcoll_algo_t algos[3] = {SYMCOLL_ALGO_OVERLAP, SYMCOLL_ALGO_SEQUENTIAL, SYMCOLL_ALGO_AUTO};
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < 3; i++) {
+    symcoll_matmul_opts_t o;
+    symcoll_matmul_opts_init(&o);
+    o.algo = algos[i];
+    CK(symcoll_all_gather_matmul(comm, ag_a, ag_b, ag_c[i], ms, nn, kk, SYMCOLL_BFLOAT16, &o, s));
+    CK(symcoll_all_reduce(comm, ar, ar, 1024, SYMCOLL_BFLOAT16, SYMCOLL_MAX, s));
+    CK(symcoll_matmul_reduce_scatter(comm, rs_a, rs_b, rs_c[i], rows, nn, kk, SYMCOLL_BFLOAT16, &o, s));
+  }
+  CK(cudaStreamEndCapture(s, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  std::vector<__nv_bfloat16> h(rows * kk), got(rows * nn);
+  std::vector<float> want(rows * nn);
+  int wrong = 0;
+  for (int rep = 0; rep < 2; rep++) {
+    const uint32_t seed = seed0 + rep * 13;
+    auto up = [&](__nv_bfloat16 *d, size_t r0, size_t nr, size_t nc, float (*f)(int, size_t, size_t, uint32_t)) {
+      for (size_t i = 0; i < nr; i++)
+        for (size_t j = 0; j < nc; j++) h[i * nc + j] = __float2bfloat16(f(rank, r0 + i, j, seed));
+      cudaMemcpyAsync(d, h.data(), nr * nc * 2, cudaMemcpyHostToDevice, s);
+    };
+    up(ag_a, (size_t)rank * ms, ms, kk, mm_a);
+    up(ag_b, 0, kk, nn, mm_b);
+    up(rs_a, 0, rows, kk, mm_a);
+    up(rs_b, 0, kk, nn, mm_b);
+    CK(cudaStreamSynchronize(s));
+    CK(symcoll_comm_barrier(comm));
+    CK(cudaGraphLaunch(exec, s));
+    CK(cudaStreamSynchronize(s));
+    for (size_t i = 0; i < rows; i++) /* all_gather_matmul: A's row i from rank i / ms */
+      for (size_t l = 0; l < nn; l++) {
+        float v = 0;
+        for (size_t j = 0; j < kk; j++) v += mm_a((int)(i / ms), i, j, seed) * mm_b(rank, j, l, seed);
+        want[i * nn + l] = v;
+      }
+    for (int a = 0; a < 3; a++) {
+      cudaMemcpy(got.data(), ag_c[a], rows * nn * 2, cudaMemcpyDeviceToHost);
+      for (size_t i = 0; i < rows * nn; i++)
+        if (__bfloat162float(got[i]) != want[i] && wrong++ < 3)
+          fprintf(stderr, "rank %d replay %d all_gather_matmul %s: element %zu %g != %g\n", rank, rep,
+                  symcoll_algo_name(algos[a]), i, __bfloat162float(got[i]), want[i]);
+    }
+    for (size_t i = 0; i < ms; i++)
+      for (size_t l = 0; l < nn; l++) {
+        float v = 0;
+        for (int r = 0; r < n; r++)
+          for (size_t j = 0; j < kk; j++) v += mm_a(r, (size_t)rank * ms + i, j, seed) * mm_b(r, j, l, seed);
+        want[i * nn + l] = v;
+      }
+    for (int a = 0; a < 3; a++) {
+      cudaMemcpy(got.data(), rs_c[a], ms * nn * 2, cudaMemcpyDeviceToHost);
+      for (size_t i = 0; i < ms * nn; i++)
+        if (__bfloat162float(got[i]) != want[i] && wrong++ < 6)
+          fprintf(stderr, "rank %d replay %d matmul_reduce_scatter %s: element %zu %g != %g\n", rank, rep,
+                  symcoll_algo_name(algos[a]), i, __bfloat162float(got[i]), want[i]);
+    }
+    CK(symcoll_comm_barrier(comm));
+  }
+  *bad = wrong != 0 || symcoll_comm_check(comm) != SYMCOLL_OK;
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFree(ag_a), cudaFree(ag_b), cudaFree(rs_a), cudaFree(rs_b), cudaFree(ar);
+  for (int i = 0; i < 3; i++) cudaFree(ag_c[i]), cudaFree(rs_c[i]);
+  cudaStreamDestroy(s);
+}
+
+static void test_graph_matmul(void **state) {
+  (void)state;
+  for (int n : {1, 2, 4}) {
+    std::vector<symcoll_comm_t> comms(n);
+    CK(symcoll_comm_create_all(n, devices(n).data(), comms.data()));
+    run_team(comms, graph_matmul_rank);
+  }
+}
+
 /* Ranks in different calls: rank `refused`'s first call is refused locally (a NULL send), so
  * its next call, of another count, meets its peer's first. The kernels meet at a barrier or a
  * packet header carrying the call's signature: both ranks' symcoll_comm_check must say
@@ -577,6 +679,7 @@ int main() {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pads_at_rest),
       cmocka_unit_test(test_graph_replay),
+      cmocka_unit_test(test_graph_matmul),
       cmocka_unit_test(test_mismatch_gpu),
       cmocka_unit_test(test_lamport_sentinel),
       cmocka_unit_test(test_nccl_engine),

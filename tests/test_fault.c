@@ -42,7 +42,16 @@ static symcoll_config_t rank_config(const char *job, int rank, int nranks) {
 /* One call of `coll`, in place over buf (nranks x 1024 floats). */
 static symcoll_status_t one_call(symcoll_comm_t comm, symcoll_coll_t coll, float *buf, void *stream) {
   const int r = symcoll_comm_rank(comm);
+  const int n = symcoll_comm_nranks(comm);
+  symcoll_matmul_opts_t mo;
+  symcoll_matmul_opts_init(&mo);
+  mo.algo = SYMCOLL_ALGO_OVERLAP;
   switch (coll) {
+  case SYMCOLL_COLL_ALL_GATHER_MATMUL: /* 8 x 32 shard, 32 x 16 B, 8n x 16 C */
+    return symcoll_all_gather_matmul(comm, buf, buf + 1024, buf + 2048, 8, 16, 32, SYMCOLL_FLOAT32, &mo, stream);
+  case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* 8n x 16 A, 16 x 16 B, 8 x 16 C */
+    return symcoll_matmul_reduce_scatter(comm, buf, buf + 1024, buf + 2048, 8 * (size_t)n, 16, 16, SYMCOLL_FLOAT32, &mo,
+                                         stream);
   case SYMCOLL_COLL_ALL_GATHER: return symcoll_all_gather(comm, buf + r * 1024, buf, 1024, SYMCOLL_FLOAT32, stream);
   case SYMCOLL_COLL_REDUCE_SCATTER:
     return symcoll_reduce_scatter(comm, buf, buf + r * 1024, 1024, SYMCOLL_FLOAT32, SYMCOLL_SUM, stream);
@@ -217,6 +226,35 @@ static void test_never_calls_reduce_scatter(void **state) {
   }
 }
 
+/* And inside the GEMM operations: a rank killed at its 10th all_gather_matmul (4 ranks), a
+ * rank that never calls a matmul_reduce_scatter (3 ranks). */
+static void test_killed_in_all_gather_matmul(void **state) {
+  (void)state;
+  outcome_t o[4];
+  run_job_of(SYMCOLL_COLL_ALL_GATHER_MATMUL, 4, "coll:2:10", -1, 30, o);
+  assert_int_equal(o[2].create, 1);
+  for (int r = 0; r < 4; r++) {
+    if (r == 2) continue;
+    print_message("rank %d: %d all_gather_matmuls, then %s after %.3f s\n", r, o[r].colls_done,
+                  symcoll_status_string(o[r].coll), o[r].fail_after_s);
+    assert_true(o[r].colls_done >= 8 && o[r].colls_done <= 10);
+    assert_true(LOST_OR_TIMEOUT(o[r].coll));
+    assert_true(o[r].fail_after_s < BOUND_S);
+  }
+}
+
+static void test_never_calls_matmul_reduce_scatter(void **state) {
+  (void)state;
+  outcome_t o[3];
+  run_job_of(SYMCOLL_COLL_MATMUL_REDUCE_SCATTER, 3, NULL, 1, 1, o);
+  for (int r = 0; r < 3; r += 2) {
+    print_message("rank %d: %s after %.3f s\n", r, symcoll_status_string(o[r].coll), o[r].fail_after_s);
+    assert_true(LOST_OR_TIMEOUT(o[r].coll));
+    assert_true(o[r].fail_after_s >= TIMEOUT_MS / 1000.0 - 0.05);
+    assert_true(o[r].fail_after_s < BOUND_S);
+  }
+}
+
 /* A peer's death is reported by symcoll_comm_check even while no call waits for it. */
 static void test_check_reports_dead_peer(void **state) {
   (void)state;
@@ -286,6 +324,7 @@ static void test_abort_from_thread(void **state) {
 }
 
 int main(int argc, char **argv) {
+  setenv("OPENBLAS_NUM_THREADS", "1", 0); /* ranks share the cores */
   for (int i = 1; i + 1 < argc; i++)
     if (!strcmp(argv[i], "--backend")) backend = argv[i + 1];
   if (!strcmp(backend, "cuda")) {
@@ -301,6 +340,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_rank_never_calls), cmocka_unit_test(test_abort_from_thread),
       cmocka_unit_test(test_check_reports_dead_peer),
       cmocka_unit_test(test_killed_in_all_gather), cmocka_unit_test(test_never_calls_reduce_scatter),
+      cmocka_unit_test(test_killed_in_all_gather_matmul), cmocka_unit_test(test_never_calls_matmul_reduce_scatter),
   };
   return cmocka_run_group_tests_name("fault", tests, NULL, NULL);
 }

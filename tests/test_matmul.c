@@ -258,6 +258,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--mode") && i + 1 < argc) launch.mode = argv[++i];
     else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) launch.nranks = atoi(argv[++i]);
   }
+  if (!strcmp(launch.mode, "thread")) th_cuda_env(); /* before anything starts CUDA */
   if (!strcmp(launch.backend, "cuda")) {
     const char *why = NULL;
     if (!th_cuda_ops(&why)) {

@@ -61,7 +61,18 @@ static const char *const builtin_table =
     "reduce_scatter cuda 2 * 131072 lamport\n"
     "reduce_scatter cuda 4 * 131072 lamport\n"
     "reduce_scatter cuda * * 524288 lamport\n"
-    "reduce_scatter cuda * * inf pull\n";
+    "reduce_scatter cuda * * inf pull\n"
+    /* The GEMM operations, by the bytes the collective moves (the gathered A; the product).
+     * CPU ranks: one thread both moves and multiplies, so there is nothing to overlap with and
+     * one large GEMM beats n smaller ones (2-vCPU Xeon, bench/results/host). GPUs: kraken found
+     * all_gather + cuBLAS ahead at per-rank M = 128-256 and overlap ahead from M = 512 on 8 GPUs
+     * (about 32 MiB gathered at K = 4096); not yet measured on a node of ours. */
+    "all_gather_matmul host * * inf sequential\n"
+    "matmul_reduce_scatter host * * inf sequential\n"
+    "all_gather_matmul cuda * * 33554432 sequential\n"
+    "all_gather_matmul cuda * * inf overlap\n"
+    "matmul_reduce_scatter cuda * * 33554432 sequential\n"
+    "matmul_reduce_scatter cuda * * inf overlap\n";
 
 typedef struct {
   size_t max_bytes;

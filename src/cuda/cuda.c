@@ -418,6 +418,7 @@ static void cuda_comm_fini(symcoll_comm_t comm) {
   dev_guard_t g;
   if (dev_enter(comm, &g) == SYMCOLL_OK) {
     if (cs->side) cudaStreamDestroy(cs->side);
+    symcoll__cuda_gemm_fini(comm);
     symcoll__nccl_fini(&cs->nccl);
     dev_leave(comm, &g);
   }
@@ -475,7 +476,7 @@ static symcoll_status_t cuda_tune_ready(symcoll_comm_t comm) {
 
 static bool cuda_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo) {
   cuda_state_t *cs = comm->tp_state;
-  (void)coll;
+  if (coll >= SYMCOLL_NUM_COLLS) return symcoll__cuda_has_gemm(comm);
   return algo != SYMCOLL_ALGO_NCCL || cs->nccl.comm != NULL;
 }
 
@@ -491,5 +492,10 @@ const symcoll__transport_t symcoll__cuda_transport = {
     .check = cuda_check,
     .tune_ready = cuda_tune_ready,
     .has_algo = cuda_has_algo,
+    .gemm = symcoll__cuda_gemm,
+    .has_gemm = symcoll__cuda_has_gemm,
+    .scratch_alloc = symcoll__cuda_scratch_alloc,
+    .scratch_free = symcoll__cuda_scratch_free,
+    .matmul = symcoll__cuda_matmul,
     .abort = cuda_abort,
 };

@@ -15,6 +15,11 @@
 #define SYMCOLL_CUDA_LL_DATA ((size_t)64 << 10)     /* data bytes a rank sends a peer per LL launch */
 #define SYMCOLL_CUDA_LL_SLOT (16 + 2 * SYMCOLL_CUDA_LL_DATA) /* header + packets */
 
+/* Events of one overlapped GEMM operation: one per peer's arrival, and two pairs for the
+ * double-buffered partials of matmul_reduce_scatter. */
+#define SYMCOLL_CUDA_MM_EVENTS (SYMCOLL_CUDA_MAX_RANKS + 4)
+typedef struct symcoll__lt_state symcoll__lt_state_t; /* cuda_gemm.c */
+
 typedef struct {
   size_t map_bytes, pad_off, aux_off;
   CUmemGenericAllocationHandle handle[SYMCOLL_MAX_RANKS];
@@ -39,6 +44,10 @@ typedef struct {
   symcoll__cuda_args_t args; /* the constant part of every launch */
   struct { const void *fn; int threads, blocks_per_sm; } occ[512]; /* resident_blocks cache */
   int nocc;
+  /* GEMM operations (cuda_gemm.c, cuda_matmul.c), set up on first use. */
+  symcoll__lt_state_t *lt;
+  cudaStream_t ce; /* the copy engine's stream of the overlapped operations */
+  cudaEvent_t ev[SYMCOLL_CUDA_MM_EVENTS];
 } cuda_state_t;
 
 /* Makes comm's device current for the duration of a call. */
@@ -56,4 +65,13 @@ static inline void dev_leave(symcoll_comm_t comm, dev_guard_t *g) {
 SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_coll(symcoll_comm_t comm, const symcoll__coll_args_t *a);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes,
                                                    void *stream);
+/* GEMMs (cuda_gemm.c) and the overlapped GEMM operations (cuda_matmul.c). */
+SYMCOLL_HIDDEN bool symcoll__cuda_has_gemm(symcoll_comm_t comm);
+SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_gemm(symcoll_comm_t comm, const symcoll__gemm_t *g);
+/* The same with the device already current and cuBLASLt set up. */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_gemm_enqueue(symcoll_comm_t comm, const symcoll__gemm_t *g);
+SYMCOLL_HIDDEN void symcoll__cuda_gemm_fini(symcoll_comm_t comm);
+SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_scratch_alloc(symcoll_comm_t comm, size_t bytes, void *stream, void **p);
+SYMCOLL_HIDDEN void symcoll__cuda_scratch_free(symcoll_comm_t comm, void *p, void *stream);
+SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_matmul(symcoll_comm_t comm, const symcoll__matmul_args_t *x);
 #endif

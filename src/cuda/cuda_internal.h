@@ -76,6 +76,11 @@ int symcoll__cuda_preload(void);
 /* A tiny kernel that writes `value` into slot `slot` of every peer's pad, for the
  * reachability probe at communicator creation. */
 int symcoll__cuda_probe(uint32_t *const *pads, int nranks, int rank, uint32_t value, void *stream);
+/* dst[i] = sum over s < nslots of src[s * slot_elems + i] for i < count, in slot order, in fp32
+ * (dtype fp32, fp16 or bf16): the last step of the overlapped matmul_reduce_scatter. */
+int symcoll__cuda_reduce_slots(const void *src, size_t slot_elems, int nslots, void *dst, size_t count, int dtype,
+                               void *stream);
+int symcoll__cuda_preload_matmul(void);
 /* The copy engine's barrier: one block meets every peer at CE_SLOT with the call's signature. */
 int symcoll__cuda_ce_barrier(const symcoll__cuda_args_t *a, void *stream);
 

@@ -54,7 +54,8 @@ extern "C" int symcoll__cuda_preload(void) {
             if (e != cudaSuccess) return (int)e;
           }
   cudaError_t e = cudaFuncGetAttributes(&attr, ProbePeers);
-  return (int)(e != cudaSuccess ? e : cudaFuncGetAttributes(&attr, CopyEngine_Barrier));
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, CopyEngine_Barrier);
+  return e != cudaSuccess ? (int)e : symcoll__cuda_preload_matmul();
 }
 
 extern "C" int symcoll__cuda_probe(uint32_t *const *pads, int nranks, int rank, uint32_t value, void *stream) {

@@ -43,6 +43,9 @@ typedef struct {
   bool send_symmetric; /* inputs in a symcoll allocation: symcoll's zero-copy path */
   bool bind;           /* pin rank r to the r-th allowed CPU */
   const char *tune;    /* write the fastest symcoll column per size as a tuning table */
+  int mm;              /* 1: all_gather_matmul, 2: matmul_reduce_scatter (coll_matmul.c) */
+  const char *shapes;
+  bool reps_set;
 } opts_t;
 static opts_t O;
 static bool threads_mode; /* ranks are threads of this process: a failure ends the process */
@@ -419,6 +422,13 @@ static void read_cpu_model(void) {
 }
 
 static void run_rank(bctx_t *c) {
+  if (O.mm) {
+    const bench_mm_opts_t mo = {.all_gather = O.mm == 1, .dtype = O.dtype, .shapes = O.shapes,
+                                .reps = O.reps_set ? O.reps : 20, .csv = O.csv, .mode = O.mode,
+                                .machine = c->gpu && gpu_model[0] ? gpu_model : cpu_model};
+    if (bench_matmul_rank(c, &mo) != 0) total_wrong += 1;
+    return;
+  }
   table_t t = {0};
   build_columns(&t);
   for (int i = 0; i < t.ncols; i++)
@@ -695,6 +705,8 @@ static void print_env(const char *name, const char *dflt, const char *help, void
 static void usage(const char *argv0) {
   printf("usage: %s [options]\n"
          "  --coll all_reduce|all_gather|reduce_scatter   the collective (default all_reduce)\n"
+         "  --coll all_gather_matmul|matmul_reduce_scatter --shapes helion|kraken|all|small|M,N,K\n"
+         "                     the fused GEMM operations over shapes (per-rank M; default all on GPUs)\n"
          "  -b SIZE / -e SIZE / -f FACTOR   size range in bytes (K, M, G suffixes) and step factor; the size is\n"
          "                     nccl-tests': all_gather's output, reduce_scatter's input\n"
          "  -d DTYPE           fp32 fp16 bf16 fp64 int8 uint8 int32 uint32 int64 uint64 fp8_e4m3 fp8_e5m2\n"
@@ -789,12 +801,15 @@ int main(int argc, char **argv) {
       O.op = !strcmp(o, "max") ? SYMCOLL_MAX : !strcmp(o, "min") ? SYMCOLL_MIN : SYMCOLL_SUM;
     } else if (!strcmp(a, "--coll") && v) {
       const char *c = TAKE;
+      O.mm = !strcmp(c, "all_gather_matmul") ? 1 : !strcmp(c, "matmul_reduce_scatter") ? 2 : 0;
       O.coll = !strcmp(c, "all_reduce")       ? &bench_all_reduce
                : !strcmp(c, "all_gather")     ? &bench_all_gather
                : !strcmp(c, "reduce_scatter") ? &bench_reduce_scatter
+               : O.mm                         ? &bench_all_gather
                                               : NULL;
       if (!O.coll) {
-        fprintf(stderr, "unknown collective %s (all_reduce, all_gather, reduce_scatter)\n", c);
+        fprintf(stderr, "unknown collective %s (all_reduce, all_gather, reduce_scatter, all_gather_matmul, "
+                "matmul_reduce_scatter)\n", c);
         return 2;
       }
     } else if (!strcmp(a, "--algo") && v) snprintf(O.algos, sizeof O.algos, "%s", TAKE), algos_set = 1;
@@ -810,6 +825,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--send-symmetric")) O.send_symmetric = true;
     else if (!strcmp(a, "--no-bind")) O.bind = false;
     else if (!strcmp(a, "--tune") && v) O.tune = TAKE;
+    else if (!strcmp(a, "--shapes") && v) O.shapes = TAKE;
     else if (!strcmp(a, "--env")) {
       symcoll_env_foreach(print_env, NULL);
       return 0;
@@ -882,6 +898,15 @@ int main(int argc, char **argv) {
   /* Thread-mode ranks sharing a GPU need a hardware queue per stream (symcoll_comm_create_all);
    * not for processes, where MPS clients asking for 32 queues each can stall its server. */
   if (!strcmp(O.mode, "thread")) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  /* cuBLASLt loads a kernel on its first launch, which waits for the GPU to go idle: never,
+   * while a peer rank's kernel on the same GPU waits for ours. Load them all up front. */
+  if (O.mm && !strcmp(O.mode, "thread")) setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  if (O.mm) {
+    O.reps_set = reps_set;
+    O.plot = NULL; /* a table of shapes, not of sizes */
+    if (!O.shapes) O.shapes = gpu ? "all" : "small";
+    if (!gpu) setenv("OPENBLAS_NUM_THREADS", "1", 0); /* ranks share the cores */
+  }
   /* The plot's title, known before any rank starts (ranks may be child processes). */
   snprintf(plot_title, sizeof plot_title, "%s %s%s%s, %d ranks (%s mode), %s%s", coll_label(),
            symcoll_dtype_name(O.dtype), O.coll->has_op ? " " : "", O.coll->has_op ? symcoll_op_name(O.op) : "",

@@ -74,6 +74,17 @@ void peer_mpi_init(int *argc, char ***argv);
 void peer_mpi_finalize(void);
 _Noreturn void peer_mpi_abort(int code);
 
+/* The GEMM operations (coll_matmul.c): a table over shapes instead of sizes. */
+typedef struct {
+  bool all_gather; /* all_gather_matmul, else matmul_reduce_scatter */
+  symcoll_dtype_t dtype;
+  const char *shapes; /* helion, kraken, all, small, or M,N,K */
+  int reps;
+  const char *csv, *mode, *machine;
+} bench_mm_opts_t;
+/* Runs the table on this rank; 0, or non-zero when a result was wrong. */
+int bench_matmul_rank(bctx_t *c, const bench_mm_opts_t *o);
+
 int bench_merge(int nfiles, char **files, const char *out_csv, const char *plot, const char *title);
 int bench_plot(const char *csv, const char *png, const char *title);
 #endif

@@ -1,0 +1,232 @@
+/*
+ * GEMMs of GPU ranks through cuBLASLt, opened at run time (like NCCL) so that the library
+ * loads where the toolkit's libcublasLt is missing (the GEMM operations are then
+ * UNSUPPORTED). Row-major C = A @ B is cuBLASLt's column-major C^T = B^T A^T, so B is passed
+ * as cuBLASLt's A. fp32 accumulation (CUBLAS_COMPUTE_32F, no TF32). Per communicator: a
+ * handle, a workspace allocated on first use outside capture, and a cache of the
+ * descriptors and the heuristic's algorithm per shape (the heuristic costs tens of us).
+ */
+#define _GNU_SOURCE
+#include <cublasLt.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_host.h"
+
+#define LT_WORKSPACE ((size_t)32 << 20)
+
+static struct {
+  __typeof__(cublasLtCreate) *Create;
+  __typeof__(cublasLtDestroy) *Destroy;
+  __typeof__(cublasLtMatmulDescCreate) *DescCreate;
+  __typeof__(cublasLtMatmulDescDestroy) *DescDestroy;
+  __typeof__(cublasLtMatrixLayoutCreate) *LayoutCreate;
+  __typeof__(cublasLtMatrixLayoutDestroy) *LayoutDestroy;
+  __typeof__(cublasLtMatmulPreferenceCreate) *PrefCreate;
+  __typeof__(cublasLtMatmulPreferenceSetAttribute) *PrefSet;
+  __typeof__(cublasLtMatmulPreferenceDestroy) *PrefDestroy;
+  __typeof__(cublasLtMatmulAlgoGetHeuristic) *Heuristic;
+  __typeof__(cublasLtMatmul) *Matmul;
+} lt;
+static pthread_once_t lt_once = PTHREAD_ONCE_INIT;
+static bool lt_ok;
+
+static void lt_open(void) {
+  const char *user = symcoll__env_str("SYMCOLL_CUBLASLT_LIB", "");
+  const char *names[] = {user, "libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so",
+#ifdef SYMCOLL_CUBLASLT_PATH
+                         SYMCOLL_CUBLASLT_PATH,
+#endif
+  };
+  void *h = NULL;
+  for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++) {
+    if (!names[i][0]) continue;
+    h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h && i == 0) SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "SYMCOLL_CUBLASLT_LIB=%s: %s", user, dlerror());
+    if (h) SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "GPU GEMMs: cuBLASLt from %s", names[i]);
+  }
+  if (!h) {
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "no libcublasLt found: the GEMM operations are unsupported");
+    return;
+  }
+#define SYM(field, name) lt.field = (__typeof__(lt.field))dlsym(h, #name)
+  SYM(Create, cublasLtCreate);
+  SYM(Destroy, cublasLtDestroy);
+  SYM(DescCreate, cublasLtMatmulDescCreate);
+  SYM(DescDestroy, cublasLtMatmulDescDestroy);
+  SYM(LayoutCreate, cublasLtMatrixLayoutCreate);
+  SYM(LayoutDestroy, cublasLtMatrixLayoutDestroy);
+  SYM(PrefCreate, cublasLtMatmulPreferenceCreate);
+  SYM(PrefSet, cublasLtMatmulPreferenceSetAttribute);
+  SYM(PrefDestroy, cublasLtMatmulPreferenceDestroy);
+  SYM(Heuristic, cublasLtMatmulAlgoGetHeuristic);
+  SYM(Matmul, cublasLtMatmul);
+#undef SYM
+  lt_ok = lt.Create && lt.Destroy && lt.DescCreate && lt.DescDestroy && lt.LayoutCreate && lt.LayoutDestroy &&
+          lt.PrefCreate && lt.PrefSet && lt.PrefDestroy && lt.Heuristic && lt.Matmul;
+  if (!lt_ok) SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "libcublasLt lacks a function symcoll calls: GEMMs unsupported");
+}
+
+/* A cached shape: descriptors and the algorithm the heuristic chose. */
+typedef struct symcoll__lt_plan {
+  size_t m, n, k, lda, ldb, ldc;
+  symcoll_dtype_t dtype;
+  size_t ws;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t la, lb, lc;
+  cublasLtMatmulAlgo_t algo;
+  bool used;
+} lt_plan_t;
+
+#define LT_PLANS 32
+struct symcoll__lt_state {
+  cublasLtHandle_t handle;
+  void *ws;
+  size_t ws_bytes;
+  lt_plan_t plan[LT_PLANS];
+  unsigned next; /* round-robin replacement */
+};
+
+static cudaDataType_t lt_type(symcoll_dtype_t dt) {
+  return dt == SYMCOLL_BFLOAT16 ? CUDA_R_16BF : dt == SYMCOLL_FLOAT16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+bool symcoll__cuda_has_gemm(symcoll_comm_t comm) {
+  cuda_state_t *cs = comm->tp_state;
+  pthread_once(&lt_once, lt_open);
+  if (!lt_ok) return false;
+  if (cs->lt) return true;
+  /* First use: the handle, the copy-engine stream and events of the overlapped operations,
+   * and the workspace (not while the caller captures: cudaMalloc is not capturable). */
+  dev_guard_t g;
+  if (dev_enter(comm, &g) != SYMCOLL_OK) return false;
+  symcoll__lt_state_t *st = calloc(1, sizeof *st);
+  bool ok = st && lt.Create(&st->handle) == CUBLAS_STATUS_SUCCESS;
+  if (ok && cudaMalloc(&st->ws, LT_WORKSPACE) == cudaSuccess) st->ws_bytes = LT_WORKSPACE;
+  else cudaGetLastError(), st->ws = NULL;
+  if (ok && !cs->ce) ok = cudaStreamCreateWithFlags(&cs->ce, cudaStreamNonBlocking) == cudaSuccess;
+  for (int i = 0; ok && i < SYMCOLL_CUDA_MM_EVENTS; i++)
+    ok = cudaEventCreateWithFlags(&cs->ev[i], cudaEventDisableTiming) == cudaSuccess;
+  if (!ok) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "rank %d: setting up cuBLASLt and its stream failed", comm->rank);
+    if (st && st->handle) lt.Destroy(st->handle);
+    if (st && st->ws) cudaFree(st->ws);
+    free(st);
+    dev_leave(comm, &g);
+    return false;
+  }
+  cs->lt = st;
+  dev_leave(comm, &g);
+  return true;
+}
+
+void symcoll__cuda_gemm_fini(symcoll_comm_t comm) {
+  cuda_state_t *cs = comm->tp_state;
+  symcoll__lt_state_t *st = cs->lt;
+  for (int i = 0; i < SYMCOLL_CUDA_MM_EVENTS; i++)
+    if (cs->ev[i]) cudaEventDestroy(cs->ev[i]);
+  if (cs->ce) cudaStreamDestroy(cs->ce);
+  if (!st) return;
+  for (int i = 0; i < LT_PLANS; i++) {
+    lt_plan_t *p = &st->plan[i];
+    if (!p->used) continue;
+    lt.LayoutDestroy(p->la), lt.LayoutDestroy(p->lb), lt.LayoutDestroy(p->lc), lt.DescDestroy(p->desc);
+  }
+  if (st->ws) cudaFree(st->ws);
+  lt.Destroy(st->handle);
+  free(st);
+  cs->lt = NULL;
+}
+
+static void plan_release(lt_plan_t *p) {
+  if (!p->used) return;
+  lt.LayoutDestroy(p->la), lt.LayoutDestroy(p->lb), lt.LayoutDestroy(p->lc), lt.DescDestroy(p->desc);
+  p->used = false;
+}
+
+static symcoll_status_t plan_get(symcoll__lt_state_t *st, const symcoll__gemm_t *g, lt_plan_t **out) {
+  for (int i = 0; i < LT_PLANS; i++) {
+    lt_plan_t *p = &st->plan[i];
+    if (p->used && p->m == g->m && p->n == g->n && p->k == g->k && p->lda == g->lda && p->ldb == g->ldb &&
+        p->ldc == g->ldc && p->dtype == g->dtype && p->ws == st->ws_bytes) {
+      *out = p;
+      return SYMCOLL_OK;
+    }
+  }
+  lt_plan_t *p = &st->plan[st->next++ % LT_PLANS];
+  plan_release(p);
+  *p = (lt_plan_t){.m = g->m, .n = g->n, .k = g->k, .lda = g->lda, .ldb = g->ldb, .ldc = g->ldc, .dtype = g->dtype,
+                   .ws = st->ws_bytes};
+  const cudaDataType_t t = lt_type(g->dtype);
+  cublasLtMatmulPreference_t pref = NULL;
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  bool ok = lt.DescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
+  /* Column-major view: cuBLASLt's A is our B (n x k, ld ldb), its B our A (k x m, ld lda). */
+  ok = ok && lt.LayoutCreate(&p->la, t, g->n, g->k, (int64_t)g->ldb) == CUBLAS_STATUS_SUCCESS;
+  ok = ok && lt.LayoutCreate(&p->lb, t, g->k, g->m, (int64_t)g->lda) == CUBLAS_STATUS_SUCCESS;
+  ok = ok && lt.LayoutCreate(&p->lc, t, g->n, g->m, (int64_t)g->ldc) == CUBLAS_STATUS_SUCCESS;
+  ok = ok && lt.PrefCreate(&pref) == CUBLAS_STATUS_SUCCESS;
+  ok = ok && lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &st->ws_bytes, sizeof st->ws_bytes) ==
+                 CUBLAS_STATUS_SUCCESS;
+  ok = ok && lt.Heuristic(st->handle, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found) ==
+                 CUBLAS_STATUS_SUCCESS && found > 0;
+  if (pref) lt.PrefDestroy(pref);
+  p->used = true;
+  if (!ok) {
+    plan_release(p);
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "cuBLASLt has no algorithm for %zu x %zu x %zu %s", g->m, g->n, g->k,
+                 symcoll_dtype_name(g->dtype));
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
+  p->algo = res.algo;
+  *out = p;
+  return SYMCOLL_OK;
+}
+
+/* Enqueues one GEMM; the device is current. */
+symcoll_status_t symcoll__cuda_gemm_enqueue(symcoll_comm_t comm, const symcoll__gemm_t *g) {
+  cuda_state_t *cs = comm->tp_state;
+  symcoll__lt_state_t *st = cs->lt;
+  lt_plan_t *p;
+  SYMCOLL_CHECK(plan_get(st, g, &p));
+  const float one = 1.0f, zero = 0.0f;
+  cublasStatus_t r = lt.Matmul(st->handle, p->desc, &one, g->b, p->la, g->a, p->lb, &zero, g->c, p->lc, g->c, p->lc,
+                               &p->algo, st->ws, st->ws_bytes, (cudaStream_t)g->stream);
+  if (r != CUBLAS_STATUS_SUCCESS) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "cublasLtMatmul %zu x %zu x %zu %s failed: status %d", g->m, g->n, g->k,
+                 symcoll_dtype_name(g->dtype), (int)r);
+    return SYMCOLL_ERR_CUDA;
+  }
+  return SYMCOLL_OK;
+}
+
+symcoll_status_t symcoll__cuda_gemm(symcoll_comm_t comm, const symcoll__gemm_t *g) {
+  if (!symcoll__cuda_has_gemm(comm)) return SYMCOLL_ERR_UNSUPPORTED;
+  dev_guard_t d;
+  SYMCOLL_CHECK(dev_enter(comm, &d));
+  symcoll_status_t s = symcoll__cuda_gemm_enqueue(comm, g);
+  dev_leave(comm, &d);
+  return s;
+}
+
+symcoll_status_t symcoll__cuda_scratch_alloc(symcoll_comm_t comm, size_t bytes, void *stream, void **p) {
+  dev_guard_t d;
+  SYMCOLL_CHECK(dev_enter(comm, &d));
+  cudaError_t e = cudaMallocAsync(p, bytes ? bytes : 1, (cudaStream_t)stream);
+  dev_leave(comm, &d);
+  if (e != cudaSuccess) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "scratch of %zu bytes (cudaMallocAsync): %s", bytes, cudaGetErrorString(e));
+    return e == cudaErrorMemoryAllocation ? SYMCOLL_ERR_NO_MEMORY : SYMCOLL_ERR_CUDA;
+  }
+  return SYMCOLL_OK;
+}
+
+void symcoll__cuda_scratch_free(symcoll_comm_t comm, void *p, void *stream) {
+  dev_guard_t d;
+  if (dev_enter(comm, &d) != SYMCOLL_OK) return;
+  cudaFreeAsync(p, (cudaStream_t)stream);
+  dev_leave(comm, &d);
+}
