@@ -7,6 +7,11 @@ calls, device events, median of -r replays) and written in its CSV columns, so t
 
     python3 bench/peers_torch.py -b 8K -e 128M -f 2 -d bf16 --csv torch.csv          # world = 1
     python3 bench/peers_torch.py --coll all_gather ...                                  # also reduce_scatter
+    python3 bench/peers_torch.py --coll all_gather_matmul --shapes all                 # also matmul_reduce_scatter
+The symcoll_py columns run symcoll through its Python package (PYTHONPATH=python, SYMCOLL_LIB=
+build/lib/libsymcoll.so), so the package's cost is measured against symcoll-bench's C columns:
+symcoll_py in a CUDA graph, symcoll_py_eager as eager launches (their difference is the
+package's host cost per call).
 Sizes are nccl-tests': all_gather's output, reduce_scatter's input.
     torchrun --nproc-per-node 8 bench/peers_torch.py -b 8K -e 128M --csv torch.csv   # 8 GPUs
 Multicast stays off: TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NCCL_NVLS_ENABLE=0 are set here.
@@ -21,6 +26,10 @@ os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
 os.environ["NCCL_NVLS_ENABLE"] = "0"
 
+try:  # symcoll through its Python package, when it can be imported
+    import symcoll  # noqa: E402
+except Exception:  # noqa: BLE001
+    symcoll = None
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
@@ -75,7 +84,9 @@ def main():
     p.add_argument("-n", type=int, default=20)
     p.add_argument("-r", type=int, default=20)
     p.add_argument("--csv")
-    p.add_argument("--coll", default="all_reduce", choices=["all_reduce", "all_gather", "reduce_scatter"])
+    p.add_argument("--coll", default="all_reduce",
+                   choices=["all_reduce", "all_gather", "reduce_scatter", "all_gather_matmul", "matmul_reduce_scatter"])
+    p.add_argument("--shapes", default="all", help="helion, kraken, all, or M,N,K (per-rank M)")
     a = p.parse_args()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.d]
     es = torch.tensor([], dtype=dtype).element_size()
@@ -93,9 +104,17 @@ def main():
             symm_mem.enable_symm_mem_for_group(group)
         except Exception:
             pass
+    sc = None
+    if symcoll is not None:
+        try:
+            sc = symcoll.Comm.from_process_group(dist.group.WORLD, device=local)
+        except Exception as e:  # noqa: BLE001
+            print(f"# symcoll package: {e}", file=sys.stderr)
+    if a.coll.endswith("matmul") or a.coll.startswith("matmul"):
+        return matmul_colls(a, dtype, rank, world, group, sc)
     if a.coll != "all_reduce":
         return other_colls(a, dtype, es, rank, world, group)
-    cols = ["torch_one_shot", "torch_two_shot", "torch_nccl"]
+    cols = ["torch_one_shot", "torch_two_shot", "torch_nccl", "symcoll_py", "symcoll_py_eager"]
     rows = []
     if rank == 0:
         print(f"# torch {torch.__version__}, world {world}, {a.d}, graph replays of {a.n} calls, median of {a.r}")
@@ -127,6 +146,15 @@ def main():
             res["torch_nccl"] = timed(lambda: dist.all_reduce(x), a.n, a.r)
         else:  # in place with one rank NCCL does nothing: not a comparable column
             res["torch_nccl"] = None
+        res["symcoll_py"] = res["symcoll_py_eager"] = None
+        if sc is not None:  # the same call as symcoll-bench's auto column: copy-in, out of place
+            x, y = inp.clone(), torch.empty_like(inp)
+            held = {}
+            res["symcoll_py"] = try_time("symcoll_py",
+                                         lambda: held.__setitem__("y", torch.ops.symcoll.all_reduce(x, "sum", sc.handle)),
+                                         lambda: torch.equal(held["y"], ref), a)
+            res["symcoll_py_eager"] = try_time("symcoll_py_eager", lambda: sc.all_reduce(x, out=y),
+                                               lambda: torch.equal(y, ref), a, graph=False)
         del hdl
         rows.append((b, n, res))
         if rank == 0:
@@ -209,6 +237,112 @@ def other_colls(a, dtype, es, rank, world, group):
             f.write("bytes,elements,dtype,nranks,backend," + ",".join(c + "_us" for c in cols) + ",busbw_GBps,wrong,coll\n")
             for b, n, res in rows:
                 f.write(f"{b},{n},{a.d},{world},cuda," + ",".join("" if res[c] is None else f"{res[c]:.3f}" for c in cols) + f",,0,{a.coll}\n")
+    dist.destroy_process_group()
+
+
+def shapes_of(what, world):
+    if "," in what:
+        return [tuple(int(v) for v in what.split(","))]
+    out = []
+    if what in ("helion", "all"):
+        out.append((4096 // world, 6656, 16384))
+    if what in ("kraken", "all"):
+        out += [(m, 6656, k) for m in (128, 256, 512, 1024) for k in (4096, 8192, 16384, 32768)]
+    return out
+
+
+def timed_flushed(fn, reps, graph=True):
+    """Median us of one call, L2 flushed before each (a 256 MiB memset outside the events), as
+    symcoll-bench times the GEMM operations: a CUDA graph of one call replayed per rep."""
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    s = torch.cuda.current_stream()
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    g = None
+    if graph:
+        try:
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                fn()
+        except Exception:  # noqa: BLE001 - ops that use a side stream capture refuses
+            g = None
+            torch.cuda.synchronize()
+    out = []
+    for r in range(reps):
+        flush.fill_(r & 0xff)
+        torch.cuda.synchronize()
+        if dist.get_world_size() > 1:
+            dist.barrier()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record(s)
+        g.replay() if g is not None else fn()
+        e1.record(s)
+        e1.synchronize()
+        out.append(e0.elapsed_time(e1) * 1e3)
+    t = torch.tensor([statistics.median(out)], device="cuda")
+    if dist.get_world_size() > 1:
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item(), g is not None
+
+
+def matmul_colls(a, dtype, rank, world, group, sc):
+    """torch's fused_all_gather_matmul / fused_matmul_reduce_scatter, torch.distributed NCCL +
+    torch.matmul, and symcoll through its package; the same shapes as symcoll-bench's table."""
+    ag = a.coll == "all_gather_matmul"
+    cols = ["torch_fused", "torch_nccl_matmul", "symcoll_py_overlap", "symcoll_py_sequential"]
+    ops = torch.ops.symm_mem
+    if rank == 0:
+        print(f"# torch {torch.__version__}, {a.coll}, world {world}, {a.d}, us per call (median of {a.r}), L2 flushed")
+        print(f"{'m':>6} {'n':>6} {'k':>6} " + " ".join(f"{c:>22}" for c in cols))
+    rows = []
+    for (m, n, k) in shapes_of(a.shapes, world):
+        gen = torch.Generator(device="cuda").manual_seed(rank)
+        mk = lambda *shape: torch.randint(-1, 2, shape, device="cuda", generator=gen).to(dtype)  # noqa: E731
+        res, graphed = {}, {}
+        if ag:
+            x = symm_mem.empty((m, k), dtype=dtype, device="cuda")
+            hdl = symm_mem.rendezvous(x, group)
+            x.copy_(mk(m, k))
+            b = mk(k, n)
+            full = torch.empty((m * world, k), dtype=dtype, device="cuda")
+            dist.all_gather_into_tensor(full, x)
+            ref = full @ b
+            fns = {"torch_fused": lambda: ops.fused_all_gather_matmul(x, [b], 0, group, return_A=False),
+                   "torch_nccl_matmul": lambda: (dist.all_gather_into_tensor(full, x), torch.matmul(full, b)),
+                   "symcoll_py_overlap": (lambda: torch.ops.symcoll.all_gather_matmul(x, b, sc.handle, "overlap")) if sc else None,
+                   "symcoll_py_sequential": (lambda: torch.ops.symcoll.all_gather_matmul(x, b, sc.handle, "sequential")) if sc else None}
+        else:
+            x = symm_mem.empty((m * world, k), dtype=dtype, device="cuda")
+            hdl = symm_mem.rendezvous(x, group)
+            x.copy_(mk(m * world, k))
+            b = mk(k, n)
+            out = torch.empty((m, n), dtype=dtype, device="cuda")
+            ref = None
+            fns = {"torch_fused": lambda: ops.fused_matmul_reduce_scatter(x, b, "sum", 0, group),
+                   "torch_nccl_matmul": lambda: dist.reduce_scatter_tensor(out, torch.matmul(x, b)),
+                   "symcoll_py_overlap": (lambda: torch.ops.symcoll.matmul_reduce_scatter(x, b, sc.handle, "overlap")) if sc else None,
+                   "symcoll_py_sequential": (lambda: torch.ops.symcoll.matmul_reduce_scatter(x, b, sc.handle, "sequential")) if sc else None}
+        for c in cols:
+            res[c] = None
+            if fns[c] is None or (c == "torch_nccl_matmul" and world == 1 and not ag):
+                continue
+            try:
+                res[c], graphed[c] = timed_flushed(fns[c], a.r)
+            except Exception as e:  # noqa: BLE001
+                print(f"# {c} {m}x{n}x{k}: {str(e).splitlines()[0][:160]}", file=sys.stderr)
+        del hdl
+        rows.append((m, n, k, res))
+        if rank == 0:
+            print(f"{m:>6} {n:>6} {k:>6} " + " ".join(
+                f"{res[c]:>16.1f}{'' if graphed.get(c) else ' eager':>6}" if res[c] is not None else f"{'n/a':>22}"
+                for c in cols), flush=True)
+        del ref
+    if rank == 0 and a.csv:
+        with open(a.csv, "w") as f:
+            f.write("coll,dtype,nranks,m_shard,n,k," + ",".join(c + "_us" for c in cols) + "\n")
+            for m, n, k, res in rows:
+                f.write(f"{a.coll},{a.d},{world},{m},{n},{k}," + ",".join("" if res[c] is None else f"{res[c]:.2f}" for c in cols) + "\n")
     dist.destroy_process_group()
 
 

@@ -18,7 +18,7 @@ import os
 import uuid
 
 from ._lib import (ALGOS, COLLS, DEVICE_HOST, DTYPES, OPS, SPLIT_NOCOLOR, AbortedError,  # noqa: F401
-                   CollOpts, Config, CudaError, DeviceView, InternalError, InvalidArgumentError,
+                   CollOpts, Config, CudaError, MatmulOpts, DeviceView, InternalError, InvalidArgumentError,
                    MismatchError, NoMemoryError, PeerLostError, SymcollError, SystemCallError,
                    TimeoutError, UnsupportedError, check, lib)
 
@@ -282,6 +282,50 @@ class Comm:
         o = _opts(algo)
         check(lib.symcoll_reduce_scatter_ex(self._c, px, po, no, dt, _op(op), _stream_of(self, cuda),
                                             ctypes.byref(o)), "reduce_scatter")
+        return out
+
+    # -- collectives fused with a GEMM (2-D, row-major, contiguous; fp32, fp16, bf16) --
+    def _mm_opts(self, algo, a_out=None):
+        o = MatmulOpts()
+        lib.symcoll_matmul_opts_init(ctypes.byref(o))
+        if algo is not None:
+            if algo not in ("auto", "overlap", "sequential"):
+                raise InvalidArgumentError(f"unknown algorithm {algo!r} (auto, overlap, sequential)")
+            o.algo = ALGOS.index(algo)
+        if a_out is not None:
+            o.a_out = _describe(a_out)[0]
+        return o
+
+    def all_gather_matmul(self, a_shard, b, out, a_out=None, algo=None):
+        """out ((nranks * m) x n) = all_gather(a_shard (m x k)) @ b (k x n); a_out, when given,
+        receives the gathered A (nranks * m x k). Returns out."""
+        (m, k), (kb, n) = a_shard.shape, b.shape
+        pa, _, dt, cuda, _ = _describe(a_shard)
+        pb, _, dtb, _, _ = _describe(b)
+        po, no, dto, _, _ = _describe(out)
+        if kb != k or no != m * self.nranks * n or dtb != dt or dto != dt:
+            raise InvalidArgumentError(f"all_gather_matmul: shapes {tuple(a_shard.shape)} @ {tuple(b.shape)} -> "
+                                       f"{tuple(out.shape)} do not fit {self.nranks} ranks, or dtypes differ")
+        if a_out is not None and _describe(a_out)[1] != m * k * self.nranks:
+            raise InvalidArgumentError("all_gather_matmul: a_out does not hold nranks x a_shard")
+        o = self._mm_opts(algo, a_out)
+        check(lib.symcoll_all_gather_matmul(self._c, pa, pb, po, m, n, k, dt, ctypes.byref(o),
+                                            _stream_of(self, cuda)), "all_gather_matmul")
+        return out
+
+    def matmul_reduce_scatter(self, a, b, out, algo=None):
+        """out ((m / nranks) x n) = this rank's rows of the sum over ranks of a (m x k) @ b (k x n).
+        Returns out."""
+        (m, k), (kb, n) = a.shape, b.shape
+        pa, _, dt, cuda, _ = _describe(a)
+        pb, _, dtb, _, _ = _describe(b)
+        po, no, dto, _, _ = _describe(out)
+        if kb != k or m % self.nranks or no * self.nranks != m * n or dtb != dt or dto != dt:
+            raise InvalidArgumentError(f"matmul_reduce_scatter: shapes {tuple(a.shape)} @ {tuple(b.shape)} -> "
+                                       f"{tuple(out.shape)} do not fit {self.nranks} ranks, or dtypes differ")
+        o = self._mm_opts(algo)
+        check(lib.symcoll_matmul_reduce_scatter(self._c, pa, pb, po, m, n, k, dt, ctypes.byref(o),
+                                                _stream_of(self, cuda)), "matmul_reduce_scatter")
         return out
 
     def algo(self, coll, count, dtype):

@@ -106,8 +106,9 @@ MAX_RANKS = 64
 DTYPES = ["fp32", "fp16", "bf16", "int8", "uint8", "int32", "uint32", "int64", "uint64", "fp64",
           "fp8_e4m3", "fp8_e5m2"]
 OPS = {"sum": 0, "max": 1, "min": 2}
-COLLS = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2}
-ALGOS = ["auto", "oneshot", "twoshot", "oneshot_db", "lamport", "nccl", "pull", "push", "copy_engine"]
+COLLS = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2, "all_gather_matmul": 3, "matmul_reduce_scatter": 4}
+ALGOS = ["auto", "oneshot", "twoshot", "oneshot_db", "lamport", "nccl", "pull", "push", "copy_engine", "overlap",
+         "sequential"]
 
 
 class Config(ctypes.Structure):
@@ -119,6 +120,10 @@ class Config(ctypes.Structure):
 class CollOpts(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("algo", ctypes.c_int), ("blocks", ctypes.c_int),
                 ("threads", ctypes.c_int), ("round_bytes", ctypes.c_size_t)]
+
+
+class MatmulOpts(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("algo", ctypes.c_int), ("a_out", ctypes.c_void_p)]
 
 
 class DeviceView(ctypes.Structure):
@@ -152,6 +157,11 @@ _SIG = {
     "symcoll_all_reduce_ex": (_c.c_int, [_P, _P, _P, _c.c_size_t, _c.c_int, _c.c_int, _P, _c.POINTER(CollOpts)]),
     "symcoll_all_gather_ex": (_c.c_int, [_P, _P, _P, _c.c_size_t, _c.c_int, _P, _c.POINTER(CollOpts)]),
     "symcoll_reduce_scatter_ex": (_c.c_int, [_P, _P, _P, _c.c_size_t, _c.c_int, _c.c_int, _P, _c.POINTER(CollOpts)]),
+    "symcoll_matmul_opts_init": (None, [_c.POINTER(MatmulOpts)]),
+    "symcoll_all_gather_matmul": (_c.c_int, [_P, _P, _P, _P, _c.c_size_t, _c.c_size_t, _c.c_size_t, _c.c_int,
+                                             _c.POINTER(MatmulOpts), _P]),
+    "symcoll_matmul_reduce_scatter": (_c.c_int, [_P, _P, _P, _P, _c.c_size_t, _c.c_size_t, _c.c_size_t, _c.c_int,
+                                                 _c.POINTER(MatmulOpts), _P]),
     "symcoll_coll_algo": (_c.c_int, [_P, _c.c_int, _c.c_size_t, _c.c_int, _c.POINTER(_c.c_int)]),
 }
 for _name, (_res, _args) in _SIG.items():

@@ -8,6 +8,9 @@ torch.compile(fullgraph=True) traces them without graph breaks:
     all_reduce_(Tensor(a!) x, str op, int comm) -> ()                   in place
     all_gather_into_tensor(Tensor(a!) out, Tensor x, int comm) -> ()    out: nranks x x.numel()
     reduce_scatter_tensor(Tensor(a!) out, Tensor x, str op, int comm) -> ()
+    all_gather_matmul(Tensor a_shard, Tensor b, int comm, str algo="auto") -> (Tensor, Tensor)
+                                                                        (C, the gathered A)
+    matmul_reduce_scatter(Tensor a, Tensor b, int comm, str algo="auto") -> Tensor
 """
 import ctypes
 
@@ -91,3 +94,33 @@ def reduce_scatter_tensor(out: torch.Tensor, x: torch.Tensor, op: str, comm: int
 @reduce_scatter_tensor.register_fake
 def _(out, x, op, comm):
     return None
+
+
+@torch.library.custom_op("symcoll::all_gather_matmul", mutates_args=())
+def all_gather_matmul(a_shard: torch.Tensor, b: torch.Tensor, comm: int, algo: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
+    c = _comm(comm)
+    n = c.nranks
+    out = a_shard.new_empty((a_shard.shape[0] * n, b.shape[1]))
+    a_out = a_shard.new_empty((a_shard.shape[0] * n, a_shard.shape[1]))
+    c.all_gather_matmul(a_shard.contiguous(), b.contiguous(), out, a_out=a_out, algo=algo)
+    return out, a_out
+
+
+@all_gather_matmul.register_fake
+def _(a_shard, b, comm, algo="auto"):
+    n = _comm(comm).nranks
+    return (a_shard.new_empty((a_shard.shape[0] * n, b.shape[1])),
+            a_shard.new_empty((a_shard.shape[0] * n, a_shard.shape[1])))
+
+
+@torch.library.custom_op("symcoll::matmul_reduce_scatter", mutates_args=())
+def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, comm: int, algo: str = "auto") -> torch.Tensor:
+    c = _comm(comm)
+    out = a.new_empty((a.shape[0] // c.nranks, b.shape[1]))
+    c.matmul_reduce_scatter(a.contiguous(), b.contiguous(), out, algo=algo)
+    return out
+
+
+@matmul_reduce_scatter.register_fake
+def _(a, b, comm, algo="auto"):
+    return a.new_empty((a.shape[0] // _comm(comm).nranks, b.shape[1]))

@@ -87,6 +87,67 @@ def test_collectives_numpy(n):
     assert run_ranks(_collectives_rank, n, timeout=120) == [[]] * n
 
 
+# ---- collectives fused with a GEMM ------------------------------------------------------------------
+
+def _mm_inputs(lib, rank, m, n, k, dtype):
+    """Small integers, different on every rank: exact in fp32 whatever the order of the sums."""
+    i, j = lib.meshgrid(lib.arange(m), lib.arange(k), indexing="ij")
+    a = ((i * 7 + j * 3 + rank * 5) % 5 - 2).astype(dtype) if lib is np else ((i * 7 + j * 3 + rank * 5) % 5 - 2).to(dtype)
+    j2, l2 = lib.meshgrid(lib.arange(k), lib.arange(n), indexing="ij")
+    b = ((j2 * 5 + l2 * 11 + rank * 3) % 3 - 1)
+    b = b.astype(dtype) if lib is np else b.to(dtype)
+    return a, b
+
+
+def _matmul_numpy_rank(rank, n):
+    failures = []
+    m, cols, k = 5, 7, 9
+    with symcoll.Comm.from_env() as comm:
+        for algo in ("overlap", "sequential", None):
+            a, b = _mm_inputs(np, rank, m, cols, k, np.float32)
+            out, a_out = np.full((m * n, cols), np.nan, np.float32), np.empty((m * n, k), np.float32)
+            comm.all_gather_matmul(a, b, out, a_out=a_out, algo=algo)
+            full = np.concatenate([_mm_inputs(np, r, m, cols, k, np.float32)[0] for r in range(n)])
+            if not np.array_equal(out, full @ b) or not np.array_equal(a_out, full):
+                failures.append(f"all_gather_matmul {algo}")
+            a, b = _mm_inputs(np, rank, m * n, cols, k, np.float32)
+            c = np.full((m, cols), np.nan, np.float32)
+            comm.matmul_reduce_scatter(a, b, c, algo=algo)
+            total = sum(x @ y for x, y in (_mm_inputs(np, r, m * n, cols, k, np.float32) for r in range(n)))
+            if not np.array_equal(c, total[rank * m:(rank + 1) * m]):
+                failures.append(f"matmul_reduce_scatter {algo}")
+        with pytest.raises(symcoll.InvalidArgumentError):
+            comm.matmul_reduce_scatter(np.ones((m * n + 1, k), np.float32) if n > 1 else np.ones((2, 3), np.float32),
+                                       np.ones((k, cols), np.float32), np.empty((1, cols), np.float32))
+    return failures
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_matmul_numpy(n):
+    assert run_ranks(_matmul_numpy_rank, n, timeout=120, env={"OPENBLAS_NUM_THREADS": "1"}) == [[]] * n
+
+
+def _torch_matmul(comm, rank, n, device):
+    """The fused torch ops against gather-then-matmul, exact on small integers; opcheck at 1 rank."""
+    import torch
+
+    ops, h = torch.ops.symcoll, comm.handle
+    for dt in (torch.float32, torch.bfloat16):
+        a, b = (t.to(device) for t in _mm_inputs(torch, rank, 6, 10, 12, dt))
+        full = torch.cat([_mm_inputs(torch, r, 6, 10, 12, dt)[0] for r in range(n)]).to(device)
+        for algo in ("overlap", "sequential", "auto"):
+            c, g = ops.all_gather_matmul(a, b, h, algo)
+            assert torch.equal(g, full) and torch.equal(c, (full.float() @ b.float()).to(dt)), (dt, algo)
+            a2, b2 = (t.to(device) for t in _mm_inputs(torch, rank, 6 * n, 10, 12, dt))
+            tot = sum(x.float() @ y.float() for x, y in (_mm_inputs(torch, r, 6 * n, 10, 12, dt) for r in range(n)))
+            got = ops.matmul_reduce_scatter(a2, b2, h, algo)
+            assert torch.equal(got.float(), tot[rank * 6:(rank + 1) * 6].to(device)), (dt, algo)
+    if n == 1:
+        a, b = (t.to(device) for t in _mm_inputs(torch, 0, 4, 8, 16, torch.float32))
+        torch.library.opcheck(ops.all_gather_matmul, (a, b, h, "overlap"))
+        torch.library.opcheck(ops.matmul_reduce_scatter, (a, b, h, "sequential"))
+
+
 # ---- groups, faults ---------------------------------------------------------------------------------
 
 def _split_rank(rank, n):
@@ -178,6 +239,7 @@ def _torch_cpu_rank(rank, n):
 
         out = layer(torch.ones(32))
         assert torch.equal(out, torch.full((32,), 2.0 * n + 1))
+        _torch_matmul(comm, rank, n, "cpu")
         if n == 1:
             torch.library.opcheck(ops.all_reduce, (torch.randn(8), "sum", h))
             torch.library.opcheck(ops.all_reduce_, (torch.randn(8), "sum", h))
@@ -237,6 +299,11 @@ def _torch_cuda_rank(rank, n):
             o = layer(torch.ones(256, device="cuda"))
         torch.cuda.synchronize()
         assert torch.equal(o, torch.full_like(o, 2.0 * n + 1))
+        comm.check()
+        torch.cuda.synchronize()
+        comm.barrier()  # the fused ops' first use sets up cuBLASLt: no peer kernel waits meanwhile
+        _torch_matmul(comm, rank, n, "cuda")
+        torch.cuda.synchronize()
         comm.check()
     return True
 
