@@ -72,6 +72,7 @@ static void lt_open(void) {
 /* A cached shape: descriptors and the algorithm the heuristic chose. */
 typedef struct symcoll__lt_plan {
   size_t m, n, k, lda, ldb, ldc;
+  uint32_t align_a, align_b, align_c; /* of the pointers: algorithms that need more are excluded */
   symcoll_dtype_t dtype;
   size_t ws;
   cublasLtMatmulDesc_t desc;
@@ -146,11 +147,20 @@ static void plan_release(lt_plan_t *p) {
   p->used = false;
 }
 
+/* The largest power of two up to 256 dividing the address: cuBLASLt assumes 256-byte aligned
+ * matrices unless told, and a GEMM into a row block of C (a chunk) is often less aligned. */
+static uint32_t align_of(const void *p) {
+  const uintptr_t a = (uintptr_t)p | 256;
+  return (uint32_t)(a & -a);
+}
+
 static symcoll_status_t plan_get(symcoll__lt_state_t *st, const symcoll__gemm_t *g, lt_plan_t **out) {
+  const uint32_t aa = align_of(g->a), ab = align_of(g->b), ac = align_of(g->c);
   for (int i = 0; i < LT_PLANS; i++) {
     lt_plan_t *p = &st->plan[i];
     if (p->used && p->m == g->m && p->n == g->n && p->k == g->k && p->lda == g->lda && p->ldb == g->ldb &&
-        p->ldc == g->ldc && p->dtype == g->dtype && p->ws == st->ws_bytes) {
+        p->ldc == g->ldc && p->dtype == g->dtype && p->ws == st->ws_bytes && p->align_a == aa && p->align_b == ab &&
+        p->align_c == ac) {
       *out = p;
       return SYMCOLL_OK;
     }
@@ -158,7 +168,7 @@ static symcoll_status_t plan_get(symcoll__lt_state_t *st, const symcoll__gemm_t 
   lt_plan_t *p = &st->plan[st->next++ % LT_PLANS];
   plan_release(p);
   *p = (lt_plan_t){.m = g->m, .n = g->n, .k = g->k, .lda = g->lda, .ldb = g->ldb, .ldc = g->ldc, .dtype = g->dtype,
-                   .ws = st->ws_bytes};
+                   .ws = st->ws_bytes, .align_a = aa, .align_b = ab, .align_c = ac};
   const cudaDataType_t t = lt_type(g->dtype);
   cublasLtMatmulPreference_t pref = NULL;
   cublasLtMatmulHeuristicResult_t res;
@@ -171,6 +181,11 @@ static symcoll_status_t plan_get(symcoll__lt_state_t *st, const symcoll__gemm_t 
   ok = ok && lt.PrefCreate(&pref) == CUBLAS_STATUS_SUCCESS;
   ok = ok && lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &st->ws_bytes, sizeof st->ws_bytes) ==
                  CUBLAS_STATUS_SUCCESS;
+  /* cuBLASLt's A is our B, its B our A, C and D our C. */
+  ok = ok && lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &ab, sizeof ab) == CUBLAS_STATUS_SUCCESS;
+  ok = ok && lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &aa, sizeof aa) == CUBLAS_STATUS_SUCCESS;
+  ok = ok && lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof ac) == CUBLAS_STATUS_SUCCESS;
+  ok = ok && lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof ac) == CUBLAS_STATUS_SUCCESS;
   ok = ok && lt.Heuristic(st->handle, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found) ==
                  CUBLAS_STATUS_SUCCESS && found > 0;
   if (pref) lt.PrefDestroy(pref);
