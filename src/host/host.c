@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "host_internal.h"
@@ -71,6 +73,37 @@ static void host_mem_free(struct symcoll_mem *mem) {
 
 /* ---- communicator -------------------------------------------------------------------- */
 
+/* Whether every rank can read every peer's memory with process_vm_readv (CMA: one copy
+ * from a peer's private buffer, as Open MPI's shared-memory transport does): each rank
+ * publishes a word's address, reads every peer's, and the ranks agree. Where Yama restricts
+ * ptrace to descendants, a rank lets any process of its user read it (PR_SET_PTRACER_ANY),
+ * as Open MPI does; otherwise (or when a read fails) the all_gather stages through shared
+ * memory. */
+static symcoll_status_t probe_cma(symcoll_comm_t comm, bool *ok_p) {
+  static const uint64_t magic = 0x73796d636f6c6c21ull; /* read by peers */
+  *ok_p = false;
+  FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+  int scope = 0;
+  if (f) {
+    if (fscanf(f, "%d", &scope) != 1) scope = 0;
+    fclose(f);
+  }
+  if (scope == 1) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  uint64_t mine = (uint64_t)(uintptr_t)&magic, addrs[SYMCOLL_MAX_RANKS];
+  SYMCOLL_CHECK(comm->oob->allgather(comm, &mine, addrs, sizeof mine));
+  uint8_t ok = scope <= 1, all[SYMCOLL_MAX_RANKS];
+  for (int p = 0; p < comm->nranks && ok; p++) {
+    if (p == comm->rank) continue;
+    uint64_t v = 0;
+    struct iovec l = {&v, sizeof v}, r = {(void *)(uintptr_t)addrs[p], sizeof v};
+    ok = process_vm_readv(comm->pids[p], &l, 1, &r, 1, 0) == (ssize_t)sizeof v && v == magic;
+  }
+  SYMCOLL_CHECK(comm->oob->allgather(comm, &ok, all, 1));
+  *ok_p = true;
+  for (int p = 0; p < comm->nranks; p++) *ok_p = *ok_p && all[p];
+  return SYMCOLL_OK;
+}
+
 static symcoll_status_t host_comm_init(symcoll_comm_t comm) {
   host_state_t *hs = calloc(1, sizeof *hs);
   if (!hs) return SYMCOLL_ERR_NO_MEMORY;
@@ -89,8 +122,12 @@ static symcoll_status_t host_comm_init(symcoll_comm_t comm) {
     hs->data[r] = (char *)hs->ws->ptrs[r] + HOST_PAD_BYTES;
   }
   comm->tp_state = hs;
-  SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "host transport: rank %d of %d, workspace 2 x %zu bytes, %s loops",
-               comm->rank, comm->nranks, hs->half, symcoll__host_simd_name());
+  if (comm->thread_mode) hs->direct = true;
+  else if (comm->nranks > 1 && (s = probe_cma(comm, &hs->cma)) != SYMCOLL_OK) return s;
+  hs->direct = hs->direct || hs->cma;
+  SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "host transport: rank %d of %d, workspace 2 x %zu bytes, %s loops, all_gather %s",
+               comm->rank, comm->nranks, hs->half, symcoll__host_simd_name(),
+               comm->thread_mode ? "reads peers in place" : hs->cma ? "reads peers with process_vm_readv" : "staged");
   return SYMCOLL_OK;
 }
 

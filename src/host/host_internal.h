@@ -50,6 +50,7 @@ typedef struct {
    * every peer is provably done with it. src_mem -1 = own workspace. */
   _Alignas(64) int32_t src_mem[2];
   uint64_t src_off[2];
+  uint64_t src_addr[2]; /* all_gather read in place: the input's address in the owner's process */
   host_call_t call[2];
 } host_pad_t;
 _Static_assert(sizeof(host_pad_t) <= HOST_PAD_BYTES, "pad too large");
@@ -61,6 +62,9 @@ typedef struct {
   uint64_t epoch;
   host_pad_t *pad[SYMCOLL_MAX_RANKS];
   char *data[SYMCOLL_MAX_RANKS]; /* start of each rank's halves */
+  /* Peers may read this rank's private buffers: thread mode (one address space), or process
+   * mode where every pair of ranks can process_vm_readv the other (agreed at creation). */
+  bool direct, cma;
   float *f32[3];                 /* GEMMs of 16-bit floats: B, A and C widened (host_gemm.c) */
   size_t f32_elems[3];
 } host_state_t;
