@@ -120,6 +120,7 @@ static void mm_free(mm_t *x, void *p) {
 }
 
 static void mm_upload(mm_t *x, void *dev, const void *host, size_t bytes) {
+  (void)x;
 #ifdef SYMCOLL_BENCH_CUDA
   if (x->c->gpu) {
     cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice);
@@ -130,6 +131,7 @@ static void mm_upload(mm_t *x, void *dev, const void *host, size_t bytes) {
 }
 
 static void mm_download(mm_t *x, void *host, const void *dev, size_t bytes) {
+  (void)x;
 #ifdef SYMCOLL_BENCH_CUDA
   if (x->c->gpu) {
     cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost);
