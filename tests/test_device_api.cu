@@ -233,7 +233,7 @@ static void graph_matmul_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
   }
   CK(cudaStreamEndCapture(s, &graph));
   CK(cudaGraphInstantiate(&exec, graph, 0));
-  std::vector<__nv_bfloat16> h(rows * kk), got(rows * nn);
+  std::vector<__nv_bfloat16> h(rows * kk > kk * nn ? rows * kk : kk * nn), got(rows * nn);
   std::vector<float> want(rows * nn);
   int wrong = 0;
   for (int rep = 0; rep < 2; rep++) {
