@@ -42,6 +42,17 @@ static symcoll_status_t gemm_rows(symcoll_comm_t comm, const void *a, const void
   return symcoll__cuda_gemm_enqueue(comm, &g);
 }
 
+/* The stream the copies go on. While the caller's stream is being captured the copies stay on
+ * it: the H200 graph test (4 ranks sharing the GPU, test_graph_matmul) replayed all_gather
+ * GEMMs that read rows the forked copy stream had not written yet, a fault of this protocol's
+ * events under capture that is not understood yet. Correct first: in a graph the copies and
+ * GEMMs run in order on one stream (copy engine still, no SM taken, but no overlap). */
+static cudaStream_t capture_safe_ce(cuda_state_t *cs, cudaStream_t s) {
+  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &st) != cudaSuccess) st = cudaStreamCaptureStatusActive;
+  return st == cudaStreamCaptureStatusNone ? cs->ce : s;
+}
+
 static symcoll_status_t barrier(const symcoll__cuda_args_t *k, cudaStream_t s) {
   CUDA_TRY((cudaError_t)symcoll__cuda_ce_barrier(k, s));
   return SYMCOLL_OK;
@@ -51,7 +62,7 @@ static symcoll_status_t ag_overlap(symcoll_comm_t comm, cuda_state_t *cs, const 
                                    const symcoll__cuda_args_t *ka, char *g) {
   const int n = comm->nranks, me = comm->rank;
   const size_t es = symcoll_dtype_size(x->dtype), row = x->k * es;
-  cudaStream_t s = (cudaStream_t)x->stream, ce = cs->ce;
+  cudaStream_t s = (cudaStream_t)x->stream, ce = capture_safe_ce(cs, s);
   const bool zc = x->a_mem != NULL;
   const char *a = x->a;
   const size_t per = zc ? x->m_shard : cs->ws_bytes / row;
@@ -86,7 +97,7 @@ static symcoll_status_t rs_overlap(symcoll_comm_t comm, cuda_state_t *cs, const 
                                    const symcoll__cuda_args_t *ka, char *tmp, size_t per) {
   const int n = comm->nranks, me = comm->rank;
   const size_t es = symcoll_dtype_size(x->dtype), cols = x->n;
-  cudaStream_t s = (cudaStream_t)x->stream, ce = cs->ce;
+  cudaStream_t s = (cudaStream_t)x->stream, ce = capture_safe_ce(cs, s);
   cudaEvent_t *ready = &cs->ev[0], *freed = &cs->ev[2];
   const char *a = x->a;
   for (size_t r0 = 0; r0 < x->m_shard; r0 += per) {
