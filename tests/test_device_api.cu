@@ -222,21 +222,26 @@ static void graph_matmul_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
   const symcoll_algo_t algos[3] = {SYMCOLL_ALGO_OVERLAP, SYMCOLL_ALGO_SEQUENTIAL, SYMCOLL_ALGO_AUTO};
   cudaGraph_t graph;
   cudaGraphExec_t exec;
+  auto enqueue = [&]() {
+    for (int i = 0; i < 3; i++) {
+      symcoll_matmul_opts_t o;
+      symcoll_matmul_opts_init(&o);
+      o.algo = algos[i];
+      CK(symcoll_all_gather_matmul(comm, ag_a, ag_b, ag_c[i], ms, nn, kk, SYMCOLL_BFLOAT16, &o, s));
+      CK(symcoll_all_reduce(comm, ar, ar, 1024, SYMCOLL_BFLOAT16, SYMCOLL_MAX, s));
+      CK(symcoll_matmul_reduce_scatter(comm, rs_a, rs_b, rs_c[i], rows, nn, kk, SYMCOLL_BFLOAT16, &o, s));
+    }
+  };
   CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < 3; i++) {
-    symcoll_matmul_opts_t o;
-    symcoll_matmul_opts_init(&o);
-    o.algo = algos[i];
-    CK(symcoll_all_gather_matmul(comm, ag_a, ag_b, ag_c[i], ms, nn, kk, SYMCOLL_BFLOAT16, &o, s));
-    CK(symcoll_all_reduce(comm, ar, ar, 1024, SYMCOLL_BFLOAT16, SYMCOLL_MAX, s));
-    CK(symcoll_matmul_reduce_scatter(comm, rs_a, rs_b, rs_c[i], rows, nn, kk, SYMCOLL_BFLOAT16, &o, s));
-  }
+  enqueue();
   CK(cudaStreamEndCapture(s, &graph));
   CK(cudaGraphInstantiate(&exec, graph, 0));
   std::vector<__nv_bfloat16> h(rows * kk > kk * nn ? rows * kk : kk * nn), got(rows * nn);
   std::vector<float> want(rows * nn);
   int wrong = 0;
-  for (int rep = 0; rep < 2; rep++) {
+  /* Rep 0 runs the same calls eagerly (back to back, no host barrier between them), reps 1
+   * and 2 replay the graph. */
+  for (int rep = 0; rep < 3; rep++) {
     const uint32_t seed = seed0 + rep * 13;
     auto up = [&](__nv_bfloat16 *d, size_t r0, size_t nr, size_t nc, float (*f)(int, size_t, size_t, uint32_t)) {
       for (size_t i = 0; i < nr; i++)
@@ -249,7 +254,8 @@ static void graph_matmul_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
     up(rs_b, 0, kk, nn, mm_b);
     CK(cudaStreamSynchronize(s));
     CK(symcoll_comm_barrier(comm));
-    CK(cudaGraphLaunch(exec, s));
+    if (rep == 0) enqueue();
+    else CK(cudaGraphLaunch(exec, s));
     CK(cudaStreamSynchronize(s));
     for (size_t i = 0; i < rows; i++) /* all_gather_matmul: A's row i from rank i / ms */
       for (size_t l = 0; l < nn; l++) {
@@ -261,7 +267,8 @@ static void graph_matmul_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
       cudaMemcpy(got.data(), ag_c[a], rows * nn * 2, cudaMemcpyDeviceToHost);
       for (size_t i = 0; i < rows * nn; i++)
         if (__bfloat162float(got[i]) != want[i] && wrong++ < 3)
-          fprintf(stderr, "rank %d replay %d all_gather_matmul %s: element %zu %g != %g\n", rank, rep,
+          fprintf(stderr, "rank %d of %d, %s %d: all_gather_matmul %s: element %zu %g != %g\n", rank, n,
+                  rep ? "graph replay" : "eager run", rep,
                   symcoll_algo_name(algos[a]), i, __bfloat162float(got[i]), want[i]);
     }
     for (size_t i = 0; i < ms; i++)
@@ -275,7 +282,8 @@ static void graph_matmul_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
       cudaMemcpy(got.data(), rs_c[a], ms * nn * 2, cudaMemcpyDeviceToHost);
       for (size_t i = 0; i < ms * nn; i++)
         if (__bfloat162float(got[i]) != want[i] && wrong++ < 6)
-          fprintf(stderr, "rank %d replay %d matmul_reduce_scatter %s: element %zu %g != %g\n", rank, rep,
+          fprintf(stderr, "rank %d of %d, %s %d: matmul_reduce_scatter %s: element %zu %g != %g\n", rank, n,
+                  rep ? "graph replay" : "eager run", rep,
                   symcoll_algo_name(algos[a]), i, __bfloat162float(got[i]), want[i]);
     }
     CK(symcoll_comm_barrier(comm));
