@@ -45,8 +45,9 @@ static symcoll_status_t gemm_rows(symcoll_comm_t comm, const void *a, const void
 /* The stream the copies go on. While the caller's stream is being captured the copies stay on
  * it: the H200 graph test (4 ranks sharing the GPU, test_graph_matmul) replayed all_gather
  * GEMMs that read rows the forked copy stream had not written yet, a fault of this protocol's
- * events under capture that is not understood yet. Correct first: in a graph the copies and
- * GEMMs run in order on one stream (copy engine still, no SM taken, but no overlap). */
+ * events under capture that is not understood yet (the same calls run eagerly back to back with
+ * the forked stream are correct). Correct first: in a graph the copies and GEMMs run in order
+ * on one stream (copy engine still, no SM taken, but no overlap). */
 static cudaStream_t capture_safe_ce(cuda_state_t *cs, cudaStream_t s) {
   enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(s, &st) != cudaSuccess) st = cudaStreamCaptureStatusActive;
