@@ -411,7 +411,8 @@ SYMCOLL_API symcoll_status_t symcoll_algo_supported(symcoll_comm_t comm, symcoll
  * a GEMM into a dtype buffer followed by symcoll_reduce_scatter), sums in rank order.
  * One rank: a GEMM (and the copy into a_out). GPU: enqueued on stream, no host
  * synchronisation, capturable in a CUDA graph (the first call on a communicator allocates
- * cuBLASLt's workspace, so make one before capturing); every wait is bounded by the timeout.
+ * cuBLASLt's workspace, so make one before capturing; inside a graph OVERLAP keeps its copies
+ * on the captured stream, in order with the GEMMs); every wait is bounded by the timeout.
  */
 typedef struct {
   size_t struct_size;  /* sizeof(symcoll_matmul_opts_t) */
