@@ -196,16 +196,15 @@ static void test_rank_never_calls(void **state) {
   assert_true(o[0].fail_after_s < BOUND_S);
 }
 
-/* The same faults inside the other collectives: a rank killed at its 10th all-gather, a rank
- * that never calls a reduce-scatter. */
-static void test_killed_in_all_gather(void **state) {
-  (void)state;
+/* The same faults inside the other collectives and the GEMM operations: rank 2 of 4 killed at
+ * its 10th call; rank 1 of 3 never calling. */
+static void killed_at_10th(symcoll_coll_t coll) {
   outcome_t o[4];
-  run_job_of(SYMCOLL_COLL_ALL_GATHER, 4, "coll:2:10", -1, 30, o);
+  run_job_of(coll, 4, "coll:2:10", -1, 30, o);
   assert_int_equal(o[2].create, 1);
   for (int r = 0; r < 4; r++) {
     if (r == 2) continue;
-    print_message("rank %d: %d all-gathers, then %s after %.3f s\n", r, o[r].colls_done,
+    print_message("rank %d: %d calls of %s, then %s after %.3f s\n", r, o[r].colls_done, symcoll_coll_name(coll),
                   symcoll_status_string(o[r].coll), o[r].fail_after_s);
     assert_true(o[r].colls_done >= 8 && o[r].colls_done <= 10);
     assert_true(LOST_OR_TIMEOUT(o[r].coll));
@@ -213,10 +212,9 @@ static void test_killed_in_all_gather(void **state) {
   }
 }
 
-static void test_never_calls_reduce_scatter(void **state) {
-  (void)state;
+static void never_calls(symcoll_coll_t coll) {
   outcome_t o[3];
-  run_job_of(SYMCOLL_COLL_REDUCE_SCATTER, 3, NULL, 1, 1, o);
+  run_job_of(coll, 3, NULL, 1, 1, o);
   for (int r = 0; r < 3; r += 2) {
     print_message("rank %d: %s after %.3f s\n", r, symcoll_status_string(o[r].coll), o[r].fail_after_s);
     /* Both time out; one that times out a moment later may first see the other one leave. */
@@ -226,33 +224,21 @@ static void test_never_calls_reduce_scatter(void **state) {
   }
 }
 
-/* And inside the GEMM operations: a rank killed at its 10th all_gather_matmul (4 ranks), a
- * rank that never calls a matmul_reduce_scatter (3 ranks). */
+static void test_killed_in_all_gather(void **state) {
+  (void)state;
+  killed_at_10th(SYMCOLL_COLL_ALL_GATHER);
+}
+static void test_never_calls_reduce_scatter(void **state) {
+  (void)state;
+  never_calls(SYMCOLL_COLL_REDUCE_SCATTER);
+}
 static void test_killed_in_all_gather_matmul(void **state) {
   (void)state;
-  outcome_t o[4];
-  run_job_of(SYMCOLL_COLL_ALL_GATHER_MATMUL, 4, "coll:2:10", -1, 30, o);
-  assert_int_equal(o[2].create, 1);
-  for (int r = 0; r < 4; r++) {
-    if (r == 2) continue;
-    print_message("rank %d: %d all_gather_matmuls, then %s after %.3f s\n", r, o[r].colls_done,
-                  symcoll_status_string(o[r].coll), o[r].fail_after_s);
-    assert_true(o[r].colls_done >= 8 && o[r].colls_done <= 10);
-    assert_true(LOST_OR_TIMEOUT(o[r].coll));
-    assert_true(o[r].fail_after_s < BOUND_S);
-  }
+  killed_at_10th(SYMCOLL_COLL_ALL_GATHER_MATMUL);
 }
-
 static void test_never_calls_matmul_reduce_scatter(void **state) {
   (void)state;
-  outcome_t o[3];
-  run_job_of(SYMCOLL_COLL_MATMUL_REDUCE_SCATTER, 3, NULL, 1, 1, o);
-  for (int r = 0; r < 3; r += 2) {
-    print_message("rank %d: %s after %.3f s\n", r, symcoll_status_string(o[r].coll), o[r].fail_after_s);
-    assert_true(LOST_OR_TIMEOUT(o[r].coll));
-    assert_true(o[r].fail_after_s >= TIMEOUT_MS / 1000.0 - 0.05);
-    assert_true(o[r].fail_after_s < BOUND_S);
-  }
+  never_calls(SYMCOLL_COLL_MATMUL_REDUCE_SCATTER);
 }
 
 /* A peer's death is reported by symcoll_comm_check even while no call waits for it. */

@@ -119,26 +119,16 @@ static void mm_free(mm_t *x, void *p) {
   free(p);
 }
 
-static void mm_upload(mm_t *x, void *dev, const void *host, size_t bytes) {
-  (void)x;
+/* Host to device (to_dev) or back; a plain copy on CPU ranks. */
+static void mm_copy(mm_t *x, void *dst, const void *src, size_t bytes, int to_dev) {
 #ifdef SYMCOLL_BENCH_CUDA
   if (x->c->gpu) {
-    cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(dst, src, bytes, to_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
     return;
   }
 #endif
-  memcpy(dev, host, bytes);
-}
-
-static void mm_download(mm_t *x, void *host, const void *dev, size_t bytes) {
-  (void)x;
-#ifdef SYMCOLL_BENCH_CUDA
-  if (x->c->gpu) {
-    cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost);
-    return;
-  }
-#endif
-  memcpy(host, dev, bytes);
+  (void)x, (void)to_dev;
+  memcpy(dst, src, bytes);
 }
 
 /* ---- one call of a column ------------------------------------------------------------------- */
@@ -195,12 +185,12 @@ static void fill_inputs(mm_t *x, uint32_t seed) {
     const uint32_t v = (uint32_t)(i * 2654435761u) ^ seed ^ (uint32_t)c->rank * 97u;
     exact_store(h, x->dt, i, v % 7 == 0 ? 1.0 : v % 7 == 1 ? -1.0 : 0.0);
   }
-  mm_upload(x, x->a, h, x->a_elems * es);
+  mm_copy(x, x->a, h, x->a_elems * es, 1);
   for (size_t i = 0; i < x->b_elems; i++) {
     const uint32_t v = (uint32_t)(i * 40503u) ^ (seed >> 3) ^ (uint32_t)c->rank * 31u;
     exact_store(h, x->dt, i, v % 5 == 0 ? 1.0 : v % 5 == 1 ? -1.0 : 0.0);
   }
-  mm_upload(x, x->b, h, x->b_elems * es);
+  mm_copy(x, x->b, h, x->b_elems * es, 1);
   free(h);
 }
 
@@ -297,7 +287,7 @@ static void run_shape(mm_t *x, const mm_shape_t sh, int reps, mm_row_t *row) {
 #ifdef SYMCOLL_BENCH_CUDA
   if (c->gpu) cudaStreamSynchronize(s);
 #endif
-  mm_download(x, ref, x->cbuf[COL_OVERLAP], x->c_elems * x->es);
+  mm_copy(x, ref, x->cbuf[COL_OVERLAP], x->c_elems * x->es, 0);
   for (int k = 0; k < MM_COLS; k++) {
     row->usable[k] = usable[k];
     row->us[k] = NAN;
@@ -305,7 +295,7 @@ static void run_shape(mm_t *x, const mm_shape_t sh, int reps, mm_row_t *row) {
     qsort(t + (size_t)k * (size_t)reps, (size_t)reps, sizeof(double), cmp_d);
     row->us[k] = t[(size_t)k * (size_t)reps + (size_t)reps / 2];
     if (k == COL_GEMM && !x->ag) continue; /* the unreduced product: nothing to compare */
-    mm_download(x, got, x->cbuf[k], x->c_elems * x->es);
+    mm_copy(x, got, x->cbuf[k], x->c_elems * x->es, 0);
     for (size_t i = 0; i < x->c_elems; i++) row->wrong[k] += memcmp(got + i * x->es, ref + i * x->es, x->es) != 0;
   }
   free(ref), free(got), free(t);
