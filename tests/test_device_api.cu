@@ -239,6 +239,17 @@ static void graph_matmul_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
   std::vector<__nv_bfloat16> h(rows * kk > kk * nn ? rows * kk : kk * nn), got(rows * nn);
   std::vector<float> want(rows * nn);
   int wrong = 0;
+  /* Each algorithm's output against want, bit for bit (the first few differences printed). */
+  auto compare = [&](__nv_bfloat16 *const *c, size_t count, const char *what, int rep) {
+    for (int a = 0; a < 3; a++) {
+      cudaMemcpy(got.data(), c[a], count * 2, cudaMemcpyDeviceToHost);
+      for (size_t i = 0; i < count; i++)
+        if (__bfloat162float(got[i]) != want[i] && wrong++ < 6)
+          fprintf(stderr, "rank %d of %d, %s %d: %s %s: element %zu %g != %g\n", rank, n,
+                  rep ? "graph replay" : "eager run", rep, what, symcoll_algo_name(algos[a]), i,
+                  __bfloat162float(got[i]), want[i]);
+    }
+  };
   /* Rep 0 runs the same calls eagerly (back to back, no host barrier between them), reps 1
    * and 2 replay the graph. */
   for (int rep = 0; rep < 3; rep++) {
@@ -263,14 +274,7 @@ static void graph_matmul_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
         for (size_t j = 0; j < kk; j++) v += mm_a((int)(i / ms), i, j, seed) * mm_b(rank, j, l, seed);
         want[i * nn + l] = v;
       }
-    for (int a = 0; a < 3; a++) {
-      cudaMemcpy(got.data(), ag_c[a], rows * nn * 2, cudaMemcpyDeviceToHost);
-      for (size_t i = 0; i < rows * nn; i++)
-        if (__bfloat162float(got[i]) != want[i] && wrong++ < 3)
-          fprintf(stderr, "rank %d of %d, %s %d: all_gather_matmul %s: element %zu %g != %g\n", rank, n,
-                  rep ? "graph replay" : "eager run", rep,
-                  symcoll_algo_name(algos[a]), i, __bfloat162float(got[i]), want[i]);
-    }
+    compare(ag_c, rows * nn, "all_gather_matmul", rep);
     for (size_t i = 0; i < ms; i++)
       for (size_t l = 0; l < nn; l++) {
         float v = 0;
@@ -278,14 +282,7 @@ static void graph_matmul_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
           for (size_t j = 0; j < kk; j++) v += mm_a(r, (size_t)rank * ms + i, j, seed) * mm_b(r, j, l, seed);
         want[i * nn + l] = v;
       }
-    for (int a = 0; a < 3; a++) {
-      cudaMemcpy(got.data(), rs_c[a], ms * nn * 2, cudaMemcpyDeviceToHost);
-      for (size_t i = 0; i < ms * nn; i++)
-        if (__bfloat162float(got[i]) != want[i] && wrong++ < 6)
-          fprintf(stderr, "rank %d of %d, %s %d: matmul_reduce_scatter %s: element %zu %g != %g\n", rank, n,
-                  rep ? "graph replay" : "eager run", rep,
-                  symcoll_algo_name(algos[a]), i, __bfloat162float(got[i]), want[i]);
-    }
+    compare(rs_c, ms * nn, "matmul_reduce_scatter", rep);
     CK(symcoll_comm_barrier(comm));
   }
   *bad = wrong != 0 || symcoll_comm_check(comm) != SYMCOLL_OK;

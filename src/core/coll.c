@@ -76,12 +76,6 @@ void symcoll__algo_from_env(symcoll_comm_t comm) {
 
 /* ---- checks ------------------------------------------------------------------------------ */
 
-#define REFUSE(coll, ...)                                                                     \
-  do {                                                                                        \
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, __VA_ARGS__);                                           \
-    return SYMCOLL_ERR_INVALID_ARGUMENT;                                                      \
-  } while (0)
-
 /* Options of 0.1 end before round_bytes: still accepted. */
 static symcoll_status_t check_opts(symcoll_coll_t coll, const symcoll_coll_opts_t *opts, size_t *round_p) {
   *round_p = 0;
@@ -89,19 +83,17 @@ static symcoll_status_t check_opts(symcoll_coll_t coll, const symcoll_coll_opts_
   const char *name = symcoll_coll_name(coll);
   const bool has_round = opts->struct_size == sizeof *opts;
   if (!has_round && opts->struct_size != offsetof(symcoll_coll_opts_t, round_bytes))
-    REFUSE(coll, "%s: options struct_size %zu (expected %zu; call symcoll_coll_opts_init)", name, opts->struct_size,
+    SYMCOLL_REFUSE("%s: options struct_size %zu (expected %zu; call symcoll_coll_opts_init)", name, opts->struct_size,
            sizeof *opts);
-  if ((unsigned)opts->algo >= SYMCOLL_NUM_ALGOS) REFUSE(coll, "%s: unknown algorithm %d", name, (int)opts->algo);
-  if (opts->blocks < 0) REFUSE(coll, "%s: options blocks %d < 0", name, opts->blocks);
+  if ((unsigned)opts->algo >= SYMCOLL_NUM_ALGOS) SYMCOLL_REFUSE("%s: unknown algorithm %d", name, (int)opts->algo);
+  if (opts->blocks < 0) SYMCOLL_REFUSE("%s: options blocks %d < 0", name, opts->blocks);
   if (opts->threads < 0 || opts->threads > 1024 || (opts->threads & 31) != 0)
-    REFUSE(coll, "%s: options threads %d (0, or a multiple of 32 up to 1024)", name, opts->threads);
+    SYMCOLL_REFUSE("%s: options threads %d (0, or a multiple of 32 up to 1024)", name, opts->threads);
   if (has_round && opts->round_bytes % 256 != 0)
-    REFUSE(coll, "%s: options round_bytes %zu (a multiple of 256)", name, opts->round_bytes);
+    SYMCOLL_REFUSE("%s: options round_bytes %zu (a multiple of 256)", name, opts->round_bytes);
   *round_p = has_round ? opts->round_bytes : 0;
   return SYMCOLL_OK;
 }
-
-static bool overlap(uintptr_t a, size_t an, uintptr_t b, size_t bn) { return a < b + bn && b < a + an; }
 
 /* ---- the signature of a call --------------------------------------------------------------- */
 
@@ -110,7 +102,8 @@ uint32_t symcoll__call_signature(symcoll_coll_t coll, size_t count, size_t n, si
   uint64_t h = 0x9e3779b97f4a7c15ull;
   const uint64_t parts[] = {(uint64_t)coll, (uint64_t)count, (uint64_t)dtype, (uint64_t)op, (uint64_t)algo,
                             (uint64_t)n, (uint64_t)k};
-  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+  const size_t nparts = n || k ? 7 : 5; /* the GEMM operations' n and k; plain collectives have none */
+  for (size_t i = 0; i < nparts; i++) {
     h ^= parts[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     h *= 0xff51afd7ed558ccdull;
     h ^= h >> 33;
@@ -148,16 +141,48 @@ static symcoll_status_t check_agreement(symcoll_comm_t comm, const symcoll__coll
   return SYMCOLL_OK;
 }
 
+/* ---- what every call of a collective derives from its arguments ---------------------------- */
+
+/* NCCL's in-place rules: all_reduce send == recv; all_gather send is rank's block of recv;
+ * reduce_scatter recv is rank's block of send. */
+static bool in_place_of(symcoll_coll_t coll, const void *send, const void *recv, size_t block, int rank) {
+  const char *s = send, *r = recv;
+  return coll == SYMCOLL_COLL_ALL_REDUCE   ? s == r
+         : coll == SYMCOLL_COLL_ALL_GATHER ? s == r + (size_t)rank * block
+                                           : r == s + (size_t)rank * block;
+}
+
+/* Zero-copy: peers read our input where it lies. Not in place for the reductions: writing
+ * the result would race with peers' reads. all_gather in place: peers read our block of
+ * recv, which we do not write. */
+static void place_symmetric(symcoll_comm_t comm, symcoll__coll_args_t *a, bool in_place) {
+  const size_t block = a->count * symcoll_dtype_size(a->dtype), n = (size_t)comm->nranks;
+  if (!in_place || a->coll == SYMCOLL_COLL_ALL_GATHER)
+    a->send_mem = symcoll__mem_find(comm, a->send, block * (a->coll == SYMCOLL_COLL_REDUCE_SCATTER ? n : 1), &a->send_off);
+  if (a->coll == SYMCOLL_COLL_ALL_GATHER) a->recv_mem = symcoll__mem_find(comm, a->recv, block * n, &a->recv_off);
+}
+
+const symcoll__tune_entry_t *symcoll__coll_entry(symcoll_comm_t comm, symcoll_coll_t coll, size_t count,
+                                                 symcoll_dtype_t dtype) {
+  const size_t bytes = symcoll__coll_bytes(coll, count, symcoll_dtype_size(dtype), comm->nranks);
+  return &comm->tune[coll][dtype].bucket[symcoll__tune_bucket(bytes)];
+}
+
+symcoll_algo_t symcoll__coll_auto(symcoll_comm_t comm, symcoll_coll_t coll, size_t count, symcoll_dtype_t dtype) {
+  return comm->forced_algo[coll] != SYMCOLL_ALGO_AUTO ? comm->forced_algo[coll]
+                                                      : symcoll__coll_entry(comm, coll, count, dtype)->algo;
+}
+
 /* ---- the one path ---------------------------------------------------------------------------- */
 
 static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const void *send, void *recv,
                                  size_t count, symcoll_dtype_t dtype, symcoll_op_t op, void *stream,
                                  const symcoll_coll_opts_t *opts) {
   const char *name = symcoll_coll_name(coll);
-  if (!comm) REFUSE(coll, "%s: comm is NULL", name);
+  if (!comm) SYMCOLL_REFUSE("%s: comm is NULL", name);
   if ((unsigned)dtype >= SYMCOLL_NUM_DTYPES)
-    REFUSE(coll, "%s: unknown dtype %d (0..%d)", name, (int)dtype, SYMCOLL_NUM_DTYPES - 1);
-  if ((unsigned)op >= SYMCOLL_NUM_OPS) REFUSE(coll, "%s: unknown op %d (0..%d)", name, (int)op, SYMCOLL_NUM_OPS - 1);
+    SYMCOLL_REFUSE("%s: unknown dtype %d (0..%d)", name, (int)dtype, SYMCOLL_NUM_DTYPES - 1);
+  if ((unsigned)op >= SYMCOLL_NUM_OPS) SYMCOLL_REFUSE("%s: unknown op %d (0..%d)", name, (int)op, SYMCOLL_NUM_OPS - 1);
   size_t opt_round;
   SYMCOLL_CHECK(check_opts(coll, opts, &opt_round));
   if (count == 0) return SYMCOLL_OK;
@@ -165,41 +190,37 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   const size_t es = symcoll_dtype_size(dtype);
   const size_t mult = coll == SYMCOLL_COLL_ALL_REDUCE ? 1 : (size_t)n;
   if (count > SIZE_MAX / es / mult / 2)
-    REFUSE(coll, "%s: count %zu of %zu-byte elements (x %zu ranks) is too large", name, count, es, mult);
-  if (!send) REFUSE(coll, "%s: send is NULL", name);
-  if (!recv) REFUSE(coll, "%s: recv is NULL", name);
+    SYMCOLL_REFUSE("%s: count %zu of %zu-byte elements (x %zu ranks) is too large", name, count, es, mult);
+  if (!send) SYMCOLL_REFUSE("%s: send is NULL", name);
+  if (!recv) SYMCOLL_REFUSE("%s: recv is NULL", name);
   const size_t block = count * es; /* one rank's part */
-  const uintptr_t s = (uintptr_t)send, r = (uintptr_t)recv;
-  if ((s | r) % es != 0)
-    REFUSE(coll, "%s: send %p or recv %p is not aligned to the %zu-byte %s element", name, send, recv, es,
+  if (((uintptr_t)send | (uintptr_t)recv) % es != 0)
+    SYMCOLL_REFUSE("%s: send %p or recv %p is not aligned to the %zu-byte %s element", name, send, recv, es,
            symcoll_dtype_name(dtype));
-  bool in_place = false;
+  const bool in_place = in_place_of(coll, send, recv, block, me);
   switch (coll) {
   case SYMCOLL_COLL_ALL_REDUCE:
-    in_place = s == r;
-    if (!in_place && overlap(s, block, r, block)) REFUSE(coll, "%s: send and recv overlap without being equal", name);
+    if (!in_place && symcoll__overlap(send, block, recv, block)) SYMCOLL_REFUSE("%s: send and recv overlap without being equal", name);
     break;
   case SYMCOLL_COLL_ALL_GATHER:
-    in_place = s == r + (size_t)me * block;
-    if (!in_place && overlap(s, block, r, block * (size_t)n))
-      REFUSE(coll, "%s: send overlaps recv without being rank %d's block of it (recv + %zu bytes)", name, me,
+    if (!in_place && symcoll__overlap(send, block, recv, block * (size_t)n))
+      SYMCOLL_REFUSE("%s: send overlaps recv without being rank %d's block of it (recv + %zu bytes)", name, me,
              (size_t)me * block);
     break;
   default:
-    in_place = r == s + (size_t)me * block;
-    if (!in_place && overlap(s, block * (size_t)n, r, block))
-      REFUSE(coll, "%s: recv overlaps send without being rank %d's block of it (send + %zu bytes)", name, me,
+    if (!in_place && symcoll__overlap(send, block * (size_t)n, recv, block))
+      SYMCOLL_REFUSE("%s: recv overlaps send without being rank %d's block of it (send + %zu bytes)", name, me,
              (size_t)me * block);
   }
   if (comm->device == SYMCOLL_DEVICE_HOST && stream != NULL)
-    REFUSE(coll, "%s: a CPU communicator takes no stream (got %p)", name, stream);
+    SYMCOLL_REFUSE("%s: a CPU communicator takes no stream (got %p)", name, stream);
   if (coll == SYMCOLL_COLL_ALL_GATHER) op = SYMCOLL_SUM; /* not used: keep signatures equal */
   SYMCOLL_CHECK(symcoll__comm_status(comm));
 
   symcoll__coll_args_t a = {.coll = coll, .send = send, .recv = recv, .count = count, .dtype = dtype,
                             .op = op, .stream = stream};
   const size_t bytes = block * mult;
-  const symcoll__tune_entry_t *t = &comm->tune[coll][dtype].bucket[symcoll__tune_bucket(bytes)];
+  const symcoll__tune_entry_t *t = symcoll__coll_entry(comm, coll, count, dtype);
   const char *why = "table";
   if (opts && opts->algo != SYMCOLL_ALGO_AUTO) a.algo = opts->algo, why = "options";
   else if (comm->forced_algo[coll] != SYMCOLL_ALGO_AUTO) a.algo = comm->forced_algo[coll], why = "SYMCOLL_ALGO";
@@ -225,12 +246,7 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   a.blocks = opts && opts->blocks ? opts->blocks : t->blocks;
   a.threads = opts && opts->threads ? opts->threads : t->threads;
   a.round_bytes = opt_round ? opt_round : t->round_bytes;
-  /* Zero-copy: peers read our input where it lies. Not in place for the reductions: writing
-   * the result would race with peers' reads. all_gather in place: peers read our block of
-   * recv, which we do not write. */
-  if (!in_place || coll == SYMCOLL_COLL_ALL_GATHER)
-    a.send_mem = symcoll__mem_find(comm, send, block * (coll == SYMCOLL_COLL_REDUCE_SCATTER ? (size_t)n : 1), &a.send_off);
-  if (coll == SYMCOLL_COLL_ALL_GATHER) a.recv_mem = symcoll__mem_find(comm, recv, block * (size_t)n, &a.recv_off);
+  place_symmetric(comm, &a, in_place);
   a.sig = call_signature(&a);
   if (comm->check_args) SYMCOLL_CHECK(check_agreement(comm, &a));
   comm->coll_seq++;
@@ -252,18 +268,11 @@ symcoll_status_t symcoll__coll_inner(symcoll_comm_t comm, symcoll__coll_args_t *
   const int n = comm->nranks;
   const size_t es = symcoll_dtype_size(a->dtype), block = a->count * es;
   if (n == 1) return a->send == a->recv ? SYMCOLL_OK : comm->tp->copy(comm, a->recv, a->send, block, a->stream);
-  const symcoll__tune_entry_t *t =
-      &comm->tune[a->coll][a->dtype].bucket[symcoll__tune_bucket(symcoll__coll_bytes(a->coll, a->count, es, n))];
-  a->algo = comm->forced_algo[a->coll] != SYMCOLL_ALGO_AUTO ? comm->forced_algo[a->coll] : t->algo;
+  const symcoll__tune_entry_t *t = symcoll__coll_entry(comm, a->coll, a->count, a->dtype);
+  a->algo = symcoll__coll_auto(comm, a->coll, a->count, a->dtype);
   if (symcoll_coll_algo_supported(comm, a->coll, a->algo) != SYMCOLL_OK) a->algo = SYMCOLL_ALGO_PULL;
   a->blocks = t->blocks, a->threads = t->threads, a->round_bytes = t->round_bytes;
-  const bool in_place = a->coll == SYMCOLL_COLL_ALL_GATHER
-                            ? (const char *)a->send == (const char *)a->recv + (size_t)comm->rank * block
-                            : (const char *)a->recv == (const char *)a->send + (size_t)comm->rank * block;
-  if (!in_place || a->coll == SYMCOLL_COLL_ALL_GATHER)
-    a->send_mem = symcoll__mem_find(comm, a->send, block * (a->coll == SYMCOLL_COLL_REDUCE_SCATTER ? (size_t)n : 1),
-                                    &a->send_off);
-  if (a->coll == SYMCOLL_COLL_ALL_GATHER) a->recv_mem = symcoll__mem_find(comm, a->recv, block * (size_t)n, &a->recv_off);
+  place_symmetric(comm, a, in_place_of(a->coll, a->send, a->recv, block, comm->rank));
   /* The outer call's identity and this step's: ranks in other calls never pair up with it. */
   uint32_t s = a->sig ^ call_signature(a);
   a->sig = s ? s : 1;
@@ -304,6 +313,8 @@ symcoll_status_t symcoll_coll_algo_supported(symcoll_comm_t comm, symcoll_coll_t
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   if (algo == SYMCOLL_ALGO_AUTO) return SYMCOLL_OK;
   if (!symcoll__algo_of(coll, algo)) return SYMCOLL_ERR_UNSUPPORTED;
+  /* The GEMM operations run every algorithm wherever the transport has a GEMM library. */
+  if (coll >= SYMCOLL_NUM_COLLS) return comm->tp->gemm && comm->tp->has_gemm(comm) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
   return comm->tp->has_algo(comm, coll, algo) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
 }
 
@@ -317,9 +328,7 @@ symcoll_status_t symcoll_coll_algo(symcoll_comm_t comm, symcoll_coll_t coll, siz
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   const size_t es = symcoll_dtype_size(dtype);
   if (count > SIZE_MAX / es / (size_t)comm->nranks) return SYMCOLL_ERR_INVALID_ARGUMENT;
-  *algo_p = comm->forced_algo[coll] != SYMCOLL_ALGO_AUTO
-                ? comm->forced_algo[coll]
-                : comm->tune[coll][dtype].bucket[symcoll__tune_bucket(symcoll__coll_bytes(coll, count, es, comm->nranks))].algo;
+  *algo_p = symcoll__coll_auto(comm, coll, count, dtype);
   return SYMCOLL_OK;
 }
 

@@ -68,6 +68,19 @@ SYMCOLL_HIDDEN void symcoll__log_write(int level, int subsys, const char *file, 
     }                                                                                      \
   } while (0)
 
+/* Refuses a call's argument: the WARN names what was wrong, nothing is written. */
+#define SYMCOLL_REFUSE(...)                                                                \
+  do {                                                                                     \
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, __VA_ARGS__);                                        \
+    return SYMCOLL_ERR_INVALID_ARGUMENT;                                                   \
+  } while (0)
+
+/* Whether [a, a + an) and [b, b + bn) share a byte. */
+static inline bool symcoll__overlap(const void *a, size_t an, const void *b, size_t bn) {
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x < y + bn && y < x + an;
+}
+
 /* ---- environment (env.c) ---------------------------------------------------------- */
 /* Types of knobs: how the value is parsed, and its unit. */
 enum {
@@ -204,10 +217,11 @@ typedef struct symcoll__transport {
   /* Whether this transport runs `algo` for `coll` (core has already checked that the
    * algorithm belongs to the collective). */
   bool (*has_algo)(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo);
-  /* Optional (NULL: the GEMM operations are UNSUPPORTED). A local GEMM; whether the GEMM
-   * library could be opened (it is opened on first use); scratch memory of the call's
-   * lifetime, ordered on stream (GPU: stream-ordered allocation, so capturable); the
-   * OVERLAP algorithm of the fused operations. */
+  /* Optional (NULL: the GEMM operations are UNSUPPORTED). Whether the GEMM library could be
+   * opened (it is opened, and set up for comm, on first use); core calls the other three only
+   * once has_gemm said yes: a local GEMM; scratch memory of the call's lifetime, ordered on
+   * stream (GPU: stream-ordered allocation, so capturable); the OVERLAP algorithm of the fused
+   * operations. */
   symcoll_status_t (*gemm)(symcoll_comm_t comm, const symcoll__gemm_t *g);
   bool (*has_gemm)(symcoll_comm_t comm);
   symcoll_status_t (*scratch_alloc)(symcoll_comm_t comm, size_t bytes, void *stream, void **p);
@@ -380,6 +394,12 @@ SYMCOLL_HIDDEN void symcoll__tune_drop_algo(symcoll_comm_t comm, symcoll_algo_t 
 SYMCOLL_HIDDEN size_t symcoll__coll_bytes(symcoll_coll_t coll, size_t count, size_t esize, int nranks);
 /* Whether `algo` is one of the collective's algorithms (not whether this comm can run it). */
 SYMCOLL_HIDDEN bool symcoll__algo_of(symcoll_coll_t coll, symcoll_algo_t algo);
+/* The tuning table's entry for a call of `coll` with this count (its count argument) and dtype. */
+SYMCOLL_HIDDEN const symcoll__tune_entry_t *symcoll__coll_entry(symcoll_comm_t comm, symcoll_coll_t coll, size_t count,
+                                                                symcoll_dtype_t dtype);
+/* What auto runs for such a call: SYMCOLL_ALGO where it forces one, else the table's. */
+SYMCOLL_HIDDEN symcoll_algo_t symcoll__coll_auto(symcoll_comm_t comm, symcoll_coll_t coll, size_t count,
+                                                 symcoll_dtype_t dtype);
 /* Runs a plain collective inside another operation (the fused GEMM ones): args holds coll,
  * send, recv, count, dtype, op, stream and the outer call's signature; the algorithm, launch
  * shape and zero-copy placement are chosen as for a call of its own. */

@@ -12,17 +12,6 @@ void symcoll_matmul_opts_init(symcoll_matmul_opts_t *opts) {
   opts->struct_size = sizeof *opts;
 }
 
-#define REFUSE(...)                                                                           \
-  do {                                                                                        \
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, __VA_ARGS__);                                           \
-    return SYMCOLL_ERR_INVALID_ARGUMENT;                                                      \
-  } while (0)
-
-static bool overlap(const void *a, size_t an, const void *b, size_t bn) {
-  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-  return x < y + bn && y < x + an;
-}
-
 /* a * b * c * es without overflow, or 0 (refused by the caller). */
 static size_t bytes_of(size_t a, size_t b, size_t es) {
   if (b && a > SIZE_MAX / 4 / b / es) return 0;
@@ -67,44 +56,44 @@ static symcoll_status_t run_matmul(symcoll_comm_t comm, symcoll_coll_t coll, con
                                    size_t m, size_t n, size_t k, symcoll_dtype_t dtype,
                                    const symcoll_matmul_opts_t *opts, void *stream) {
   const char *name = symcoll_coll_name(coll);
-  if (!comm) REFUSE("%s: comm is NULL", name);
+  if (!comm) SYMCOLL_REFUSE("%s: comm is NULL", name);
   if (dtype != SYMCOLL_FLOAT32 && dtype != SYMCOLL_FLOAT16 && dtype != SYMCOLL_BFLOAT16)
-    REFUSE("%s: dtype %s (%d): the GEMM takes fp32, fp16 or bf16", name, symcoll_dtype_name(dtype), (int)dtype);
+    SYMCOLL_REFUSE("%s: dtype %s (%d): the GEMM takes fp32, fp16 or bf16", name, symcoll_dtype_name(dtype), (int)dtype);
   if (opts && opts->struct_size != sizeof *opts)
-    REFUSE("%s: options struct_size %zu (expected %zu; call symcoll_matmul_opts_init)", name, opts->struct_size,
+    SYMCOLL_REFUSE("%s: options struct_size %zu (expected %zu; call symcoll_matmul_opts_init)", name, opts->struct_size,
            sizeof *opts);
   const symcoll_algo_t forced = opts ? opts->algo : SYMCOLL_ALGO_AUTO;
   if (forced != SYMCOLL_ALGO_AUTO && !symcoll__algo_of(coll, forced))
-    REFUSE("%s: algorithm %s (%d) is not overlap or sequential", name, symcoll_algo_name(forced), (int)forced);
+    SYMCOLL_REFUSE("%s: algorithm %s (%d) is not overlap or sequential", name, symcoll_algo_name(forced), (int)forced);
   void *a_out = opts ? opts->a_out : NULL;
-  if (a_out && coll != SYMCOLL_COLL_ALL_GATHER_MATMUL) REFUSE("%s: options a_out must be NULL", name);
+  if (a_out && coll != SYMCOLL_COLL_ALL_GATHER_MATMUL) SYMCOLL_REFUSE("%s: options a_out must be NULL", name);
   const int nr = comm->nranks, me = comm->rank;
   if (coll == SYMCOLL_COLL_MATMUL_REDUCE_SCATTER && m % (size_t)nr != 0)
-    REFUSE("%s: m = %zu is not a multiple of the %d ranks", name, m, nr);
+    SYMCOLL_REFUSE("%s: m = %zu is not a multiple of the %d ranks", name, m, nr);
   if (m == 0 || n == 0) return SYMCOLL_OK;
-  if (k == 0) REFUSE("%s: k is 0", name);
+  if (k == 0) SYMCOLL_REFUSE("%s: k is 0", name);
   const size_t es = symcoll_dtype_size(dtype);
   const size_t m_shard = coll == SYMCOLL_COLL_ALL_GATHER_MATMUL ? m : m / (size_t)nr, rows = m_shard * (size_t)nr;
   const size_t a_bytes = bytes_of(coll == SYMCOLL_COLL_ALL_GATHER_MATMUL ? m_shard : rows, k, es),
                b_bytes = bytes_of(k, n, es), c_bytes = bytes_of(rows, n, es), g_bytes = bytes_of(rows, k, es);
-  if (!a_bytes || !b_bytes || !c_bytes || !g_bytes) REFUSE("%s: %zu x %zu x %zu is too large", name, m, n, k);
-  if (!a) REFUSE("%s: a is NULL", name);
-  if (!b) REFUSE("%s: b is NULL", name);
-  if (!c) REFUSE("%s: c is NULL", name);
+  if (!a_bytes || !b_bytes || !c_bytes || !g_bytes) SYMCOLL_REFUSE("%s: %zu x %zu x %zu is too large", name, m, n, k);
+  if (!a) SYMCOLL_REFUSE("%s: a is NULL", name);
+  if (!b) SYMCOLL_REFUSE("%s: b is NULL", name);
+  if (!c) SYMCOLL_REFUSE("%s: c is NULL", name);
   if (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)a_out) % es)
-    REFUSE("%s: a %p, b %p, c %p or a_out %p is not aligned to the %zu-byte %s element", name, a, b, c, a_out, es,
+    SYMCOLL_REFUSE("%s: a %p, b %p, c %p or a_out %p is not aligned to the %zu-byte %s element", name, a, b, c, a_out, es,
            symcoll_dtype_name(dtype));
   const size_t my_c = coll == SYMCOLL_COLL_ALL_GATHER_MATMUL ? c_bytes : c_bytes / (size_t)nr;
-  if (overlap(c, my_c, a, a_bytes) || overlap(c, my_c, b, b_bytes)) REFUSE("%s: c overlaps a or b", name);
+  if (symcoll__overlap(c, my_c, a, a_bytes) || symcoll__overlap(c, my_c, b, b_bytes)) SYMCOLL_REFUSE("%s: c overlaps a or b", name);
   if (a_out) {
-    if (overlap(a_out, g_bytes, c, my_c) || overlap(a_out, g_bytes, b, b_bytes)) REFUSE("%s: a_out overlaps c or b", name);
-    if (overlap(a_out, g_bytes, a, a_bytes) && (const char *)a != (const char *)a_out + (size_t)me * a_bytes)
-      REFUSE("%s: a_shard overlaps a_out without being rank %d's block of it (a_out + %zu bytes)", name, me,
+    if (symcoll__overlap(a_out, g_bytes, c, my_c) || symcoll__overlap(a_out, g_bytes, b, b_bytes)) SYMCOLL_REFUSE("%s: a_out overlaps c or b", name);
+    if (symcoll__overlap(a_out, g_bytes, a, a_bytes) && (const char *)a != (const char *)a_out + (size_t)me * a_bytes)
+      SYMCOLL_REFUSE("%s: a_shard overlaps a_out without being rank %d's block of it (a_out + %zu bytes)", name, me,
              (size_t)me * a_bytes);
   }
   if (comm->device == SYMCOLL_DEVICE_HOST && stream != NULL)
-    REFUSE("%s: a CPU communicator takes no stream (got %p)", name, stream);
-  if (!comm->tp->gemm || !comm->tp->has_gemm(comm)) {
+    SYMCOLL_REFUSE("%s: a CPU communicator takes no stream (got %p)", name, stream);
+  if (symcoll_coll_algo_supported(comm, coll, SYMCOLL_ALGO_SEQUENTIAL) != SYMCOLL_OK) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "%s: no GEMM library on this %s communicator (%s)", name, comm->tp->name,
                  comm->device == SYMCOLL_DEVICE_HOST ? "CBLAS: libopenblas.so.0, libcblas.so.3 or SYMCOLL_BLAS_LIB"
                                                      : "libcublasLt.so or SYMCOLL_CUBLASLT_LIB");
@@ -118,8 +107,7 @@ static symcoll_status_t run_matmul(symcoll_comm_t comm, symcoll_coll_t coll, con
   const size_t count = m_shard * (coll == SYMCOLL_COLL_ALL_GATHER_MATMUL ? k : n);
   const char *why = "table";
   if (forced != SYMCOLL_ALGO_AUTO) x.algo = forced, why = "options";
-  else if (comm->forced_algo[coll] != SYMCOLL_ALGO_AUTO) x.algo = comm->forced_algo[coll], why = "SYMCOLL_ALGO";
-  else x.algo = comm->tune[coll][dtype].bucket[symcoll__tune_bucket(symcoll__coll_bytes(coll, count, es, nr))].algo;
+  else x.algo = symcoll__coll_auto(comm, coll, count, dtype), why = comm->forced_algo[coll] != SYMCOLL_ALGO_AUTO ? "SYMCOLL_ALGO" : "table";
   if (x.algo == SYMCOLL_ALGO_OVERLAP && !comm->tp->matmul) x.algo = SYMCOLL_ALGO_SEQUENTIAL;
   x.sig = symcoll__call_signature(coll, m_shard, n, k, dtype, SYMCOLL_SUM, x.algo);
   if (coll == SYMCOLL_COLL_ALL_GATHER_MATMUL) x.a_mem = symcoll__mem_find(comm, a, a_bytes, &x.a_off);

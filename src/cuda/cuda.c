@@ -476,7 +476,7 @@ static symcoll_status_t cuda_tune_ready(symcoll_comm_t comm) {
 
 static bool cuda_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo) {
   cuda_state_t *cs = comm->tp_state;
-  if (coll >= SYMCOLL_NUM_COLLS) return symcoll__cuda_has_gemm(comm);
+  (void)coll;
   return algo != SYMCOLL_ALGO_NCCL || cs->nccl.comm != NULL;
 }
 

@@ -123,6 +123,12 @@ bool symcoll__cuda_has_gemm(symcoll_comm_t comm) {
   return true;
 }
 
+static void plan_release(lt_plan_t *p) {
+  if (!p->used) return;
+  lt.LayoutDestroy(p->la), lt.LayoutDestroy(p->lb), lt.LayoutDestroy(p->lc), lt.DescDestroy(p->desc);
+  p->used = false;
+}
+
 void symcoll__cuda_gemm_fini(symcoll_comm_t comm) {
   cuda_state_t *cs = comm->tp_state;
   symcoll__lt_state_t *st = cs->lt;
@@ -130,22 +136,13 @@ void symcoll__cuda_gemm_fini(symcoll_comm_t comm) {
     if (cs->ev[i]) cudaEventDestroy(cs->ev[i]);
   if (cs->ce) cudaStreamDestroy(cs->ce);
   if (!st) return;
-  for (int i = 0; i < LT_PLANS; i++) {
-    lt_plan_t *p = &st->plan[i];
-    if (!p->used) continue;
-    lt.LayoutDestroy(p->la), lt.LayoutDestroy(p->lb), lt.LayoutDestroy(p->lc), lt.DescDestroy(p->desc);
-  }
+  for (int i = 0; i < LT_PLANS; i++) plan_release(&st->plan[i]);
   if (st->ws) cudaFree(st->ws);
   lt.Destroy(st->handle);
   free(st);
   cs->lt = NULL;
 }
 
-static void plan_release(lt_plan_t *p) {
-  if (!p->used) return;
-  lt.LayoutDestroy(p->la), lt.LayoutDestroy(p->lb), lt.LayoutDestroy(p->lc), lt.DescDestroy(p->desc);
-  p->used = false;
-}
 
 /* The largest power of two up to 256 dividing the address: cuBLASLt assumes 256-byte aligned
  * matrices unless told, and a GEMM into a row block of C (a chunk) is often less aligned. */
@@ -219,7 +216,6 @@ symcoll_status_t symcoll__cuda_gemm_enqueue(symcoll_comm_t comm, const symcoll__
 }
 
 symcoll_status_t symcoll__cuda_gemm(symcoll_comm_t comm, const symcoll__gemm_t *g) {
-  if (!symcoll__cuda_has_gemm(comm)) return SYMCOLL_ERR_UNSUPPORTED;
   dev_guard_t d;
   SYMCOLL_CHECK(dev_enter(comm, &d));
   symcoll_status_t s = symcoll__cuda_gemm_enqueue(comm, g);

@@ -122,9 +122,7 @@ static symcoll_status_t host_comm_init(symcoll_comm_t comm) {
     hs->data[r] = (char *)hs->ws->ptrs[r] + HOST_PAD_BYTES;
   }
   comm->tp_state = hs;
-  if (comm->thread_mode) hs->direct = true;
-  else if (comm->nranks > 1 && (s = probe_cma(comm, &hs->cma)) != SYMCOLL_OK) return s;
-  hs->direct = hs->direct || hs->cma;
+  if (!comm->thread_mode && comm->nranks > 1 && (s = probe_cma(comm, &hs->cma)) != SYMCOLL_OK) return s;
   SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "host transport: rank %d of %d, workspace 2 x %zu bytes, %s loops, all_gather %s",
                comm->rank, comm->nranks, hs->half, symcoll__host_simd_name(),
                comm->thread_mode ? "reads peers in place" : hs->cma ? "reads peers with process_vm_readv" : "staged");
@@ -225,6 +223,12 @@ symcoll_status_t symcoll__host_epoch_end(symcoll_comm_t comm, host_state_t *hs, 
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
+/* A lost or silent peer ends the communicator; a mismatch or an abort does not count here. */
+static symcoll_status_t settle(symcoll_comm_t comm, symcoll_status_t s) {
+  if (s == SYMCOLL_ERR_TIMEOUT || s == SYMCOLL_ERR_PEER_LOST) symcoll__comm_fail(comm, s);
+  return s;
+}
+
 static symcoll_status_t host_coll(symcoll_comm_t comm, const symcoll__coll_args_t *a) {
   host_state_t *hs = comm->tp_state;
   symcoll_status_t s;
@@ -233,9 +237,11 @@ static symcoll_status_t host_coll(symcoll_comm_t comm, const symcoll__coll_args_
   case SYMCOLL_COLL_ALL_GATHER: s = symcoll__host_all_gather(comm, hs, a); break;
   default: s = symcoll__host_reduce_scatter(comm, hs, a); break;
   }
-  /* A lost or silent peer ends the communicator; a mismatch or an abort does not count here. */
-  if (s == SYMCOLL_ERR_TIMEOUT || s == SYMCOLL_ERR_PEER_LOST) symcoll__comm_fail(comm, s);
-  return s;
+  return settle(comm, s);
+}
+
+static symcoll_status_t host_matmul(symcoll_comm_t comm, const symcoll__matmul_args_t *x) {
+  return settle(comm, symcoll__host_matmul(comm, x));
 }
 
 static symcoll_status_t host_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes, void *stream) {
@@ -248,7 +254,8 @@ static symcoll_status_t host_copy(symcoll_comm_t comm, void *dst, const void *sr
 /* CPU ranks run every algorithm but the GPU's copy engine and NCCL (LAMPORT and ONE_SHOT_DB
  * are the one-shot there, LAMPORT for gathers the pull: see symcoll.h). */
 static bool host_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo) {
-  if (coll >= SYMCOLL_NUM_COLLS) return symcoll__host_has_gemm(comm);
+  (void)comm;
+  (void)coll;
   return algo != SYMCOLL_ALGO_COPY_ENGINE && algo != SYMCOLL_ALGO_NCCL;
 }
 
@@ -272,7 +279,7 @@ const symcoll__transport_t symcoll__host_transport = {
     .has_gemm = symcoll__host_has_gemm,
     .scratch_alloc = symcoll__host_scratch_alloc,
     .scratch_free = symcoll__host_scratch_free,
-    .matmul = symcoll__host_matmul,
+    .matmul = host_matmul,
     .tune_class = host_tune_class,
     .abort = NULL,
 };

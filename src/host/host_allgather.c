@@ -114,7 +114,7 @@ symcoll_status_t symcoll__host_all_gather(symcoll_comm_t comm, host_state_t *hs,
   for (size_t lo = 0; lo < a->count && s == SYMCOLL_OK; lo += per) {
     const size_t cnt = host_min(a->count - lo, per);
     /* The same choice on every rank: direct is agreed at creation, the rest is the call's. */
-    const bool direct = hs->direct && !a->send_mem && a->count * es >= DIRECT_MIN_BYTES;
+    const bool direct = (comm->thread_mode || hs->cma) && !a->send_mem && a->count * es >= DIRECT_MIN_BYTES;
     s = a->algo == SYMCOLL_ALGO_PUSH ? push(comm, hs, a, lo, cnt, per)
         : direct                     ? pull_direct(comm, hs, a, lo, cnt)
                                      : pull(comm, hs, a, lo, cnt, a->send_mem, a->send_off + lo * es);

@@ -104,7 +104,6 @@ symcoll_status_t symcoll__host_gemm_rows(host_state_t *hs, const void *a, size_t
 
 symcoll_status_t symcoll__host_gemm(symcoll_comm_t comm, const symcoll__gemm_t *g) {
   host_state_t *hs = comm->tp_state;
-  if (!symcoll__host_has_gemm(comm)) return SYMCOLL_ERR_UNSUPPORTED;
   const float *b32 = symcoll__host_gemm_b(hs, g->b, g->k, g->n, g->ldb, g->dtype);
   return symcoll__host_gemm_rows(hs, g->a, g->lda, b32, g->c, g->ldc, g->m, g->n, g->k, g->dtype);
 }

@@ -62,9 +62,9 @@ typedef struct {
   uint64_t epoch;
   host_pad_t *pad[SYMCOLL_MAX_RANKS];
   char *data[SYMCOLL_MAX_RANKS]; /* start of each rank's halves */
-  /* Peers may read this rank's private buffers: thread mode (one address space), or process
-   * mode where every pair of ranks can process_vm_readv the other (agreed at creation). */
-  bool direct, cma;
+  /* Process mode: every pair of ranks can process_vm_readv the other (agreed at creation), so
+   * peers may read this rank's private buffers, as they always can in thread mode. */
+  bool cma;
   float *f32[3];                 /* GEMMs of 16-bit floats: B, A and C widened (host_gemm.c) */
   size_t f32_elems[3];
 } host_state_t;

@@ -84,6 +84,5 @@ symcoll_status_t symcoll__host_matmul(symcoll_comm_t comm, const symcoll__matmul
     const size_t mr = host_min(x->m_shard - r0, per);
     s = ag ? ag_round(comm, hs, x, &id, b32, r0, mr) : rs_round(comm, hs, x, &id, b32, r0, mr);
   }
-  if (s == SYMCOLL_ERR_TIMEOUT || s == SYMCOLL_ERR_PEER_LOST) symcoll__comm_fail(comm, s);
   return s;
 }
