@@ -113,6 +113,9 @@ typedef enum {
                                 of one chunk runs beside the GEMM of another (see there) */
   SYMCOLL_ALGO_SEQUENTIAL = 10, /* the same two: the collective, then one GEMM (or one GEMM,
                                    then the collective) */
+  SYMCOLL_ALGO_HIERARCHICAL = 11, /* a communicator spanning nodes: node-local steps and the
+                                     engine between nodes (see "jobs across nodes") */
+  SYMCOLL_ALGO_ENGINE = 12,  /* a communicator spanning nodes: the whole call through the engine */
   SYMCOLL_NUM_ALGOS
 } symcoll_algo_t;
 
@@ -244,6 +247,74 @@ SYMCOLL_API symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, 
 SYMCOLL_API int symcoll_comm_rank(symcoll_comm_t comm);
 SYMCOLL_API int symcoll_comm_nranks(symcoll_comm_t comm);
 SYMCOLL_API int symcoll_comm_device(symcoll_comm_t comm);
+
+/* ---- jobs across nodes ------------------------------------------------------------------------ *
+ *
+ * A communicator may span hosts. Inside each node it is an ordinary communicator over the
+ * node's ranks (symcoll_comm_local); between nodes, among the ranks of equal local rank, an
+ * engine the job already runs carries the traffic: NCCL for GPU ranks, MPI for CPU ranks
+ * (libsymcoll_mpi, opened at run time). symcoll opens no sockets of its own between hosts.
+ * Collectives keep their semantics and global rank order; by default (SYMCOLL_ALGO_AUTO) they
+ * run hierarchically: all_reduce = node-local reduce_scatter, all_reduce of each rank's shard
+ * through the engine, node-local all_gather (a count that the node's ranks do not divide
+ * evenly sends its last count % local_nranks elements through a node-local all_reduce and the
+ * engine); all_gather = the engine gathers equal local ranks' blocks, then one node-local
+ * all_gather per node; reduce_scatter mirrors it. SYMCOLL_ALGO_ENGINE hands the whole call to
+ * the engine over all ranks; the tuning table picks per size (rows name "NxL": nodes x ranks
+ * per node). Floating types narrower than 32 bits are rounded once per level (as in NCCL).
+ * Symmetric memory of such a communicator is node-local: symcoll_mem_ptr answers for the
+ * ranks of this node only (NULL for others), and symcoll_mem_device_view describes the
+ * node-local communicator. The GEMM operations and symcoll_comm_split are UNSUPPORTED there
+ * (use them on symcoll_comm_local). Process mode only; every node holds the same number of
+ * ranks; at most SYMCOLL_MAX_RANKS ranks in all.
+ */
+typedef enum {
+  SYMCOLL_ENGINE_AUTO = 0,    /* NCCL for GPU ranks, MPI for CPU ranks */
+  SYMCOLL_ENGINE_NCCL = 1,    /* libnccl.so.2, as SYMCOLL_ALGO_NCCL (GPU ranks only) */
+  SYMCOLL_ENGINE_MPI = 2,     /* libsymcoll_mpi (SYMCOLL_MPI_LIB), CPU ranks */
+  SYMCOLL_ENGINE_SYMCOLL = 3  /* nodes emulated on one host: a symcoll communicator (tests) */
+} symcoll_engine_t;
+
+/** Configuration of a communicator spanning nodes. Initialise with symcoll_job_config_init(). */
+typedef struct {
+  size_t struct_size;       /* sizeof(symcoll_job_config_t) */
+  const char *job_id;       /* names the node-local rendezvous; identical on every rank */
+  int rank, nranks;         /* in the whole job (MPI engine: -1 takes them from the MPI communicator) */
+  int local_rank, local_nranks; /* on this node */
+  int device;               /* CUDA ordinal, or SYMCOLL_DEVICE_HOST */
+  size_t workspace_bytes;   /* as in symcoll_config_t */
+  int timeout_ms;           /* as in symcoll_config_t; also bounds every wait for the engine */
+  symcoll_engine_t engine;
+  /* MPI engine: the address of the MPI_Comm holding the job's ranks, in rank order (NULL:
+   * MPI_COMM_WORLD; MPI is initialised if nobody has, and finalised at the last destroy). */
+  const void *mpi_comm;
+  /* NCCL engine: how ranks exchange a few bytes while it is set up (NCCL's unique ids, the
+   * node layout): every rank's `bytes` from send land in recv in rank order; returns 0 on
+   * success. NULL: through MPI's MPI_COMM_WORLD (libsymcoll_mpi), as under mpirun or srun. */
+  int (*oob_allgather)(void *ctx, const void *send, void *recv, size_t bytes);
+  void *oob_ctx;
+} symcoll_job_config_t;
+
+SYMCOLL_API void symcoll_job_config_init(symcoll_job_config_t *cfg);
+
+/**
+ * Creates this rank's communicator of a job spanning nodes. Collective over all the job's
+ * ranks. The node layout is found (ranks that share a host and network namespace are one
+ * node) and checked against local_rank / local_nranks; a job of one node gives an ordinary
+ * communicator. symcoll_comm_create_from_env calls it when the launcher's global size exceeds
+ * its local size (torchrun's RANK / WORLD_SIZE, Open MPI's OMPI_COMM_WORLD_RANK / SIZE,
+ * Slurm's SLURM_PROCID / SLURM_NTASKS).
+ * Errors: INVALID_ARGUMENT (bad config), UNSUPPORTED (no engine library, nodes of unequal size,
+ * thread mode), MISMATCH (ranks disagree on the layout), and those of symcoll_comm_create and
+ * of the engine (TIMEOUT, PEER_LOST, SYSTEM).
+ */
+SYMCOLL_API symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcoll_comm_t *comm_p);
+
+/** The node-local communicator of a communicator spanning nodes (owned by it: do not destroy);
+ * comm itself for any other. NULL for NULL. */
+SYMCOLL_API symcoll_comm_t symcoll_comm_local(symcoll_comm_t comm);
+/** Number of nodes of comm (1 for a communicator of one host); -1 for NULL. */
+SYMCOLL_API int symcoll_comm_nnodes(symcoll_comm_t comm);
 
 /* ---- symmetric memory ----------------------------------------------------- */
 

@@ -35,12 +35,16 @@ static const char *const placement_names[] = {"out-of-place", "in-place", "misal
                                               "misaligned in-place", "zero-copy symmetric send",
                                               "symmetric recv", "in place in a symmetric recv"};
 
-static const symcoll_algo_t algos_of[SYMCOLL_NUM_COLLS][6] = {
+/* Each collective's algorithms; those a communicator cannot run (e.g. hierarchical and engine
+ * on one node, the one-node ones on a communicator spanning nodes) are skipped. */
+#define MAX_ALGOS 8
+static const symcoll_algo_t algos_of[SYMCOLL_NUM_COLLS][MAX_ALGOS] = {
     [SYMCOLL_COLL_ALL_REDUCE] = {SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_ONE_SHOT_DB,
-                                 SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_AUTO},
-    [SYMCOLL_COLL_ALL_GATHER] = {SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH, SYMCOLL_ALGO_LAMPORT,
-                                 SYMCOLL_ALGO_COPY_ENGINE, SYMCOLL_ALGO_AUTO},
-    [SYMCOLL_COLL_REDUCE_SCATTER] = {SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_AUTO},
+                                 SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_HIERARCHICAL, SYMCOLL_ALGO_ENGINE, SYMCOLL_ALGO_AUTO},
+    [SYMCOLL_COLL_ALL_GATHER] = {SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_COPY_ENGINE,
+                                 SYMCOLL_ALGO_HIERARCHICAL, SYMCOLL_ALGO_ENGINE, SYMCOLL_ALGO_AUTO},
+    [SYMCOLL_COLL_REDUCE_SCATTER] = {SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_HIERARCHICAL,
+                                     SYMCOLL_ALGO_ENGINE, SYMCOLL_ALGO_AUTO},
 };
 
 typedef struct {
@@ -170,7 +174,7 @@ static int rank_matrix(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) 
         const size_t count = count_at(ci, (symcoll_coll_t)coll, c.n);
         for (int op = 0; op < (coll == SYMCOLL_COLL_ALL_GATHER ? 1 : SYMCOLL_NUM_OPS); op++) {
           const uint32_t seed = base_seed + (uint32_t)(coll * 977 + dt * 131 + ci * 7 + op);
-          for (int ai = 0; ai < 6; ai++) {
+          for (int ai = 0; ai < MAX_ALGOS; ai++) {
             const symcoll_algo_t algo = algos_of[coll][ai];
             if (ai > 0 && algo == SYMCOLL_ALGO_AUTO) break;
             if (symcoll_coll_algo_supported(comm, (symcoll_coll_t)coll, algo) != SYMCOLL_OK) continue;

@@ -15,6 +15,7 @@ void symcoll_coll_opts_init(symcoll_coll_opts_t *opts) {
 /* ---- what belongs to which collective ------------------------------------------------- */
 
 bool symcoll__algo_of(symcoll_coll_t coll, symcoll_algo_t algo) {
+  if (coll < SYMCOLL_NUM_COLLS && (algo == SYMCOLL_ALGO_HIERARCHICAL || algo == SYMCOLL_ALGO_ENGINE)) return true;
   switch (coll) {
   case SYMCOLL_COLL_ALL_REDUCE:
     return algo == SYMCOLL_ALGO_ONE_SHOT || algo == SYMCOLL_ALGO_TWO_SHOT || algo == SYMCOLL_ALGO_ONE_SHOT_DB ||
@@ -69,7 +70,8 @@ void symcoll__algo_from_env(symcoll_comm_t comm) {
     if (!used)
       symcoll__env_warn("SYMCOLL_ALGO", "SYMCOLL_ALGO=%s: '%s' is no algorithm of %s; that part is ignored "
                         "(all_reduce: oneshot, twoshot, oneshot_db, lamport, nccl; all_gather: pull, push, "
-                        "lamport, copy_engine, nccl; reduce_scatter: pull, lamport, nccl; the GEMM ones: overlap, sequential)",
+                        "lamport, copy_engine, nccl; reduce_scatter: pull, lamport, nccl; the GEMM ones: overlap, sequential; "
+                        "across nodes: hierarchical, engine)",
                         v, name, only < 0 ? "any collective" : symcoll_coll_name((symcoll_coll_t)only));
   }
 }
@@ -240,6 +242,9 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
                  !symcoll__algo_of(coll, a.algo)           ? ": it is not an algorithm of this collective"
                  : a.algo == SYMCOLL_ALGO_NCCL             ? " (it holds no NCCL communicator: see SYMCOLL_NCCL)"
                  : a.algo == SYMCOLL_ALGO_COPY_ENGINE      ? " (CPU ranks have no copy engine)"
+                 : a.algo == SYMCOLL_ALGO_HIERARCHICAL || a.algo == SYMCOLL_ALGO_ENGINE
+                     ? " (it spans one node: see symcoll_comm_create_job)"
+                 : comm->hier                              ? " (it spans nodes: hierarchical or engine)"
                                                            : "");
     return SYMCOLL_ERR_UNSUPPORTED;
   }
@@ -313,6 +318,9 @@ symcoll_status_t symcoll_coll_algo_supported(symcoll_comm_t comm, symcoll_coll_t
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   if (algo == SYMCOLL_ALGO_AUTO) return SYMCOLL_OK;
   if (!symcoll__algo_of(coll, algo)) return SYMCOLL_ERR_UNSUPPORTED;
+  /* Communicators spanning nodes run only their own two; others never run those. */
+  const bool across = algo == SYMCOLL_ALGO_HIERARCHICAL || algo == SYMCOLL_ALGO_ENGINE;
+  if (across != (comm->hier != NULL)) return SYMCOLL_ERR_UNSUPPORTED;
   /* The GEMM operations run every algorithm wherever the transport has a GEMM library. */
   if (coll >= SYMCOLL_NUM_COLLS) return comm->tp->gemm && comm->tp->has_gemm(comm) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
   return comm->tp->has_algo(comm, coll, algo) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;

@@ -208,6 +208,18 @@ static const symcoll__oob_t solo_oob = {.allgather = solo_allgather, .bcast = so
 
 symcoll_status_t symcoll_comm_create(const symcoll_config_t *cfg, symcoll_comm_t *comm_p) {
   symcoll__log_init();
+  symcoll_comm_t c;
+  SYMCOLL_CHECK(symcoll__comm_create_flat(cfg, &c));
+  const int k = symcoll__hier_node_ranks(c->nranks);
+  if (!k) {
+    *comm_p = c;
+    return SYMCOLL_OK;
+  }
+  return symcoll__hier_from_flat(c, k, comm_p);
+}
+
+symcoll_status_t symcoll__comm_create_flat(const symcoll_config_t *cfg, symcoll_comm_t *comm_p) {
+  symcoll__log_init();
   if (!comm_p) return SYMCOLL_ERR_INVALID_ARGUMENT;
   SYMCOLL_CHECK(config_check(cfg, true));
   symcoll_comm_t c;
@@ -253,7 +265,7 @@ symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_comm_t *comm_p
   symcoll_config_init(&cfg);
   char job[SYMCOLL_JOB_ID_MAX + 1] = "";
   const char *src = NULL;
-  int rank = -1, n = -1;
+  int rank = -1, n = -1, grank = -1, gn = -1; /* on this node; in the whole job */
   bool bad = false;
   const int MR = SYMCOLL_MAX_RANKS;
 #define ENV_PAIR(r, nr) (env_int(r, &rank, 0, MR - 1, &bad) & env_int(nr, &n, 1, MR, &bad))
@@ -266,12 +278,16 @@ symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_comm_t *comm_p
     if (run && *run && strcmp(run, "none") != 0) snprintf(job, sizeof job, "torch.%s", run);
     else snprintf(job, sizeof job, "torch.%s:%s", symcoll__env_str("MASTER_ADDR", "local"),
                   symcoll__env_str("MASTER_PORT", "0"));
+    if (!(env_int("RANK", &grank, 0, INT32_MAX - 1, &bad) & env_int("WORLD_SIZE", &gn, 1, INT32_MAX, &bad))) gn = -1;
   } else if (!bad && ENV_PAIR("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE")) {
     src = "Open MPI";
     const char *id = getenv("OMPI_MCA_ess_base_jobid");
     if (!id) id = getenv("OMPI_MCA_orte_ess_jobid");
     if (!id) id = getenv("OMPI_MCA_orte_hnp_uri");
     snprintf(job, sizeof job, "ompi.%s", id ? id : "0");
+    if (!(env_int("OMPI_COMM_WORLD_RANK", &grank, 0, INT32_MAX - 1, &bad) &
+          env_int("OMPI_COMM_WORLD_SIZE", &gn, 1, INT32_MAX, &bad)))
+      gn = -1;
   } else if (!bad && env_int("SLURM_LOCALID", &rank, 0, MR - 1, &bad)) {
     src = "Slurm";
     /* SLURM_NTASKS_PER_NODE may read "4(x2)": its leading number is the tasks on this node. */
@@ -280,6 +296,8 @@ symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_comm_t *comm_p
     if (n < 1 && !env_int("SLURM_NTASKS", &n, 1, MR, &bad)) n = -1;
     snprintf(job, sizeof job, "slurm.%s.%s", symcoll__env_str("SLURM_JOB_ID", "0"),
              symcoll__env_str("SLURM_STEP_ID", "0"));
+    if (!(env_int("SLURM_PROCID", &grank, 0, INT32_MAX - 1, &bad) & env_int("SLURM_NTASKS", &gn, 1, INT32_MAX, &bad)))
+      gn = -1;
   }
 #undef ENV_PAIR
   if (bad) return SYMCOLL_ERR_INVALID_ARGUMENT; /* named above */
@@ -302,6 +320,14 @@ symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_comm_t *comm_p
   cfg.rank = rank;
   cfg.nranks = n;
   cfg.device = device == SYMCOLL_DEVICE_LOCAL_RANK ? rank : device;
+  if (gn > n) { /* more ranks in the job than on this node: a job spanning nodes */
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "from %s: rank %d of %d, local rank %d of %d, job %s", src, grank, gn, rank, n, job);
+    symcoll_job_config_t jc;
+    symcoll_job_config_init(&jc);
+    jc.job_id = job, jc.rank = grank, jc.nranks = gn, jc.local_rank = rank, jc.local_nranks = n;
+    jc.device = cfg.device;
+    return symcoll_comm_create_job(&jc, comm_p);
+  }
   SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "from %s: rank %d of %d, job %s", src, rank, n, job);
   return symcoll_comm_create(&cfg, comm_p);
 }
@@ -317,6 +343,46 @@ static void *setup_thread(void *p) {
   setup_arg_t *a = p;
   a->status = symcoll__comm_setup(a->comm);
   return NULL;
+}
+
+/* SYMCOLL_NODE_RANKS in thread mode: each rank's thread wraps its communicator (the splits
+ * inside are collective). */
+typedef struct {
+  symcoll_comm_t flat, out;
+  int k;
+  symcoll_status_t status;
+} hier_arg_t;
+
+static void *hier_thread(void *p) {
+  hier_arg_t *a = p;
+  a->status = symcoll__hier_from_flat(a->flat, a->k, &a->out);
+  return NULL;
+}
+
+static symcoll_status_t hier_all(int nranks, int k, symcoll_comm_t *flat, symcoll_comm_t *comms) {
+  hier_arg_t args[SYMCOLL_MAX_RANKS];
+  pthread_t th[SYMCOLL_MAX_RANKS];
+  int started = 0;
+  symcoll_status_t s = SYMCOLL_OK;
+  for (; started < nranks; started++) {
+    args[started] = (hier_arg_t){.flat = flat[started], .k = k, .status = SYMCOLL_ERR_INTERNAL};
+    if (pthread_create(&th[started], NULL, hier_thread, &args[started]) != 0) break;
+  }
+  if (started < nranks) { /* ranks already started time out in their splits and report it */
+    for (int r = 0; r < started; r++) symcoll_comm_abort(flat[r]);
+    for (int r = started; r < nranks; r++) symcoll__comm_free(flat[r]);
+    s = SYMCOLL_ERR_SYSTEM;
+  }
+  for (int r = 0; r < started; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < started; r++)
+    if (args[r].status != SYMCOLL_OK && s == SYMCOLL_OK) s = args[r].status;
+  if (s != SYMCOLL_OK) {
+    for (int r = 0; r < started; r++)
+      if (args[r].status == SYMCOLL_OK) symcoll_comm_destroy(args[r].out);
+    return s;
+  }
+  for (int r = 0; r < nranks; r++) comms[r] = args[r].out;
+  return SYMCOLL_OK;
 }
 
 symcoll_status_t symcoll_comm_create_all(int nranks, const int *devices, symcoll_comm_t *comms) {
@@ -377,6 +443,8 @@ symcoll_status_t symcoll_comm_create_all(int nranks, const int *devices, symcoll
   for (int r = 0; r < nranks; r++)
     if (args[r].status != SYMCOLL_OK && s == SYMCOLL_OK) s = args[r].status;
   if (s != SYMCOLL_OK) goto err_free;
+  const int k = symcoll__hier_node_ranks(nranks);
+  if (k) return hier_all(nranks, k, tmp, comms);
   memcpy(comms, tmp, sizeof(symcoll_comm_t) * (size_t)nranks);
   return SYMCOLL_OK;
 err_free:

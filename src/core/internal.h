@@ -114,6 +114,11 @@ enum {
   X(SYMCOLL_BLAS_LIB, STR, "", 0, 0, "", "CPU GEMMs: a CBLAS library to open (default libopenblas.so.0, libcblas.so.3, libblas.so.3)") \
   X(SYMCOLL_CUBLASLT_LIB, STR, "", 0, 0, "", "GPU GEMMs: path of libcublasLt.so when the loader does not find it") \
   X(SYMCOLL_TUNE_FILE, STR, "", 0, 0, "", "tuning table to load; default ~/.cache/symcoll/tune.txt, else built-in") \
+  X(SYMCOLL_NODE_RANKS, INT, "0", 0, SYMCOLL_MAX_RANKS, "",                                                 \
+    "testing: emulate nodes of this many ranks on one host (0: off); each communicator of a multiple of it spans nodes") \
+  X(SYMCOLL_ENGINE, ENUM, "auto", 0, 0, "auto|nccl|mpi|symcoll",                                             \
+    "engine between nodes: auto (NCCL for GPU ranks, MPI for CPU ranks; symcoll for emulated CPU nodes), nccl, mpi, symcoll") \
+  X(SYMCOLL_MPI_LIB, STR, "", 0, 0, "", "the MPI engine library to open (default libsymcoll_mpi.so beside libsymcoll)") \
   X(SYMCOLL_RANK, INT, "-1", 0, SYMCOLL_MAX_RANKS - 1, "", "this process's rank (with SYMCOLL_NRANKS, SYMCOLL_JOB_ID)") \
   X(SYMCOLL_NRANKS, INT, "-1", 1, SYMCOLL_MAX_RANKS, "", "number of ranks of the job")                      \
   X(SYMCOLL_JOB_ID, STR, "", 0, 0, "", "rendezvous name shared by the ranks of one job ([A-Za-z0-9._:-], <= 64)") \
@@ -232,6 +237,9 @@ typedef struct symcoll__transport {
   /* Makes work already enqueued give up (GPU: raise the device error word with `status`).
    * Called from any thread: by symcoll_comm_abort, and by the peer monitor when a peer dies. */
   void (*abort)(symcoll_comm_t comm, symcoll_status_t status);
+  /* Optional (CPU): dst[i] = op over srcs[0..nsrc) of element i, with the transport's
+   * accumulation; lent to engines between nodes for the types they do not reduce. */
+  void (*reduce)(symcoll_dtype_t dtype, symcoll_op_t op, void *dst, const void *const *srcs, int nsrc, size_t n);
 } symcoll__transport_t;
 
 extern SYMCOLL_HIDDEN const symcoll__transport_t symcoll__host_transport;
@@ -300,6 +308,7 @@ struct symcoll_comm {
   uint64_t coll_seq;             /* collectives issued on this rank */
   uint64_t split_seq;            /* splits of this communicator (names their rendezvous) */
   symcoll_algo_t last_algo[SYMCOLL_NUM_COLL_KINDS]; /* for INFO lines when the choice changes */
+  struct symcoll__hier *hier;    /* non-NULL: this communicator spans nodes (hier.c) */
 };
 
 /* Bounded waiting for a peer. Spin, yield, check abort, deadline and peers' liveness; a WARN
@@ -338,6 +347,27 @@ SYMCOLL_HIDDEN symcoll_status_t symcoll__comm_setup(symcoll_comm_t comm);
 /* Starts the peer monitor (process mode) once the communicator is complete. */
 SYMCOLL_HIDDEN void symcoll__comm_ready(symcoll_comm_t comm);
 SYMCOLL_HIDDEN void symcoll__comm_free(symcoll_comm_t comm);
+
+/* The public creation calls without the emulated node boundary (SYMCOLL_NODE_RANKS): what
+ * split and the node-local parts of a job use. */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__comm_create_flat(const symcoll_config_t *cfg, symcoll_comm_t *comm_p);
+
+/* ---- communicators spanning nodes (hier.c) ------------------------------------------- */
+extern SYMCOLL_HIDDEN const symcoll__transport_t symcoll__hier_transport;
+/* SYMCOLL_NODE_RANKS=k: a communicator of one host over nranks ranks (a multiple of k)
+ * becomes one spanning nranks / k emulated nodes of k ranks (ranks r*k .. r*k+k-1). Takes
+ * over `flat` (destroyed on failure too). Collective over flat's ranks. */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__hier_from_flat(symcoll_comm_t flat, int node_ranks, symcoll_comm_t *comm_p);
+#ifdef SYMCOLL_HAVE_CUDA
+struct symcoll__engine;
+/* An NCCL engine (nccl.c) over the ranks passing the same color, ordered by key, of a job of
+ * nranks GPU ranks; NCCL's unique ids travel through xchg (an allgather over the job). */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__nccl_engine(int (*xchg)(void *, const void *, void *, size_t), void *xchg_ctx,
+                                                     int rank, int nranks, int device, int color, int key,
+                                                     struct symcoll__engine *out);
+#endif
+/* 0 where SYMCOLL_NODE_RANKS leaves a communicator of nranks ranks alone, else its k. */
+SYMCOLL_HIDDEN int symcoll__hier_node_ranks(int nranks);
 
 /* ---- bootstrap (bootstrap.c) and thread teams (team.c) ------------------------------- */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__bootstrap_init(symcoll_comm_t comm);

@@ -33,6 +33,11 @@ symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, int key, sym
     SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "comm_split: color %d (>= 0, or SYMCOLL_SPLIT_NOCOLOR)", color);
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   }
+  if (comm->hier) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "comm_split: not supported on a communicator spanning nodes (split "
+                 "symcoll_comm_local(comm), or make a job of the group)");
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
   SYMCOLL_CHECK(symcoll__comm_status(comm));
   const int n = comm->nranks, me = comm->rank;
   int mine[2] = {color, key}, all[SYMCOLL_MAX_RANKS][2];
@@ -71,7 +76,7 @@ symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, int key, sym
     }
     SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "comm_split: rank %d of %s becomes rank %d of %d in %s", me, comm->job_id,
                  newrank, newn, job);
-    return symcoll_comm_create(&cfg, newcomm_p);
+    return symcoll__comm_create_flat(&cfg, newcomm_p);
   }
 
   /* Thread mode: the group's first rank makes the team; every rank of comm takes part in

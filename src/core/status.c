@@ -74,6 +74,8 @@ const char *symcoll_algo_name(symcoll_algo_t algo) {
   case SYMCOLL_ALGO_COPY_ENGINE: return "copy_engine";
   case SYMCOLL_ALGO_OVERLAP: return "overlap";
   case SYMCOLL_ALGO_SEQUENTIAL: return "sequential";
+  case SYMCOLL_ALGO_HIERARCHICAL: return "hierarchical";
+  case SYMCOLL_ALGO_ENGINE: return "engine";
   default: return "unknown";
   }
 }

@@ -5,11 +5,12 @@
  * the size's power-of-two bucket: O(1).
  *
  * Table format (plain text, one row per line, '#' starts a comment; docs/tuning.md):
- *   [coll] <backend>[:class] <nranks|*> <dtype|*> <max_bytes|inf> <algo> [blocks] [threads] [round_bytes]
+ *   [coll] <backend>[:class] <nranks|*|NxL> <dtype|*> <max_bytes|inf> <algo> [blocks] [threads] [round_bytes]
  * e.g. "all_gather cuda 8 bf16 262144 pull 0 512". coll is all_reduce (the default: rows of 0.2
  * tables have none), all_gather or reduce_scatter; class narrows a row to one kind of machine
  * (host: the CPU reduce loops in use, e.g. host:avx2). Rows apply in order of max_bytes; a
- * row covers sizes above the previous row's max_bytes up to its own.
+ * row covers sizes above the previous row's max_bytes up to its own. A communicator spanning
+ * nodes takes only rows whose nranks reads NxL (N nodes of L ranks, either may be *).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -72,7 +73,14 @@ static const char *const builtin_table =
     "all_gather_matmul cuda * * 33554432 sequential\n"
     "all_gather_matmul cuda * * inf overlap\n"
     "matmul_reduce_scatter cuda * * 33554432 sequential\n"
-    "matmul_reduce_scatter cuda * * inf overlap\n";
+    "matmul_reduce_scatter cuda * * inf overlap\n"
+    /* Communicators spanning nodes: hierarchical unless the table says otherwise. */
+    "host *x* * inf hierarchical\n"
+    "all_gather host *x* * inf hierarchical\n"
+    "reduce_scatter host *x* * inf hierarchical\n"
+    "cuda *x* * inf hierarchical\n"
+    "all_gather cuda *x* * inf hierarchical\n"
+    "reduce_scatter cuda *x* * inf hierarchical\n";
 
 typedef struct {
   size_t max_bytes;
@@ -85,7 +93,8 @@ static int cmp_row(const void *a, const void *b) {
 }
 
 /* The algorithm a collective falls back on where nothing else is chosen. */
-static symcoll_algo_t fallback(symcoll_coll_t coll) {
+static symcoll_algo_t fallback(symcoll_comm_t comm, symcoll_coll_t coll) {
+  if (comm->hier) return SYMCOLL_ALGO_HIERARCHICAL;
   if (coll == SYMCOLL_COLL_ALL_REDUCE) return SYMCOLL_ALGO_TWO_SHOT;
   return coll >= SYMCOLL_NUM_COLLS ? SYMCOLL_ALGO_OVERLAP : SYMCOLL_ALGO_PULL;
 }
@@ -97,7 +106,12 @@ int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
   if (!rows) return -1;
   int nrows[SYMCOLL_NUM_COLL_KINDS][SYMCOLL_NUM_DTYPES] = {{0}};
   int used = 0, line = 0;
-  const char *my_class = comm->tp->tune_class ? comm->tp->tune_class(comm) : NULL;
+  /* A communicator spanning nodes takes rows of its node-local communicator's backend and
+   * class whose nranks field is "NxL" (nodes x ranks per node, either may be *). */
+  const symcoll_comm_t on_node = symcoll_comm_local(comm);
+  const char *my_backend = on_node->tp->name;
+  const char *my_class = on_node->tp->tune_class ? on_node->tp->tune_class(on_node) : NULL;
+  const int my_nodes = symcoll_comm_nnodes(comm);
   /* The most specific rows win: for each collective and dtype, only rows naming this machine
    * class (then: naming our nranks) are used, if there are any. */
   int best[SYMCOLL_NUM_COLL_KINDS][SYMCOLL_NUM_DTYPES];
@@ -143,10 +157,20 @@ int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
       char *colon = strchr(backend, ':');
       bool has_class = colon != NULL;
       if (colon) *colon = 0;
-      if (strcmp(backend, comm->tp->name) != 0) continue;
+      if (strcmp(backend, my_backend) != 0) continue;
       if (has_class && (!my_class || strcmp(colon + 1, my_class) != 0)) continue;
-      bool is_exact = strcmp(nr, "*") != 0;
-      if (is_exact && atoi(nr) != comm->nranks) continue;
+      char *x = strchr(nr, 'x');
+      if ((x != NULL) != (comm->hier != NULL)) continue;
+      bool is_exact;
+      if (x) {
+        *x = 0;
+        const bool nodes_exact = strcmp(nr, "*") != 0, local_exact = strcmp(x + 1, "*") != 0;
+        if ((nodes_exact && atoi(nr) != my_nodes) || (local_exact && atoi(x + 1) != on_node->nranks)) continue;
+        is_exact = nodes_exact || local_exact;
+      } else {
+        is_exact = strcmp(nr, "*") != 0;
+        if (is_exact && atoi(nr) != comm->nranks) continue;
+      }
       const int score = (has_class ? 2 : 0) + (is_exact ? 1 : 0);
       for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
         if (strcmp(dt, "*") != 0 && strcmp(dt, symcoll_dtype_name((symcoll_dtype_t)d)) != 0) continue;
@@ -183,7 +207,7 @@ syntax:
 void symcoll__tune_drop_algo(symcoll_comm_t comm, symcoll_algo_t algo) {
   for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++)
     for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
-      symcoll__tune_entry_t below = {fallback((symcoll_coll_t)c), 0, 0, 0};
+      symcoll__tune_entry_t below = {fallback(comm, (symcoll_coll_t)c), 0, 0, 0};
       for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++) {
         symcoll__tune_entry_t *e = &comm->tune[c][d].bucket[b];
         if (e->algo == algo)
@@ -210,7 +234,7 @@ void symcoll__tune_init(symcoll_comm_t comm) {
   for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++)
     for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++)
       for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++)
-        comm->tune[c][d].bucket[b] = (symcoll__tune_entry_t){fallback((symcoll_coll_t)c), 0, 0, 0};
+        comm->tune[c][d].bucket[b] = (symcoll__tune_entry_t){fallback(comm, (symcoll_coll_t)c), 0, 0, 0};
   symcoll__tune_parse(comm, builtin_table, NULL);
   char path[512];
   const char *file = symcoll__env_str("SYMCOLL_TUNE_FILE", NULL);

@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_runtime.h>
+
+#include "../core/engine.h"
 #include "../core/internal.h"
 #include "nccl_engine.h"
 
@@ -36,6 +39,7 @@ static struct {
   int (*CommDestroy)(void *);
   int (*CommAbort)(void *);
   const char *(*GetErrorString)(int);
+  int (*CommGetAsyncError)(void *, int *); /* optional */
 } lib;
 static int lib_ok;
 
@@ -63,6 +67,7 @@ static void lib_load_once(void) {
       SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "NCCL engine: %s missing from libnccl", t[i].name);
       return;
     }
+  lib.CommGetAsyncError = (int (*)(void *, int *))dlsym(h, "ncclCommGetAsyncError");
   lib_ok = 1;
 }
 
@@ -155,4 +160,77 @@ void symcoll__nccl_fini(symcoll__nccl_t *nc) {
   if (nc->comm) lib.CommDestroy(nc->comm);
   nc->comm = NULL;
   pthread_mutex_destroy(&nc->lock);
+}
+
+/* ---- NCCL as the engine between nodes (hier.c) ------------------------------------------- */
+
+static symcoll_status_t eng_coll(void *ctx, symcoll_coll_t coll, const void *send, void *recv, size_t count,
+                                 symcoll_dtype_t dtype, symcoll_op_t op, void *stream) {
+  const symcoll__coll_args_t a = {.coll = coll, .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op,
+                                  .stream = stream};
+  return symcoll__nccl_coll(ctx, &a);
+}
+static symcoll_status_t eng_check(void *ctx) {
+  symcoll__nccl_t *nc = ctx;
+  int err = NCCL_OK;
+  pthread_mutex_lock(&nc->lock);
+  if (nc->comm && lib.CommGetAsyncError) lib.CommGetAsyncError(nc->comm, &err);
+  const bool gone = nc->comm == NULL;
+  pthread_mutex_unlock(&nc->lock);
+  if (gone) return SYMCOLL_ERR_ABORTED;
+  if (err == NCCL_OK || err == 7 /* ncclInProgress */) return SYMCOLL_OK;
+  SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "NCCL engine: %s", lib.GetErrorString(err));
+  return err == 6 /* ncclRemoteError: a peer failed */ ? SYMCOLL_ERR_PEER_LOST : SYMCOLL_ERR_CUDA;
+}
+static void eng_abort(void *ctx) { symcoll__nccl_abort(ctx); }
+static void eng_destroy(void *ctx) {
+  symcoll__nccl_fini(ctx);
+  free(ctx);
+}
+
+symcoll_status_t symcoll__nccl_engine(int (*xchg)(void *, const void *, void *, size_t), void *xchg_ctx, int rank,
+                                      int nranks, int device, int color, int key, symcoll__engine_t *out) {
+  if (!lib_load()) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "NCCL engine: libnccl.so.2 cannot be opened (SYMCOLL_NCCL_LIB)");
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
+  /* The group: ranks of our color by key; its first rank makes the unique id. */
+  typedef struct { int32_t color, key; } who_t;
+  who_t me = {color, key}, *all = calloc((size_t)nranks, sizeof *all);
+  nccl_id_t *ids = calloc((size_t)nranks, sizeof *ids);
+  symcoll__nccl_t *nc = calloc(1, sizeof *nc);
+  symcoll_status_t s = SYMCOLL_ERR_NO_MEMORY;
+  if (!all || !ids || !nc) goto out;
+  s = SYMCOLL_ERR_PEER_LOST;
+  if (xchg(xchg_ctx, &me, all, sizeof me) != 0) goto out;
+  int gsize = 0, grank = 0, root = -1;
+  for (int r = 0; r < nranks; r++) {
+    if (all[r].color != color) continue;
+    gsize++;
+    if (all[r].key < key || (all[r].key == key && r < rank)) grank++;
+    if (root < 0 || all[r].key < all[root].key) root = r;
+  }
+  nccl_id_t id;
+  memset(&id, 0, sizeof id);
+  int rc = rank == root ? lib.GetUniqueId(&id) : NCCL_OK;
+  if (xchg(xchg_ctx, &id, ids, sizeof id) != 0) goto out;
+  pthread_mutex_init(&nc->lock, NULL);
+  cudaSetDevice(device);
+  if (rc == NCCL_OK) rc = lib.CommInitRank(&nc->comm, gsize, ids[root], grank);
+  if (rc != NCCL_OK) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "NCCL engine: ncclCommInitRank (rank %d of %d): %s", grank, gsize,
+                 lib.GetErrorString(rc));
+    pthread_mutex_destroy(&nc->lock);
+    s = SYMCOLL_ERR_CUDA;
+    goto out;
+  }
+  *out = (symcoll__engine_t){.name = "nccl", .ctx = nc, .rank = grank, .nranks = gsize, .coll = eng_coll,
+                             .check = eng_check, .abort = eng_abort, .destroy = eng_destroy};
+  nc = NULL;
+  s = SYMCOLL_OK;
+out:
+  free(all);
+  free(ids);
+  free(nc);
+  return s;
 }

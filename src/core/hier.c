@@ -1,0 +1,623 @@
+/*
+ * Communicators spanning nodes (symcoll.h, "jobs across nodes"). Such a communicator is a
+ * transport of its own, built from three parts: the node-local communicator (today's, over
+ * the ranks of one host), the cross engine (among the ranks of equal local rank, one per node,
+ * engine rank = node index) and the world engine (over all ranks: SYMCOLL_ALGO_ENGINE). The
+ * engines are NCCL, MPI (libsymcoll_mpi) or, for nodes emulated on one host, symcoll
+ * communicators split from the one-host communicator (engine.h). Every step below is a
+ * collective call of one of those parts, so bounded waits, signatures and stream order come
+ * from them.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "internal.h"
+
+typedef struct symcoll__hier {
+  symcoll_comm_t local; /* this node's ranks */
+  symcoll_comm_t flat;  /* emulated nodes: the one-host communicator over all ranks (owned) */
+  symcoll__engine_t cross, world;
+  bool has_cross, has_world; /* world.coll NULL: no ENGINE algorithm */
+  symcoll__engine_t mpi; /* MPI over the whole job when it is only the exchange (NCCL engines) */
+  bool has_mpi;
+  int node, nnodes, lrank, lsize;
+  bool node_major;                       /* global rank = node * lsize + local rank */
+  int grank[SYMCOLL_MAX_RANKS];          /* global rank of (node n, local rank l) at n * lsize + l */
+  /* The exchange among all ranks that the communicator's set-up, barrier and SYMCOLL_CHECK use. */
+  int (*xchg)(void *ctx, const void *send, void *recv, size_t bytes);
+  void *xchg_ctx;
+  void *mpi_lib; /* dlopen handle of libsymcoll_mpi, if used */
+} symcoll__hier_t;
+
+/* ---- engines over symcoll communicators (emulated nodes) ----------------------------------- */
+
+static symcoll_status_t sc_coll(void *ctx, symcoll_coll_t coll, const void *send, void *recv, size_t count,
+                                symcoll_dtype_t dtype, symcoll_op_t op, void *stream) {
+  symcoll_comm_t c = ctx;
+  if (coll == SYMCOLL_COLL_ALL_REDUCE) return symcoll_all_reduce(c, send, recv, count, dtype, op, stream);
+  if (coll == SYMCOLL_COLL_ALL_GATHER) return symcoll_all_gather(c, send, recv, count, dtype, stream);
+  return symcoll_reduce_scatter(c, send, recv, count, dtype, op, stream);
+}
+static symcoll_status_t sc_allgather(void *ctx, const void *send, void *recv, size_t bytes) {
+  symcoll_comm_t c = ctx;
+  return c->oob->allgather(c, send, recv, bytes);
+}
+static symcoll_status_t sc_check(void *ctx) { return symcoll_comm_check(ctx); }
+static void sc_abort(void *ctx) { symcoll_comm_abort(ctx); }
+static void sc_destroy(void *ctx) { symcoll_comm_destroy(ctx); }
+static void sc_keep(void *ctx) { (void)ctx; } /* the world engine of emulated nodes is `flat` */
+
+static void sc_engine(symcoll_comm_t c, bool owned, symcoll__engine_t *e) {
+  *e = (symcoll__engine_t){.name = "symcoll", .ctx = c, .rank = c->rank, .nranks = c->nranks, .coll = sc_coll,
+                           .allgather = sc_allgather, .check = sc_check, .abort = sc_abort,
+                           .destroy = owned ? sc_destroy : sc_keep};
+}
+static int sc_xchg(void *ctx, const void *send, void *recv, size_t bytes) {
+  return sc_allgather(ctx, send, recv, bytes) == SYMCOLL_OK ? 0 : -1;
+}
+
+/* ---- the exchange of the communicator (its oob) ---------------------------------------------- */
+
+static symcoll_status_t hier_allgather(symcoll_comm_t c, const void *in, void *out, size_t bytes) {
+  symcoll__hier_t *h = c->tp_state;
+  SYMCOLL_CHECK(symcoll__comm_status(c));
+  if (h->xchg(h->xchg_ctx, in, out, bytes) != 0) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: the exchange among the job's ranks failed", c->job_id);
+    symcoll__comm_fail(c, SYMCOLL_ERR_PEER_LOST);
+    return SYMCOLL_ERR_PEER_LOST;
+  }
+  return SYMCOLL_OK;
+}
+/* Rank 0's bytes to every rank: the one-host communicator's own broadcast where nodes are
+ * emulated, else through the exchange, a few KiB at a time (so that it stays small). */
+static symcoll_status_t hier_bcast(symcoll_comm_t c, void *buf, size_t bytes) {
+  symcoll__hier_t *h = c->tp_state;
+  if (h->flat) return h->flat->oob->bcast(h->flat, buf, bytes);
+  const size_t chunk = 8192;
+  char *all = malloc(chunk * (size_t)c->nranks);
+  if (!all) return SYMCOLL_ERR_NO_MEMORY;
+  symcoll_status_t s = SYMCOLL_OK;
+  for (size_t off = 0; s == SYMCOLL_OK && off < bytes; off += chunk) {
+    const size_t n = bytes - off < chunk ? bytes - off : chunk;
+    s = hier_allgather(c, (char *)buf + off, all, n);
+    if (s == SYMCOLL_OK) memcpy((char *)buf + off, all, n);
+  }
+  free(all);
+  return s;
+}
+static symcoll_status_t hier_exchange_fd(symcoll_comm_t c, int fd, int *fds) {
+  (void)c, (void)fd, (void)fds;
+  return SYMCOLL_ERR_UNSUPPORTED; /* memory is node-local: the local communicator maps it */
+}
+static void hier_oob_destroy(symcoll_comm_t c) { (void)c; }
+static const symcoll__oob_t hier_oob = {.allgather = hier_allgather, .bcast = hier_bcast,
+                                        .exchange_fd = hier_exchange_fd, .destroy = hier_oob_destroy};
+
+/* ---- the collectives ------------------------------------------------------------------------- */
+
+#define STEP(call)                                                                                       \
+  do {                                                                                                   \
+    s = (call);                                                                                          \
+    if (s != SYMCOLL_OK) goto out;                                                                       \
+  } while (0)
+
+static symcoll_status_t scratch(symcoll__hier_t *h, size_t bytes, void *stream, void **p) {
+  return h->local->tp->scratch_alloc(h->local, bytes, stream, p);
+}
+static void scratch_free(symcoll__hier_t *h, void *p, void *stream) {
+  if (p) h->local->tp->scratch_free(h->local, p, stream);
+}
+static symcoll_status_t copy(symcoll__hier_t *h, void *dst, const void *src, size_t bytes, void *stream) {
+  return dst == src ? SYMCOLL_OK : h->local->tp->copy(h->local, dst, src, bytes, stream);
+}
+
+/* all_reduce: local reduce_scatter into this rank's block of recv, the engine's all_reduce of
+ * that block, local all_gather in place; the last count % L elements by local all_reduce and
+ * the engine. In place the reduce_scatter is in place too, so no scratch is needed. */
+static symcoll_status_t hier_all_reduce(symcoll__hier_t *h, const symcoll__coll_args_t *a) {
+  const size_t es = symcoll_dtype_size(a->dtype), L = (size_t)h->lsize;
+  const size_t per = a->count / L, rem = a->count % L;
+  const char *send = a->send;
+  char *recv = a->recv;
+  symcoll_status_t s = SYMCOLL_OK;
+  if (L == 1) return h->cross.coll(h->cross.ctx, a->coll, send, recv, a->count, a->dtype, a->op, a->stream);
+  if (per) {
+    char *blk = recv + (size_t)h->lrank * per * es;
+    STEP(symcoll_reduce_scatter(h->local, send, blk, per, a->dtype, a->op, a->stream));
+    STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_ALL_REDUCE, blk, blk, per, a->dtype, a->op, a->stream));
+    STEP(symcoll_all_gather(h->local, blk, recv, per, a->dtype, a->stream));
+  }
+  if (rem) {
+    const size_t off = per * L * es;
+    STEP(symcoll_all_reduce(h->local, send + off, recv + off, rem, a->dtype, a->op, a->stream));
+    STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_ALL_REDUCE, recv + off, recv + off, rem, a->dtype, a->op, a->stream));
+  }
+out:
+  return s;
+}
+
+/* all_gather: the engine gathers the blocks of equal local ranks (one per node), then each
+ * node's blocks are gathered locally, one call per node, into that node's ranks' places. */
+static symcoll_status_t hier_all_gather(symcoll__hier_t *h, const symcoll__coll_args_t *a) {
+  const size_t es = symcoll_dtype_size(a->dtype), blk = a->count * es, N = (size_t)h->nnodes, L = (size_t)h->lsize;
+  char *recv = a->recv, *tmp = NULL, *row = NULL;
+  symcoll_status_t s;
+  STEP(scratch(h, N * blk + (h->node_major ? 0 : L * blk), a->stream, (void **)&tmp));
+  row = tmp + N * blk;
+  STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_ALL_GATHER, a->send, tmp, a->count, a->dtype, SYMCOLL_SUM, a->stream));
+  for (size_t n = 0; n < N; n++) {
+    const int *g = &h->grank[n * L];
+    if (h->node_major) {
+      STEP(symcoll_all_gather(h->local, tmp + n * blk, recv + (size_t)g[0] * blk, a->count, a->dtype, a->stream));
+      continue;
+    }
+    STEP(symcoll_all_gather(h->local, tmp + n * blk, row, a->count, a->dtype, a->stream));
+    for (size_t l = 0; l < L; l++) STEP(copy(h, recv + (size_t)g[l] * blk, row + l * blk, blk, a->stream));
+  }
+out:
+  scratch_free(h, tmp, a->stream);
+  return s;
+}
+
+/* reduce_scatter: for each node m, the local reduce_scatter of m's ranks' blocks (this rank
+ * keeps the local sum of the block of (m, its local rank)); then the engine's reduce_scatter
+ * over nodes leaves each rank its own block. */
+static symcoll_status_t hier_reduce_scatter(symcoll__hier_t *h, const symcoll__coll_args_t *a) {
+  const size_t es = symcoll_dtype_size(a->dtype), blk = a->count * es, N = (size_t)h->nnodes, L = (size_t)h->lsize;
+  const char *send = a->send;
+  char *tmp = NULL, *ordered = NULL;
+  symcoll_status_t s;
+  STEP(scratch(h, N * blk + (h->node_major ? 0 : N * L * blk), a->stream, (void **)&tmp));
+  if (!h->node_major) { /* the input in (node, local rank) order */
+    ordered = tmp + N * blk;
+    for (size_t i = 0; i < N * L; i++) STEP(copy(h, ordered + i * blk, send + (size_t)h->grank[i] * blk, blk, a->stream));
+  }
+  for (size_t m = 0; m < N; m++) {
+    const char *src = h->node_major ? send + (size_t)h->grank[m * L] * blk : ordered + m * L * blk;
+    STEP(symcoll_reduce_scatter(h->local, src, tmp + m * blk, a->count, a->dtype, a->op, a->stream));
+  }
+  STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_REDUCE_SCATTER, tmp, a->recv, a->count, a->dtype, a->op, a->stream));
+out:
+  scratch_free(h, tmp, a->stream);
+  return s;
+}
+#undef STEP
+
+static symcoll_status_t hier_coll(symcoll_comm_t c, const symcoll__coll_args_t *a) {
+  symcoll__hier_t *h = c->tp_state;
+  symcoll_status_t s;
+  if (a->algo == SYMCOLL_ALGO_ENGINE)
+    s = h->world.coll(h->world.ctx, a->coll, a->send, a->recv, a->count, a->dtype, a->op, a->stream);
+  else if (a->coll == SYMCOLL_COLL_ALL_REDUCE) s = hier_all_reduce(h, a);
+  else if (a->coll == SYMCOLL_COLL_ALL_GATHER) s = hier_all_gather(h, a);
+  else s = hier_reduce_scatter(h, a);
+  /* A part that failed leaves the others out of step: the communicator stops, as after a
+   * lost peer, and later calls say why. */
+  if (s != SYMCOLL_OK) {
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d: %s across nodes failed: %s", c->rank, symcoll_coll_name(a->coll),
+                 symcoll_status_string(s));
+    symcoll__comm_fail(c, s);
+  }
+  return s;
+}
+
+/* ---- the rest of the transport ------------------------------------------------------------- */
+
+static symcoll_status_t hier_comm_init(symcoll_comm_t c) {
+  (void)c;
+  return SYMCOLL_OK;
+}
+
+static void hier_engines_abort(symcoll__hier_t *h) {
+  if (h->has_cross) h->cross.abort(h->cross.ctx);
+  if (h->has_world) h->world.abort(h->world.ctx);
+  if (h->local) symcoll_comm_abort(h->local);
+}
+
+static void hier_free(symcoll__hier_t *h) {
+  if (!h) return;
+  if (h->local) symcoll_comm_destroy(h->local);
+  if (h->has_cross) h->cross.destroy(h->cross.ctx);
+  if (h->has_world) h->world.destroy(h->world.ctx);
+  if (h->has_mpi) h->mpi.destroy(h->mpi.ctx);
+  if (h->flat) symcoll_comm_destroy(h->flat);
+  /* libsymcoll_mpi stays loaded: MPI may not be re-initialised in a process. */
+  free(h);
+}
+
+static void hier_comm_fini(symcoll_comm_t c) {
+  hier_free(c->tp_state);
+  c->tp_state = NULL;
+}
+
+/* Memory: allocated on the node-local communicator; visible at the global ranks of this node. */
+static symcoll_status_t hier_mem_alloc(symcoll_comm_t c, size_t bytes, struct symcoll_mem *m) {
+  symcoll__hier_t *h = c->tp_state;
+  struct symcoll_mem *inner;
+  SYMCOLL_CHECK(symcoll__mem_alloc_internal(h->local, bytes, &inner));
+  m->tp = inner;
+  for (int l = 0; l < h->lsize; l++) m->ptrs[h->grank[h->node * h->lsize + l]] = inner->ptrs[l];
+  return SYMCOLL_OK;
+}
+static void hier_mem_free(struct symcoll_mem *m) {
+  struct symcoll_mem *inner = m->tp;
+  symcoll_comm_t local = inner->comm;
+  for (struct symcoll_mem **pp = &local->mems; *pp; pp = &(*pp)->next)
+    if (*pp == inner) {
+      *pp = inner->next;
+      break;
+    }
+  local->tp->mem_free(inner);
+  free(inner);
+}
+static symcoll_status_t hier_mem_device_view(struct symcoll_mem *m, symcoll_device_view_t *view) {
+  struct symcoll_mem *inner = m->tp;
+  return symcoll_mem_device_view(inner, view);
+}
+
+static symcoll_status_t hier_copy(symcoll_comm_t c, void *dst, const void *src, size_t bytes, void *stream) {
+  symcoll__hier_t *h = c->tp_state;
+  return copy(h, dst, src, bytes, stream);
+}
+
+static symcoll_status_t hier_check(symcoll_comm_t c) {
+  symcoll__hier_t *h = c->tp_state;
+  symcoll_status_t s = symcoll_comm_check(h->local);
+  if (s == SYMCOLL_OK && h->has_cross && h->cross.check) s = h->cross.check(h->cross.ctx);
+  if (s == SYMCOLL_OK && h->has_world && h->world.check) s = h->world.check(h->world.ctx);
+  return s;
+}
+
+static bool hier_has_algo(symcoll_comm_t c, symcoll_coll_t coll, symcoll_algo_t algo) {
+  symcoll__hier_t *h = c->tp_state;
+  (void)coll;
+  return algo == SYMCOLL_ALGO_HIERARCHICAL || (algo == SYMCOLL_ALGO_ENGINE && h->has_world && h->world.coll);
+}
+
+static void hier_abort(symcoll_comm_t c, symcoll_status_t status) {
+  (void)status;
+  if (c->tp_state) hier_engines_abort(c->tp_state);
+}
+
+const symcoll__transport_t symcoll__hier_transport = {
+    .name = "hier",
+    .comm_init = hier_comm_init,
+    .comm_fini = hier_comm_fini,
+    .mem_alloc = hier_mem_alloc,
+    .mem_free = hier_mem_free,
+    .mem_device_view = hier_mem_device_view,
+    .coll = hier_coll,
+    .copy = hier_copy,
+    .check = hier_check,
+    .has_algo = hier_has_algo,
+    .abort = hier_abort,
+};
+
+/* ---- layout ----------------------------------------------------------------------------------- */
+
+/* What each rank says about itself when the job is laid out. */
+typedef struct {
+  int32_t lrank, lsize, device_kind, pad;
+  uint64_t host; /* host name, boot and network namespace: ranks with equal keys share a node */
+} place_t;
+
+static uint64_t fnv(uint64_t h, const char *s) {
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static uint64_t host_key(void) {
+  char buf[256] = "";
+  uint64_t h = 1469598103934665603ull;
+  if (gethostname(buf, sizeof buf - 1) == 0) h = fnv(h, buf);
+  ssize_t n = readlink("/proc/self/ns/net", buf, sizeof buf - 1); /* abstract sockets are per namespace */
+  if (n > 0) buf[n] = 0, h = fnv(h, buf);
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (fgets(buf, sizeof buf, f)) h = fnv(h, buf);
+    fclose(f);
+  }
+  return h;
+}
+
+/* Fills node, nnodes, lsize and grank from every rank's place; MISMATCH / UNSUPPORTED name
+ * what is wrong. Nodes are numbered in order of their lowest global rank. */
+static symcoll_status_t lay_out(symcoll__hier_t *h, const place_t *all, int nranks, int me) {
+  int node_of[SYMCOLL_MAX_RANKS], count[SYMCOLL_MAX_RANKS] = {0};
+  uint64_t keys[SYMCOLL_MAX_RANKS];
+  int nn = 0;
+  for (int r = 0; r < nranks; r++) {
+    int n = 0;
+    while (n < nn && keys[n] != all[r].host) n++;
+    if (n == nn) keys[nn++] = all[r].host;
+    node_of[r] = n;
+    count[n]++;
+  }
+  const int L = count[0];
+  for (int n = 0; n < nn; n++)
+    if (count[n] != L) {
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "nodes of unequal size: node 0 has %d ranks, node %d has %d (every node must "
+                   "hold the same number)", L, n, count[n]);
+      return SYMCOLL_ERR_UNSUPPORTED;
+    }
+  for (int i = 0; i < nn * L; i++) h->grank[i] = -1;
+  for (int r = 0; r < nranks; r++) {
+    const int n = node_of[r], l = all[r].lrank;
+    if (all[r].lsize != L || l < 0 || l >= L || h->grank[n * L + l] >= 0 || all[r].device_kind != all[me].device_kind) {
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "rank %d says local rank %d of %d (%s), but its node holds %d ranks%s", r, l,
+                   all[r].lsize, all[r].device_kind ? "GPU" : "CPU", L,
+                   l >= 0 && l < L && h->grank[n * L + l] >= 0 ? " and another has that local rank" : "");
+      return SYMCOLL_ERR_MISMATCH;
+    }
+    h->grank[n * L + l] = r;
+  }
+  h->nnodes = nn, h->lsize = L, h->node = node_of[me], h->lrank = all[me].lrank;
+  h->node_major = true;
+  for (int i = 0; i < nn * L; i++) h->node_major &= h->grank[i] == i;
+  return SYMCOLL_OK;
+}
+
+/* ---- creation --------------------------------------------------------------------------------- */
+
+static void engine_log(int level, const char *msg) {
+  SYMCOLL_LOG(level, SYMCOLL_SUBSYS_INIT, "%s", msg);
+}
+static void engine_reduce(symcoll_dtype_t dtype, symcoll_op_t op, void *dst, const void *const *srcs, int nsrc, size_t n) {
+  symcoll__host_transport.reduce(dtype, op, dst, srcs, nsrc, n);
+}
+
+/* libsymcoll_mpi: SYMCOLL_MPI_LIB, else beside libsymcoll, else the loader's search. */
+static symcoll_status_t mpi_open(symcoll__hier_t *h, const symcoll__engine_env_t *env, const void *mpi_comm,
+                                 symcoll__engine_t *out) {
+  char path[4096];
+  const char *names[3] = {symcoll__env_str("SYMCOLL_MPI_LIB", NULL), NULL, "libsymcoll_mpi.so"};
+  Dl_info info;
+  if (dladdr((void *)symcoll_comm_create_job, &info) && info.dli_fname) {
+    snprintf(path, sizeof path, "%s", info.dli_fname);
+    char *slash = strrchr(path, '/');
+    if (slash) {
+      snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "libsymcoll_mpi.so");
+      names[1] = path;
+    }
+  }
+  for (int i = 0; i < 3 && !h->mpi_lib; i++)
+    if (names[i]) h->mpi_lib = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL); /* MPI's own plugins need GLOBAL */
+  if (!h->mpi_lib) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "MPI engine: cannot open libsymcoll_mpi.so (%s); build symcoll with MPI or set "
+                 "SYMCOLL_MPI_LIB", dlerror());
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
+  symcoll__mpi_open_fn open = (symcoll__mpi_open_fn)(uintptr_t)dlsym(h->mpi_lib, SYMCOLL_MPI_OPEN);
+  if (!open) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "MPI engine: %s not in libsymcoll_mpi", SYMCOLL_MPI_OPEN);
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
+  return open(env, mpi_comm, out);
+}
+static int engine_xchg(void *ctx, const void *send, void *recv, size_t bytes) {
+  symcoll__engine_t *e = ctx;
+  return e->allgather(e->ctx, send, recv, bytes) == SYMCOLL_OK ? 0 : -1;
+}
+
+/* The hierarchical communicator around h, whose parts exist: tuning, and the checks every
+ * communicator makes at creation. */
+static symcoll_status_t hier_finish(symcoll__hier_t *h, const char *job_id, int rank, int nranks, int device,
+                                    int timeout_ms, symcoll_comm_t *comm_p) {
+  symcoll_config_t cfg;
+  symcoll_config_init(&cfg);
+  cfg.job_id = job_id, cfg.rank = rank, cfg.nranks = nranks, cfg.device = device, cfg.timeout_ms = timeout_ms;
+  symcoll_comm_t c;
+  symcoll_status_t s = symcoll__comm_new(&cfg, &c);
+  if (s != SYMCOLL_OK) {
+    hier_free(h);
+    return s;
+  }
+  c->tp = &symcoll__hier_transport;
+  c->tp_state = h;
+  c->hier = h;
+  c->oob = &hier_oob;
+  /* SYMCOLL_ALGO: the node-local part takes the one-node algorithms, this one its own two. */
+  for (int k = 0; k < SYMCOLL_NUM_COLL_KINDS; k++) {
+    const symcoll_algo_t f = c->forced_algo[k];
+    const bool across = f == SYMCOLL_ALGO_HIERARCHICAL || f == SYMCOLL_ALGO_ENGINE;
+    if (!across) c->forced_algo[k] = SYMCOLL_ALGO_AUTO;
+    if (across) h->local->forced_algo[k] = SYMCOLL_ALGO_AUTO;
+    if (f == SYMCOLL_ALGO_ENGINE && !(h->has_world && h->world.coll)) c->forced_algo[k] = SYMCOLL_ALGO_AUTO;
+  }
+  s = symcoll__comm_setup(c);
+  if (s != SYMCOLL_OK) {
+    symcoll__comm_free(c);
+    return s;
+  }
+  SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "rank %d of %d: node %d of %d, local rank %d of %d, engine %s%s", rank, nranks,
+               h->node, h->nnodes, h->lrank, h->lsize, h->cross.name, h->node_major ? "" : " (ranks not node-major)");
+  *comm_p = c;
+  return SYMCOLL_OK;
+}
+
+int symcoll__hier_node_ranks(int nranks) {
+  const int k = (int)symcoll__env_int("SYMCOLL_NODE_RANKS");
+  if (k <= 0 || nranks % k != 0) {
+    if (k > 0 && nranks > 1) symcoll__env_warn("SYMCOLL_NODE_RANKS", "SYMCOLL_NODE_RANKS=%d does not divide %d ranks: ignored", k, nranks);
+    return 0;
+  }
+  return k;
+}
+
+/* The engine kind SYMCOLL_ENGINE asks for (cfg_engine where it says auto). */
+static symcoll_engine_t engine_kind(symcoll_engine_t cfg_engine, int device, bool emulated) {
+  static const symcoll_engine_t by_choice[] = {SYMCOLL_ENGINE_AUTO, SYMCOLL_ENGINE_NCCL, SYMCOLL_ENGINE_MPI,
+                                               SYMCOLL_ENGINE_SYMCOLL};
+  symcoll_engine_t e = by_choice[symcoll__env_choice("SYMCOLL_ENGINE")];
+  if (e == SYMCOLL_ENGINE_AUTO) e = cfg_engine;
+  if (e == SYMCOLL_ENGINE_AUTO)
+    e = device != SYMCOLL_DEVICE_HOST ? SYMCOLL_ENGINE_NCCL : emulated ? SYMCOLL_ENGINE_SYMCOLL : SYMCOLL_ENGINE_MPI;
+  return e;
+}
+
+/* The NCCL engines (cross and world) through the exchange h->xchg. */
+static symcoll_status_t nccl_engines(symcoll__hier_t *h, int rank, int nranks, int device) {
+#ifdef SYMCOLL_HAVE_CUDA
+  if (device == SYMCOLL_DEVICE_HOST) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "the NCCL engine takes GPU ranks");
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
+  SYMCOLL_CHECK(symcoll__nccl_engine(h->xchg, h->xchg_ctx, rank, nranks, device, h->lrank, h->node, &h->cross));
+  h->has_cross = true;
+  SYMCOLL_CHECK(symcoll__nccl_engine(h->xchg, h->xchg_ctx, rank, nranks, device, 0, rank, &h->world));
+  h->has_world = true;
+  return SYMCOLL_OK;
+#else
+  (void)h, (void)rank, (void)nranks, (void)device;
+  SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "this build of symcoll has no CUDA, so no NCCL engine");
+  return SYMCOLL_ERR_UNSUPPORTED;
+#endif
+}
+
+symcoll_status_t symcoll__hier_from_flat(symcoll_comm_t flat, int k, symcoll_comm_t *comm_p) {
+  symcoll__hier_t *h = calloc(1, sizeof *h);
+  if (!h) {
+    symcoll_comm_destroy(flat);
+    return SYMCOLL_ERR_NO_MEMORY;
+  }
+  h->flat = flat;
+  const int rank = flat->rank, n = flat->nranks;
+  h->nnodes = n / k, h->lsize = k, h->node = rank / k, h->lrank = rank % k, h->node_major = true;
+  for (int i = 0; i < n; i++) h->grank[i] = i;
+  h->xchg = sc_xchg, h->xchg_ctx = flat;
+  symcoll_status_t s;
+  symcoll_comm_t cross = NULL;
+  SYMCOLL_CHECK_GOTO(symcoll_comm_split(flat, h->node, rank, &h->local), s, err);
+  const symcoll_engine_t kind = engine_kind(SYMCOLL_ENGINE_AUTO, flat->device, true);
+  if (kind == SYMCOLL_ENGINE_NCCL) {
+    SYMCOLL_CHECK_GOTO(nccl_engines(h, rank, n, flat->device), s, err);
+  } else {
+    if (kind == SYMCOLL_ENGINE_MPI)
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "SYMCOLL_NODE_RANKS emulates nodes with symcoll between them, not MPI: launch "
+                   "on real nodes (or network namespaces) for the MPI engine");
+    SYMCOLL_CHECK_GOTO(symcoll_comm_split(flat, h->lrank, h->node, &cross), s, err);
+    sc_engine(cross, true, &h->cross);
+    h->has_cross = true;
+    sc_engine(flat, false, &h->world);
+    h->has_world = true;
+  }
+  char job[SYMCOLL_JOB_ID_MAX + 1];
+  snprintf(job, sizeof job, "%s", flat->job_id);
+  SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "SYMCOLL_NODE_RANKS=%d: rank %d of %d on emulated node %d", k, rank, n, h->node);
+  return hier_finish(h, job, rank, n, flat->device, flat->timeout_ms, comm_p);
+err:
+  hier_free(h);
+  return s;
+}
+
+void symcoll_job_config_init(symcoll_job_config_t *cfg) {
+  if (!cfg) return;
+  memset(cfg, 0, sizeof *cfg);
+  cfg->struct_size = sizeof *cfg;
+  cfg->rank = cfg->nranks = -1;
+  cfg->local_rank = cfg->local_nranks = -1;
+  cfg->device = SYMCOLL_DEVICE_HOST;
+}
+
+symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcoll_comm_t *comm_p) {
+  symcoll__log_init();
+  if (!cfg || !comm_p) return SYMCOLL_ERR_INVALID_ARGUMENT;
+  if (cfg->struct_size != sizeof *cfg) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job config struct_size %zu, expected %zu (call symcoll_job_config_init)",
+                 cfg->struct_size, sizeof *cfg);
+    return SYMCOLL_ERR_INVALID_ARGUMENT;
+  }
+  if ((unsigned)cfg->engine > SYMCOLL_ENGINE_SYMCOLL || cfg->engine == SYMCOLL_ENGINE_SYMCOLL) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job config: engine %d (auto, nccl or mpi; the symcoll engine is for nodes "
+                 "emulated with SYMCOLL_NODE_RANKS)", (int)cfg->engine);
+    return SYMCOLL_ERR_INVALID_ARGUMENT;
+  }
+  if (cfg->local_nranks < 1 || cfg->local_nranks > SYMCOLL_MAX_RANKS || cfg->local_rank < 0 ||
+      cfg->local_rank >= cfg->local_nranks || cfg->device < SYMCOLL_DEVICE_HOST || cfg->timeout_ms < 0) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job config: local rank %d of %d, device %d, timeout %d ms", cfg->local_rank,
+                 cfg->local_nranks, cfg->device, cfg->timeout_ms);
+    return SYMCOLL_ERR_INVALID_ARGUMENT;
+  }
+  const symcoll_engine_t kind = engine_kind(cfg->engine, cfg->device, false);
+  if (kind == SYMCOLL_ENGINE_SYMCOLL) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "SYMCOLL_ENGINE=symcoll is for nodes emulated with SYMCOLL_NODE_RANKS");
+    return SYMCOLL_ERR_INVALID_ARGUMENT;
+  }
+  symcoll__hier_t *h = calloc(1, sizeof *h);
+  if (!h) return SYMCOLL_ERR_NO_MEMORY;
+  const int timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : (int)symcoll__env_int("SYMCOLL_TIMEOUT_MS");
+  symcoll__engine_env_t env = {.abi = SYMCOLL_ENGINE_ABI, .timeout_ms = timeout_ms, .reduce = engine_reduce,
+                               .log = engine_log};
+  symcoll_status_t s;
+  int rank = cfg->rank, nranks = cfg->nranks;
+  /* The exchange: the user's, else MPI's (which is also the MPI engine's world). */
+  if (kind == SYMCOLL_ENGINE_MPI || !cfg->oob_allgather) {
+    SYMCOLL_CHECK_GOTO(mpi_open(h, &env, kind == SYMCOLL_ENGINE_MPI ? cfg->mpi_comm : NULL, &h->mpi), s, err);
+    h->has_mpi = true;
+    if ((rank >= 0 && rank != h->mpi.rank) || (nranks >= 0 && nranks != h->mpi.nranks)) {
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job config says rank %d of %d, the MPI communicator rank %d of %d", rank, nranks,
+                   h->mpi.rank, h->mpi.nranks);
+      s = SYMCOLL_ERR_MISMATCH;
+      goto err;
+    }
+    rank = h->mpi.rank, nranks = h->mpi.nranks;
+    h->xchg = engine_xchg, h->xchg_ctx = &h->mpi;
+  } else {
+    h->xchg = cfg->oob_allgather, h->xchg_ctx = cfg->oob_ctx;
+  }
+  if (nranks < 1 || nranks > SYMCOLL_MAX_RANKS || rank < 0 || rank >= nranks) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job config: rank %d of %d (1 to %d ranks in all)", rank, nranks, SYMCOLL_MAX_RANKS);
+    s = SYMCOLL_ERR_INVALID_ARGUMENT;
+    goto err;
+  }
+  place_t mine = {.lrank = cfg->local_rank, .lsize = cfg->local_nranks,
+                  .device_kind = cfg->device != SYMCOLL_DEVICE_HOST, .host = host_key()};
+  place_t all[SYMCOLL_MAX_RANKS];
+  if (h->xchg(h->xchg_ctx, &mine, all, sizeof mine) != 0) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job: the exchange of the node layout failed");
+    s = SYMCOLL_ERR_PEER_LOST;
+    goto err;
+  }
+  SYMCOLL_CHECK_GOTO(lay_out(h, all, nranks, rank), s, err);
+  /* The node-local communicator: named after the job and the node. */
+  char job[SYMCOLL_JOB_ID_MAX + 1], local_job[SYMCOLL_JOB_ID_MAX + 1];
+  snprintf(job, sizeof job, "%s", cfg->job_id && *cfg->job_id ? cfg->job_id : "job");
+  snprintf(local_job, sizeof local_job, "%.56s.n%d", job, h->node);
+  symcoll_config_t lc;
+  symcoll_config_init(&lc);
+  lc.job_id = local_job, lc.rank = h->lrank, lc.nranks = h->lsize, lc.device = cfg->device;
+  lc.timeout_ms = timeout_ms, lc.workspace_bytes = cfg->workspace_bytes;
+  SYMCOLL_CHECK_GOTO(symcoll__comm_create_flat(&lc, &h->local), s, err);
+  if (h->nnodes == 1) { /* one node: the ordinary communicator */
+    symcoll_comm_t local = h->local;
+    h->local = NULL;
+    hier_free(h);
+    *comm_p = local;
+    return SYMCOLL_OK;
+  }
+  if (kind == SYMCOLL_ENGINE_MPI) { /* world: the job's MPI communicator; cross: split from it */
+    SYMCOLL_CHECK_GOTO(h->mpi.split(h->mpi.ctx, h->lrank, h->node, &h->cross), s, err);
+    h->has_cross = true;
+    h->world = h->mpi, h->has_world = true, h->has_mpi = false;
+    h->xchg_ctx = &h->world;
+  } else {
+    SYMCOLL_CHECK_GOTO(nccl_engines(h, rank, nranks, cfg->device), s, err);
+  }
+  return hier_finish(h, job, rank, nranks, cfg->device, timeout_ms, comm_p);
+err:
+  hier_free(h);
+  return s;
+}
+
+symcoll_comm_t symcoll_comm_local(symcoll_comm_t comm) {
+  return comm && comm->hier ? comm->hier->local : comm;
+}
+
+int symcoll_comm_nnodes(symcoll_comm_t comm) {
+  return !comm ? -1 : comm->hier ? comm->hier->nnodes : 1;
+}
