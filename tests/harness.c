@@ -170,11 +170,42 @@ void th_cuda_env(void) {
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
 }
 
+uint32_t th_seed(void) {
+  const char *s = getenv("TH_SEED");
+  if (s && *s) return (uint32_t)strtoul(s, NULL, 0);
+  if (!th_launched_by_env()) return (uint32_t)time(NULL) ^ (uint32_t)getpid() * 2654435761u;
+  /* Ranks started by a launcher: a value all of them see, from the job's id. */
+  const char *names[] = {"OMPI_MCA_orte_hnp_uri", "OMPI_MCA_ess_base_jobid", "TORCHELASTIC_RUN_ID", "MASTER_PORT",
+                         "SLURM_JOB_ID"};
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    for (const char *p = getenv(names[i]); p && *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+  return h;
+}
+
+static const char *g_mode = "process";
+bool th_launched_by_env(void) { return strcmp(g_mode, "env") == 0; }
+void th_set_mode(const char *mode) { g_mode = mode; }
+
 int th_run(const th_launch_t *l, th_rank_fn fn, void *arg) {
   const char *why = NULL;
   const th_buf_ops_t *ops = strcmp(l->backend, "cuda") == 0 ? th_cuda_ops(&why) : &th_host_ops;
   if (!ops) return -1;
   bool gpu = ops != &th_host_ops;
+  if (strcmp(l->mode, "env") == 0) { /* this process is one rank of a job someone else launched */
+    symcoll_comm_t comm;
+    symcoll_status_t s = symcoll_comm_create_from_env(gpu ? SYMCOLL_DEVICE_LOCAL_RANK : SYMCOLL_DEVICE_HOST, &comm);
+    if (s != SYMCOLL_OK) {
+      fprintf(stderr, "comm_create_from_env: %s\n", symcoll_status_string(s));
+      return -1;
+    }
+    if (gpu && ops->bind(symcoll_comm_device(comm)) != 0) return -1;
+    int f = fn(comm, ops, arg);
+    s = symcoll_comm_barrier(comm); /* no peer sees this one leave early */
+    if (s != SYMCOLL_OK) fprintf(stderr, "rank %d: final barrier: %s\n", symcoll_comm_rank(comm), symcoll_status_string(s));
+    symcoll_comm_destroy(comm);
+    return s == SYMCOLL_OK ? f : f + 1;
+  }
   if (strcmp(l->mode, "thread") == 0) {
     th_cuda_env(); /* not for processes: MPS clients asking for 32 queues each stalled */
 #ifdef SYMCOLL_HAVE_CUDA

@@ -42,8 +42,15 @@ typedef struct th_launch {
 } th_launch_t;
 
 /* Runs fn on every rank; returns the total failures, or -1 if ranks crashed or hung.
- * Devices: all ranks on GPU 0 when there is one GPU, else rank % ngpus. */
+ * Devices: all ranks on GPU 0 when there is one GPU, else rank % ngpus. Mode "env": this
+ * process is one rank of a job started by a launcher (mpirun, torchrun, srun): the
+ * communicator comes from symcoll_comm_create_from_env, fn runs once, its failures return. */
 int th_run(const th_launch_t *l, th_rank_fn fn, void *arg);
+/* The seed of a test's data: TH_SEED, else the same on every rank (fork: taken before the
+ * ranks start; env mode: from the launcher's job id). th_set_mode tells it the mode first. */
+uint32_t th_seed(void);
+void th_set_mode(const char *mode);
+bool th_launched_by_env(void);
 /* A job id unique to this process and call. */
 void th_job_id(char *buf, size_t n, const char *tag);
 

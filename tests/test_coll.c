@@ -1,7 +1,7 @@
 /*
  * The collective matrix, run on every rank of one launch:
  *   test_coll --coll all_reduce|all_gather|reduce_scatter|all --backend host|cuda
- *             --mode process|thread --ranks N [--quick]
+ *             --mode process|thread|env --ranks N [--quick]   (env: one rank of a launcher's job)
  * Every dtype x op x algorithm x count x placement (in/out of place, misaligned, zero-copy
  * from a symmetric allocation, all_gather into a symmetric output); exact-result inputs drawn
  * fresh for each run; outputs poisoned first and checked bit for bit, guard elements around
@@ -239,7 +239,8 @@ int main(int argc, char **argv) {
       return TH_SKIP;
     }
   }
-  base_seed = (uint32_t)time(NULL) ^ (uint32_t)getpid() * 2654435761u;
+  th_set_mode(launch.mode);
+  base_seed = th_seed();
   printf("seed %u\n", base_seed);
   char name[128];
   snprintf(name, sizeof name, "%s_%s_%s_%dranks", only_coll < 0 ? "collectives" : symcoll_coll_name((symcoll_coll_t)only_coll),
