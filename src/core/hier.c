@@ -188,6 +188,8 @@ out:
 }
 #undef STEP
 
+static void hier_engines_abort(symcoll__hier_t *h);
+
 static symcoll_status_t hier_coll(symcoll_comm_t c, const symcoll__coll_args_t *a) {
   symcoll__hier_t *h = c->tp_state;
   symcoll_status_t s;
@@ -202,6 +204,7 @@ static symcoll_status_t hier_coll(symcoll_comm_t c, const symcoll__coll_args_t *
     SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d: %s across nodes failed: %s", c->rank, symcoll_coll_name(a->coll),
                  symcoll_status_string(s));
     symcoll__comm_fail(c, s);
+    hier_engines_abort(h); /* and no engine waits for peers at the end (MPI_Finalize) */
   }
   return s;
 }

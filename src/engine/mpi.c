@@ -218,11 +218,14 @@ static void eng_destroy(void *ctx) {
   mpi_engine_t *e = ctx;
   int finalized = 0;
   MPI_Finalized(&finalized);
+  if (atomic_load(&e->aborted)) e->broken = 1; /* peers may be gone: nothing collective now */
   if (!e->broken && !finalized) MPI_Comm_free(&e->comm);
+  static int g_any_broken;
+  g_any_broken |= e->broken;
   const int last = --g_open_engines == 0;
   /* MPI that we started ends with the last engine, unless a call was left pending (then the
    * process should exit: MPI_Finalize would wait for it). */
-  if (last && g_we_initialised && !e->broken && !finalized) {
+  if (last && g_we_initialised && !g_any_broken && !finalized) {
     for (int op = 0; op < SYMCOLL_NUM_OPS; op++) MPI_Op_free(&g_user_op[op]);
     for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++)
       if (g_half[d] != MPI_DATATYPE_NULL) MPI_Type_free(&g_half[d]);
