@@ -307,6 +307,7 @@ const symcoll__transport_t symcoll__hier_transport = {
 typedef struct {
   int32_t lrank, lsize, device_kind, pad;
   uint64_t host; /* host name, boot and network namespace: ranks with equal keys share a node */
+  uint64_t machine; /* boot id only: ranks with equal ones share this machine's cores */
 } place_t;
 
 static uint64_t fnv(uint64_t h, const char *s) {
@@ -314,17 +315,23 @@ static uint64_t fnv(uint64_t h, const char *s) {
   return h;
 }
 
-static uint64_t host_key(void) {
+static uint64_t machine_key(void) {
   char buf[256] = "";
   uint64_t h = 1469598103934665603ull;
-  if (gethostname(buf, sizeof buf - 1) == 0) h = fnv(h, buf);
-  ssize_t n = readlink("/proc/self/ns/net", buf, sizeof buf - 1); /* abstract sockets are per namespace */
-  if (n > 0) buf[n] = 0, h = fnv(h, buf);
   FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
   if (f) {
     if (fgets(buf, sizeof buf, f)) h = fnv(h, buf);
     fclose(f);
   }
+  return h;
+}
+
+static uint64_t host_key(void) {
+  char buf[256] = "";
+  uint64_t h = machine_key();
+  if (gethostname(buf, sizeof buf - 1) == 0) h = fnv(h, buf);
+  ssize_t n = readlink("/proc/self/ns/net", buf, sizeof buf - 1); /* abstract sockets are per namespace */
+  if (n > 0) buf[n] = 0, h = fnv(h, buf);
   return h;
 }
 
@@ -579,7 +586,7 @@ symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcol
     goto err;
   }
   place_t mine = {.lrank = cfg->local_rank, .lsize = cfg->local_nranks,
-                  .device_kind = cfg->device != SYMCOLL_DEVICE_HOST, .host = host_key()};
+                  .device_kind = cfg->device != SYMCOLL_DEVICE_HOST, .host = host_key(), .machine = machine_key()};
   place_t all[SYMCOLL_MAX_RANKS];
   if (h->xchg(h->xchg_ctx, &mine, all, sizeof mine) != 0) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job: the exchange of the node layout failed");
@@ -596,6 +603,12 @@ symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcol
   lc.job_id = local_job, lc.rank = h->lrank, lc.nranks = h->lsize, lc.device = cfg->device;
   lc.timeout_ms = timeout_ms, lc.workspace_bytes = cfg->workspace_bytes;
   SYMCOLL_CHECK_GOTO(symcoll__comm_create_flat(&lc, &h->local), s, err);
+  /* Nodes that share one machine (containers, namespaces) share its cores: where the ranks on
+   * it outnumber them, a waiting rank gives its core away early, as on an oversubscribed node. */
+  int on_machine = 0;
+  for (int r = 0; r < nranks; r++) on_machine += all[r].machine == mine.machine;
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cfg->device == SYMCOLL_DEVICE_HOST && cores > 0 && on_machine > cores) h->local->spin_before_yield = 64;
   if (h->nnodes == 1) { /* one node: the ordinary communicator */
     symcoll_comm_t local = h->local;
     h->local = NULL;

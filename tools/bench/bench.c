@@ -97,11 +97,15 @@ static void ctl_reduce(bctx_t *c, double *v, int n, symcoll_op_t op) {
   symcoll_status_t s = symcoll_all_reduce(c->ctl, f, v, (size_t)n, SYMCOLL_FLOAT64, op, NULL);
   if (s != SYMCOLL_OK) bench_fail(c, "control all_reduce", symcoll_status_string(s));
 }
+/* Rank 0's bytes to every rank: an all_gather, so that it also works where the control
+ * communicator spans nodes (its symmetric memory is node-local there). */
 void bench_bcast(bctx_t *c, void *buf, size_t bytes) {
-  if (c->rank == 0) memcpy(symcoll_mem_ptr(c->ctl_mem, c->rank), buf, bytes);
-  bench_barrier(c);
-  if (c->rank != 0) memcpy(buf, symcoll_mem_ptr(c->ctl_mem, 0), bytes);
-  bench_barrier(c);
+  char *all = malloc(bytes * (size_t)c->nranks);
+  if (!all) bench_fail(c, "control broadcast", "out of memory");
+  symcoll_status_t s = symcoll_all_gather(c->ctl, buf, all, bytes, SYMCOLL_UINT8, NULL);
+  if (s != SYMCOLL_OK) bench_fail(c, "control broadcast", symcoll_status_string(s));
+  memcpy(buf, all, bytes);
+  free(all);
 }
 
 /* ---- buffers on the device under test --------------------------------------------------- */
@@ -667,8 +671,39 @@ static int run_one_process(const char *job, int rank, int n) {
   return total_wrong > 0 ? 3 : 0;
 }
 
+/* Whether this process is one rank of a job spanning nodes (or of emulated nodes). */
+static bool across_nodes(void) {
+  const char *g = getenv("OMPI_COMM_WORLD_SIZE"), *l = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const char *tg = getenv("WORLD_SIZE"), *tl = getenv("LOCAL_WORLD_SIZE");
+  const char *k = getenv("SYMCOLL_NODE_RANKS");
+  return (g && l && atoi(g) > atoi(l)) || (tg && tl && atoi(tg) > atoi(tl)) || (k && atoi(k) > 0);
+}
+
+/* One rank of a job spanning nodes: both communicators from the launcher's environment. */
+static int run_job_process(void) {
+  bctx_t c = {0};
+  symcoll_status_t s = symcoll_comm_create_from_env(SYMCOLL_DEVICE_HOST, &c.ctl);
+  const bool gpu = !strcmp(O.backend, "cuda");
+  if (s == SYMCOLL_OK) s = symcoll_comm_create_from_env(gpu ? SYMCOLL_DEVICE_LOCAL_RANK : SYMCOLL_DEVICE_HOST, &c.comm);
+  if (s != SYMCOLL_OK) {
+    fprintf(stderr, "symcoll_comm_create_from_env: %s\n", symcoll_status_string(s));
+    return 1;
+  }
+  c.rank = symcoll_comm_rank(c.comm), c.nranks = symcoll_comm_nranks(c.comm), c.device = symcoll_comm_device(c.comm);
+#ifdef SYMCOLL_BENCH_CUDA
+  if (c.device >= 0) cudaSetDevice(c.device);
+#endif
+  rank_setup(&c);
+  run_rank(&c);
+  symcoll_comm_barrier(c.ctl);
+  symcoll_comm_destroy(c.comm);
+  symcoll_comm_destroy(c.ctl);
+  return total_wrong > 0 ? 3 : 0;
+}
+
 static int run_processes(void) {
   /* Joined from a launcher (mpirun, torchrun, SYMCOLL_RANK): this process is one rank. */
+  if (across_nodes() && !getenv("SYMCOLL_NODE_RANKS")) return run_job_process();
   const char *envs[][3] = {{"SYMCOLL_RANK", "SYMCOLL_NRANKS", "SYMCOLL_JOB_ID"},
                            {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_ess_base_jobid"},
                            {"LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID"}};
@@ -753,6 +788,7 @@ static int gpu_count(void) {
 }
 
 static const char *default_algos(symcoll_coll_t coll, bool gpu) {
+  if (across_nodes()) return "hierarchical,engine,auto";
   switch (coll) {
   case SYMCOLL_COLL_ALL_GATHER: return gpu ? "pull,push,lamport,copy_engine,auto" : "pull,push,auto";
   case SYMCOLL_COLL_REDUCE_SCATTER: return gpu ? "pull,lamport,auto" : "pull,auto";
