@@ -18,7 +18,8 @@ import os
 import uuid
 
 from ._lib import (ALGOS, COLLS, DEVICE_HOST, DTYPES, OPS, SPLIT_NOCOLOR, AbortedError,  # noqa: F401
-                   CollOpts, Config, CudaError, MatmulOpts, DeviceView, InternalError, InvalidArgumentError,
+                   CollOpts, Config, CudaError, JobConfig, MatmulOpts, DeviceView, InternalError, InvalidArgumentError,
+                   OobAllgather,
                    MismatchError, NoMemoryError, PeerLostError, SymcollError, SystemCallError,
                    TimeoutError, UnsupportedError, check, lib)
 
@@ -142,9 +143,36 @@ class Comm:
         dist.broadcast_object_list(name, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
         hosts = [None] * nranks
         dist.all_gather_object(hosts, os.uname().nodename, group=group)
-        if len(set(hosts)) > 1:
-            raise UnsupportedError(f"a symcoll communicator spans one host; this group spans {sorted(set(hosts))}")
-        return cls(rank, nranks, name[0], device, timeout_ms=timeout_ms)
+        if len(set(hosts)) == 1 and not os.environ.get("SYMCOLL_PG_AS_JOB"):
+            return cls(rank, nranks, name[0], device, timeout_ms=timeout_ms)
+        # Ranks on several hosts: a communicator spanning nodes, the group carrying the few
+        # bytes symcoll exchanges while it sets up (NCCL's unique ids, the node layout).
+        local = [h for h in hosts if h == hosts[rank]]
+        local_rank = sum(1 for h in hosts[:rank] if h == hosts[rank])
+
+        def oob(ctx, send, recv, nbytes):
+            try:
+                parts = [None] * nranks
+                dist.all_gather_object(parts, ctypes.string_at(send, nbytes), group=group)
+                for i, p in enumerate(parts):
+                    ctypes.memmove(recv + i * nbytes, p, nbytes)
+                return 0
+            except Exception:  # noqa: BLE001 - a C callback must not raise
+                return -1
+
+        cb = OobAllgather(oob)
+        cfg = JobConfig()
+        lib.symcoll_job_config_init(ctypes.byref(cfg))
+        cfg.job_id = name[0].encode()
+        cfg.rank, cfg.nranks, cfg.local_rank, cfg.local_nranks = rank, nranks, local_rank, len(local)
+        cfg.device = _device_ordinal(device)
+        cfg.timeout_ms = int(timeout_ms)
+        cfg.oob_allgather = cb
+        h = ctypes.c_void_p()
+        check(lib.symcoll_comm_create_job(ctypes.byref(cfg), ctypes.byref(h)), "symcoll_comm_create_job")
+        comm = cls(_handle=h)
+        comm._oob = cb  # symcoll calls it again (barrier, SYMCOLL_CHECK): it lives as long as the comm
+        return comm
 
     # -- properties and lifetime --
     @property
@@ -154,6 +182,11 @@ class Comm:
     @property
     def nranks(self):
         return lib.symcoll_comm_nranks(self._c)
+
+    @property
+    def nnodes(self):
+        """Nodes the communicator spans (1 on one host)."""
+        return lib.symcoll_comm_nnodes(self._c)
 
     @property
     def device(self):

@@ -108,13 +108,25 @@ DTYPES = ["fp32", "fp16", "bf16", "int8", "uint8", "int32", "uint32", "int64", "
 OPS = {"sum": 0, "max": 1, "min": 2}
 COLLS = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2, "all_gather_matmul": 3, "matmul_reduce_scatter": 4}
 ALGOS = ["auto", "oneshot", "twoshot", "oneshot_db", "lamport", "nccl", "pull", "push", "copy_engine", "overlap",
-         "sequential"]
+         "sequential", "hierarchical", "engine"]
+ENGINES = {"auto": 0, "nccl": 1, "mpi": 2}
+
+# int oob_allgather(void *ctx, const void *send, void *recv, size_t bytes)
+OobAllgather = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 
 
 class Config(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("job_id", ctypes.c_char_p), ("rank", ctypes.c_int),
                 ("nranks", ctypes.c_int), ("device", ctypes.c_int), ("workspace_bytes", ctypes.c_size_t),
                 ("timeout_ms", ctypes.c_int)]
+
+
+class JobConfig(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("job_id", ctypes.c_char_p), ("rank", ctypes.c_int),
+                ("nranks", ctypes.c_int), ("local_rank", ctypes.c_int), ("local_nranks", ctypes.c_int),
+                ("device", ctypes.c_int), ("workspace_bytes", ctypes.c_size_t), ("timeout_ms", ctypes.c_int),
+                ("engine", ctypes.c_int), ("mpi_comm", ctypes.c_void_p), ("oob_allgather", OobAllgather),
+                ("oob_ctx", ctypes.c_void_p)]
 
 
 class CollOpts(ctypes.Structure):
@@ -142,6 +154,9 @@ _SIG = {
     "symcoll_coll_opts_init": (None, [_c.POINTER(CollOpts)]),
     "symcoll_comm_create": (_c.c_int, [_c.POINTER(Config), _c.POINTER(_P)]),
     "symcoll_comm_create_from_env": (_c.c_int, [_c.c_int, _c.POINTER(_P)]),
+    "symcoll_job_config_init": (None, [_c.POINTER(JobConfig)]),
+    "symcoll_comm_create_job": (_c.c_int, [_c.POINTER(JobConfig), _c.POINTER(_P)]),
+    "symcoll_comm_nnodes": (_c.c_int, [_P]),
     "symcoll_comm_split": (_c.c_int, [_P, _c.c_int, _c.c_int, _c.POINTER(_P)]),
     "symcoll_comm_destroy": (_c.c_int, [_P]),
     "symcoll_comm_abort": (_c.c_int, [_P]),

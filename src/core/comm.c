@@ -208,6 +208,7 @@ static const symcoll__oob_t solo_oob = {.allgather = solo_allgather, .bcast = so
 
 symcoll_status_t symcoll_comm_create(const symcoll_config_t *cfg, symcoll_comm_t *comm_p) {
   symcoll__log_init();
+  if (!comm_p) return SYMCOLL_ERR_INVALID_ARGUMENT;
   symcoll_comm_t c;
   SYMCOLL_CHECK(symcoll__comm_create_flat(cfg, &c));
   const int k = symcoll__hier_node_ranks(c->nranks);

@@ -414,6 +414,18 @@ static int engine_xchg(void *ctx, const void *send, void *recv, size_t bytes) {
   return e->allgather(e->ctx, send, recv, bytes) == SYMCOLL_OK ? 0 : -1;
 }
 
+/* Whether the MPI communicator's rank and size are the job's (-1: take them from it). */
+static symcoll_status_t mpi_matches(const symcoll__engine_t *mpi, int *rank, int *nranks) {
+  if ((*rank >= 0 && *rank != mpi->rank) || (*nranks >= 0 && *nranks != mpi->nranks)) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job config says rank %d of %d, the MPI communicator rank %d of %d (is this an "
+                 "MPI job? CPU ranks across nodes need MPI: launch with mpirun or srun)", *rank, *nranks, mpi->rank,
+                 mpi->nranks);
+    return SYMCOLL_ERR_MISMATCH;
+  }
+  *rank = mpi->rank, *nranks = mpi->nranks;
+  return SYMCOLL_OK;
+}
+
 /* The hierarchical communicator around h, whose parts exist: tuning, and the checks every
  * communicator makes at creation. */
 static symcoll_status_t hier_finish(symcoll__hier_t *h, const char *job_id, int rank, int nranks, int device,
@@ -566,19 +578,13 @@ symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcol
   symcoll_status_t s;
   int rank = cfg->rank, nranks = cfg->nranks;
   /* The exchange: the user's, else MPI's (which is also the MPI engine's world). */
-  if (kind == SYMCOLL_ENGINE_MPI || !cfg->oob_allgather) {
+  if (cfg->oob_allgather) {
+    h->xchg = cfg->oob_allgather, h->xchg_ctx = cfg->oob_ctx;
+  } else {
     SYMCOLL_CHECK_GOTO(mpi_open(h, &env, kind == SYMCOLL_ENGINE_MPI ? cfg->mpi_comm : NULL, &h->mpi), s, err);
     h->has_mpi = true;
-    if ((rank >= 0 && rank != h->mpi.rank) || (nranks >= 0 && nranks != h->mpi.nranks)) {
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job config says rank %d of %d, the MPI communicator rank %d of %d", rank, nranks,
-                   h->mpi.rank, h->mpi.nranks);
-      s = SYMCOLL_ERR_MISMATCH;
-      goto err;
-    }
-    rank = h->mpi.rank, nranks = h->mpi.nranks;
+    SYMCOLL_CHECK_GOTO(mpi_matches(&h->mpi, &rank, &nranks), s, err);
     h->xchg = engine_xchg, h->xchg_ctx = &h->mpi;
-  } else {
-    h->xchg = cfg->oob_allgather, h->xchg_ctx = cfg->oob_ctx;
   }
   if (nranks < 1 || nranks > SYMCOLL_MAX_RANKS || rank < 0 || rank >= nranks) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job config: rank %d of %d (1 to %d ranks in all)", rank, nranks, SYMCOLL_MAX_RANKS);
@@ -617,6 +623,12 @@ symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcol
     return SYMCOLL_OK;
   }
   if (kind == SYMCOLL_ENGINE_MPI) { /* world: the job's MPI communicator; cross: split from it */
+    if (!h->has_mpi) { /* the user's exchange did the layout: MPI only now */
+      SYMCOLL_CHECK_GOTO(mpi_open(h, &env, cfg->mpi_comm, &h->mpi), s, err);
+      h->has_mpi = true;
+      int r = rank, n = nranks;
+      SYMCOLL_CHECK_GOTO(mpi_matches(&h->mpi, &r, &n), s, err);
+    }
     SYMCOLL_CHECK_GOTO(h->mpi.split(h->mpi.ctx, h->lrank, h->node, &h->cross), s, err);
     h->has_cross = true;
     h->world = h->mpi, h->has_world = true, h->has_mpi = false;

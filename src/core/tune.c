@@ -74,10 +74,19 @@ static const char *const builtin_table =
     "all_gather_matmul cuda * * inf overlap\n"
     "matmul_reduce_scatter cuda * * 33554432 sequential\n"
     "matmul_reduce_scatter cuda * * inf overlap\n"
-    /* Communicators spanning nodes: hierarchical unless the table says otherwise. */
+    /* Communicators spanning nodes. CPU ranks (2 and 3 network-namespace nodes x 2 ranks
+     * of one 2-vCPU Xeon, MPI over veth links, bench/results/host/netns): MPI alone while
+     * small, the hierarchical path once the node-local steps save more than they cost;
+     * fp32 all_reduce of 2 nodes gained nothing from it there. GPUs: hierarchical (NCCL's
+     * inter-node rings carry 1/L of the data), not yet measured on nodes of ours. */
+    "host *x* * 262144 engine\n"
     "host *x* * inf hierarchical\n"
+    "host 2x* fp32 inf engine\n"
     "all_gather host *x* * inf hierarchical\n"
+    "reduce_scatter host *x* * 262144 engine\n"
     "reduce_scatter host *x* * inf hierarchical\n"
+    "reduce_scatter host 2x* * 4194304 engine\n"
+    "reduce_scatter host 2x* * inf hierarchical\n"
     "cuda *x* * inf hierarchical\n"
     "all_gather cuda *x* * inf hierarchical\n"
     "reduce_scatter cuda *x* * inf hierarchical\n";
