@@ -476,6 +476,7 @@ static symcoll_engine_t engine_kind(symcoll_engine_t cfg_engine, int device, boo
   static const symcoll_engine_t by_choice[] = {SYMCOLL_ENGINE_AUTO, SYMCOLL_ENGINE_NCCL, SYMCOLL_ENGINE_MPI,
                                                SYMCOLL_ENGINE_SYMCOLL};
   symcoll_engine_t e = by_choice[symcoll__env_choice("SYMCOLL_ENGINE")];
+  if (e == SYMCOLL_ENGINE_NCCL && device == SYMCOLL_DEVICE_HOST) e = SYMCOLL_ENGINE_AUTO; /* it names GPU ranks' engine */
   if (e == SYMCOLL_ENGINE_AUTO) e = cfg_engine;
   if (e == SYMCOLL_ENGINE_AUTO)
     e = device != SYMCOLL_DEVICE_HOST ? SYMCOLL_ENGINE_NCCL : emulated ? SYMCOLL_ENGINE_SYMCOLL : SYMCOLL_ENGINE_MPI;
