@@ -95,6 +95,22 @@ static void test_config_errors(void **state) {
   assert_int_equal(symcoll_comm_abort(NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
   assert_int_equal(symcoll_comm_check(NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
   assert_int_equal(symcoll_comm_barrier(NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
+  /* Jobs across nodes: bad configurations are refused before anything is exchanged. */
+  symcoll_job_config_t jc;
+  symcoll_job_config_init(&jc);
+  assert_int_equal(symcoll_comm_create_job(NULL, &comm), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_comm_create_job(&jc, NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_comm_create_job(&jc, &comm), SYMCOLL_ERR_INVALID_ARGUMENT); /* no local rank */
+  jc.local_rank = 0, jc.local_nranks = 1;
+  jc.struct_size--;
+  assert_int_equal(symcoll_comm_create_job(&jc, &comm), SYMCOLL_ERR_INVALID_ARGUMENT);
+  jc.struct_size++;
+  jc.engine = SYMCOLL_ENGINE_SYMCOLL; /* only for emulated nodes */
+  assert_int_equal(symcoll_comm_create_job(&jc, &comm), SYMCOLL_ERR_INVALID_ARGUMENT);
+  jc.engine = (symcoll_engine_t)7;
+  assert_int_equal(symcoll_comm_create_job(&jc, &comm), SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_null(symcoll_comm_local(NULL));
+  assert_int_equal(symcoll_comm_nnodes(NULL), -1);
 }
 
 static symcoll_comm_t solo(void) {
@@ -108,6 +124,11 @@ static symcoll_comm_t solo(void) {
 static void test_bad_collective_args(void **state) {
   (void)state;
   symcoll_comm_t comm = solo();
+  assert_ptr_equal(symcoll_comm_local(comm), comm); /* one host: its own node-local communicator */
+  assert_int_equal(symcoll_comm_nnodes(comm), 1);
+  /* algorithms of communicators spanning nodes only */
+  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_ENGINE), SYMCOLL_ERR_UNSUPPORTED);
+  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_HIERARCHICAL), SYMCOLL_ERR_UNSUPPORTED);
   enum { N = 64 };
   float send[N + 4], recv[N + 4], poison[N + 4];
   for (int i = 0; i < N + 4; i++) send[i] = (float)i;
