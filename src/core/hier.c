@@ -529,10 +529,8 @@ symcoll_status_t symcoll__hier_from_flat(symcoll_comm_t flat, int k, symcoll_com
     sc_engine(flat, false, &h->world);
     h->has_world = true;
   }
-  char job[SYMCOLL_JOB_ID_MAX + 1];
-  snprintf(job, sizeof job, "%s", flat->job_id);
   SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "SYMCOLL_NODE_RANKS=%d: rank %d of %d on emulated node %d", k, rank, n, h->node);
-  return hier_finish(h, job, rank, n, flat->device, flat->timeout_ms, comm_p);
+  return hier_finish(h, flat->job_id, rank, n, flat->device, flat->timeout_ms, comm_p); /* flat lives in h */
 err:
   hier_free(h);
   return s;

@@ -93,7 +93,7 @@ static int types_init(void) {
   for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
     g_half[d] = MPI_DATATYPE_NULL;
     if (native_type((symcoll_dtype_t)d) != MPI_DATATYPE_NULL) continue;
-    const int es = d == SYMCOLL_FLOAT16 || d == SYMCOLL_BFLOAT16 ? 2 : 1;
+    const int es = (int)symcoll_dtype_size((symcoll_dtype_t)d);
     if (MPI_Type_contiguous(es, MPI_BYTE, &g_half[d]) != MPI_SUCCESS || MPI_Type_commit(&g_half[d]) != MPI_SUCCESS)
       return -1;
   }
@@ -166,10 +166,7 @@ static symcoll_status_t eng_coll(void *ctx, symcoll_coll_t coll, const void *sen
     return SYMCOLL_ERR_UNSUPPORTED;
   }
   const int n = (int)count;
-  const size_t es = dtype == SYMCOLL_FLOAT64 || dtype == SYMCOLL_INT64 || dtype == SYMCOLL_UINT64 ? 8
-                    : dtype == SYMCOLL_FLOAT32 || dtype == SYMCOLL_INT32 || dtype == SYMCOLL_UINT32 ? 4
-                    : dtype == SYMCOLL_FLOAT16 || dtype == SYMCOLL_BFLOAT16                       ? 2
-                                                                                                  : 1;
+  const size_t es = symcoll_dtype_size(dtype);
   MPI_Request req;
   int rc;
   if (coll == SYMCOLL_COLL_ALL_REDUCE) {
