@@ -1,0 +1,492 @@
+/*
+ * A stateful randomized differential test: long streams of calls through the public API,
+ * checked against references computed independently on the host.
+ *   test_stream --backend host|cuda --mode process|thread --ranks N [--calls K] [--no-gemm]
+ *               [--no-split] [--max-bytes B]        (TH_SEED=S replays a run)
+ *
+ * Every rank draws the same decisions from one generator (so ranks agree on every call's
+ * shape), and its own placement from a second one (plain buffers at offsets that differ from
+ * rank to rank, as NCCL allows). Calls go in batches of 1 to 12, enqueued back to back with
+ * no host synchronisation and no barrier between them; then the rank waits for its stream,
+ * asks symcoll_comm_check, and compares every output (and guard elements around it) with the
+ * reference. Calls: all_reduce, all_gather, reduce_scatter (every dtype and op, counts from 1
+ * to a few MB, every algorithm the communicator runs and auto, in and out of place, plain or
+ * symmetric buffers) and the GEMM operations (fp32 / fp16 / bf16, odd shapes, overlap,
+ * sequential, auto, with and without the gathered A), on the world communicator and on groups
+ * made by symcoll_comm_split, and groups of those, all running at once; the groups are split
+ * again now and then. Inputs are integers (exact.h; the GEMMs' entries -1, 0, 1), fresh for
+ * every call and different on every rank and group, so every result is exact.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static th_launch_t launch = {"host", "process", 2, 20000, 900};
+static long calls = 400;
+static bool with_gemm = true, with_split = true;
+static size_t max_bytes = (size_t)1 << 20; /* the most one rank's part of a call moves */
+static uint32_t seed0;
+
+#define LEVELS 3     /* the world, a split of it, a split of that */
+#define BATCH 12     /* calls at most between two waits */
+#define GUARD 16     /* poisoned elements checked on each side of an output */
+#define MAX_OFF 7    /* plain buffers: elements of offset, differing between ranks */
+
+static uint32_t next(uint32_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 17;
+  *s ^= *s << 5;
+  return *s;
+}
+static uint32_t below(uint32_t *s, uint32_t n) { return next(s) % n; }
+
+enum { K_ALL_REDUCE, K_ALL_GATHER, K_REDUCE_SCATTER, K_AG_MATMUL, K_MATMUL_RS, NUM_KINDS };
+enum { P_PLAIN, P_SYMMETRIC, P_IN_PLACE };
+static const char *const place_names[] = {"plain", "symmetric", "in place"};
+
+/* One call of a batch, as drawn (the same on every rank), and where this rank put it. */
+typedef struct {
+  int kind, level;
+  symcoll_dtype_t dt;
+  symcoll_op_t op;
+  symcoll_algo_t algo;
+  size_t count;    /* plain collectives: NCCL's count argument */
+  size_t m, n, k;  /* GEMM operations: m per rank (all_gather_matmul) or in all (matmul_reduce_scatter) */
+  int send_place, recv_place, a_out;
+  uint32_t seed;
+  /* this rank: */
+  char *send, *recv, *a_out_p, *b;
+  size_t recv_elems; /* the output checked */
+} call_t;
+
+typedef struct {
+  symcoll_comm_t comm[LEVELS];
+  symcoll_mem_t sym_send[LEVELS], sym_recv[LEVELS];
+  uint32_t group_tag[LEVELS]; /* names this rank's group at each level: groups get different data */
+  int levels;
+  const th_buf_ops_t *ops;
+  int world_rank;
+  size_t slot;          /* bytes of one call's region in each buffer */
+  char *plain_send, *plain_recv;
+  char *h_in, *h_out, *h_want;
+  long failures, done;
+  uint32_t shared, own;
+  bool gemm;
+} rank_t;
+
+static size_t esz(symcoll_dtype_t dt) { return symcoll_dtype_size(dt); }
+
+/* ---- the GEMM operations' data and reference -------------------------------------------------- */
+
+static double mm_a(uint32_t seed, int rank, size_t i, size_t j) {
+  return (double)((int)((i * 7 + j * 13 + (size_t)rank * 5 + seed) % 3) - 1);
+}
+static double mm_b(uint32_t seed, int rank, size_t j, size_t l) {
+  return (double)((int)((j * 5 + l * 11 + (size_t)rank * 3 + seed / 3) % 3) - 1);
+}
+/* v as the dtype holds it (round to nearest even for bf16; fp16 and fp32 hold these sums). */
+static double as_dtype(symcoll_dtype_t dt, double v) {
+  char tmp[8];
+  exact_store(tmp, dt, 0, v);
+  return exact_load(tmp, dt, 0);
+}
+
+/* ---- placement -------------------------------------------------------------------------------- */
+
+static char *sym_ptr(rank_t *R, symcoll_mem_t m, int level) {
+  return (char *)symcoll_mem_ptr(m, symcoll_comm_rank(R->comm[level]));
+}
+
+/* Puts call c (index i of its batch) in this rank's buffers, uploads its input and poisons
+ * its outputs and the guards around them. */
+static void prepare(rank_t *R, call_t *c, int i) {
+  symcoll_comm_t comm = R->comm[c->level];
+  const int me = symcoll_comm_rank(comm), n = symcoll_comm_nranks(comm);
+  const size_t es = esz(c->dt);
+  const size_t sym_off = (size_t)i * R->slot + GUARD * es; /* the same on every rank */
+  char *plain_s = R->plain_send + (size_t)i * R->slot + GUARD * es + below(&R->own, MAX_OFF + 1) * es;
+  char *plain_r = R->plain_recv + (size_t)i * R->slot + GUARD * es + below(&R->own, MAX_OFF + 1) * es;
+  char *sym_s = sym_ptr(R, R->sym_send[c->level], c->level) + sym_off;
+  char *sym_r = sym_ptr(R, R->sym_recv[c->level], c->level) + sym_off;
+  c->send = c->send_place == P_SYMMETRIC ? sym_s : plain_s;
+  c->recv = c->recv_place == P_SYMMETRIC ? sym_r : plain_r;
+  const uint32_t seed = c->seed ^ R->group_tag[c->level];
+  size_t send_elems = 0;
+  if (c->kind == K_ALL_REDUCE) {
+    send_elems = c->recv_elems = c->count;
+    if (c->recv_place == P_IN_PLACE) c->recv = c->send;
+    exact_fill(R->h_in, c->dt, c->count, me, seed);
+  } else if (c->kind == K_ALL_GATHER) {
+    send_elems = c->count, c->recv_elems = c->count * (size_t)n;
+    if (c->recv_place == P_IN_PLACE) c->send = c->recv + (size_t)me * c->count * es;
+    exact_fill(R->h_in, c->dt, c->count, me, seed);
+  } else if (c->kind == K_REDUCE_SCATTER) {
+    send_elems = c->count * (size_t)n, c->recv_elems = c->count;
+    if (c->recv_place == P_IN_PLACE) c->recv = c->send + (size_t)me * c->count * es;
+    exact_fill(R->h_in, c->dt, send_elems, me, seed);
+  } else { /* GEMM operations: [A | B] in the send region, [C | gathered A] in the recv region */
+    const size_t a_elems = c->m * c->k; /* the shard (all_gather_matmul), or the whole A */
+    for (size_t x = 0; x < c->m; x++)
+      for (size_t y = 0; y < c->k; y++) exact_store(R->h_in, c->dt, x * c->k + y, mm_a(seed, me, x, y));
+    const size_t b_at = (a_elems * es + 255) & ~(size_t)255;
+    for (size_t y = 0; y < c->k; y++)
+      for (size_t z = 0; z < c->n; z++) exact_store(R->h_in + b_at, c->dt, y * c->n + z, mm_b(seed, me, y, z));
+    send_elems = (b_at + c->k * c->n * es) / es;
+    c->b = c->send + b_at;
+    c->recv_elems = (c->kind == K_AG_MATMUL ? c->m * (size_t)n : c->m / (size_t)n) * c->n;
+    c->a_out_p = c->a_out ? c->recv + (((c->recv_elems + 2 * GUARD) * es + 255) & ~(size_t)255) : NULL;
+  }
+  size_t out_span = (c->recv_elems + 2 * GUARD) * es;
+  if (c->a_out_p) out_span = (size_t)(c->a_out_p - c->recv) + (c->m * (size_t)n * c->k + 2 * GUARD) * es;
+  memset(R->h_out, TH_POISON, out_span);
+  R->ops->to_dev(c->recv - GUARD * es, R->h_out, out_span);
+  R->ops->to_dev(c->send, R->h_in, send_elems * es); /* in place: over the poisoned output */
+}
+
+/* What call c's output must be on this rank (h_want), and its gathered A (h_want + slot). */
+static void reference(rank_t *R, const call_t *c) {
+  symcoll_comm_t comm = R->comm[c->level];
+  const int me = symcoll_comm_rank(comm), n = symcoll_comm_nranks(comm);
+  const size_t es = esz(c->dt);
+  const uint32_t seed = c->seed ^ R->group_tag[c->level];
+  if (c->kind == K_ALL_REDUCE) {
+    exact_expect(R->h_want, c->dt, c->op, c->count, n, seed);
+  } else if (c->kind == K_ALL_GATHER) {
+    for (int r = 0; r < n; r++) exact_fill(R->h_want + (size_t)r * c->count * es, c->dt, c->count, r, seed);
+  } else if (c->kind == K_REDUCE_SCATTER) {
+    exact_expect_range(R->h_want, c->dt, c->op, (size_t)me * c->count, c->count, n, seed);
+  } else if (c->kind == K_AG_MATMUL) { /* row x: row x % m of rank x / m's shard, times this rank's B */
+    for (size_t x = 0; x < c->m * (size_t)n; x++)
+      for (size_t z = 0; z < c->n; z++) {
+        double v = 0;
+        for (size_t y = 0; y < c->k; y++) v += mm_a(seed, (int)(x / c->m), x % c->m, y) * mm_b(seed, me, y, z);
+        exact_store(R->h_want, c->dt, x * c->n + z, as_dtype(c->dt, v));
+      }
+    for (size_t x = 0; c->a_out && x < c->m * (size_t)n; x++)
+      for (size_t y = 0; y < c->k; y++)
+        exact_store(R->h_want + R->slot, c->dt, x * c->k + y, mm_a(seed, (int)(x / c->m), x % c->m, y));
+  } else { /* this rank's rows of the sum of every rank's product, each partial in the dtype */
+    const size_t m_shard = c->m / (size_t)n;
+    for (size_t x = 0; x < m_shard; x++)
+      for (size_t z = 0; z < c->n; z++) {
+        double v = 0;
+        for (int r = 0; r < n; r++) {
+          double p = 0;
+          for (size_t y = 0; y < c->k; y++) p += mm_a(seed, r, (size_t)me * m_shard + x, y) * mm_b(seed, r, y, z);
+          v += as_dtype(c->dt, p);
+        }
+        exact_store(R->h_want, c->dt, x * c->n + z, as_dtype(c->dt, v));
+      }
+  }
+}
+
+static symcoll_status_t issue(rank_t *R, const call_t *c) {
+  symcoll_comm_t comm = R->comm[c->level];
+  void *st = R->ops->stream();
+  symcoll_coll_opts_t o;
+  symcoll_coll_opts_init(&o);
+  o.algo = c->algo;
+  switch (c->kind) {
+  case K_ALL_REDUCE: return symcoll_all_reduce_ex(comm, c->send, c->recv, c->count, c->dt, c->op, st, &o);
+  case K_ALL_GATHER: return symcoll_all_gather_ex(comm, c->send, c->recv, c->count, c->dt, st, &o);
+  case K_REDUCE_SCATTER: return symcoll_reduce_scatter_ex(comm, c->send, c->recv, c->count, c->dt, c->op, st, &o);
+  default: {
+    symcoll_matmul_opts_t mo;
+    symcoll_matmul_opts_init(&mo);
+    mo.algo = c->algo;
+    mo.a_out = c->a_out_p;
+    return c->kind == K_AG_MATMUL
+               ? symcoll_all_gather_matmul(comm, c->send, c->b, c->recv, c->m, c->n, c->k, c->dt, &mo, st)
+               : symcoll_matmul_reduce_scatter(comm, c->send, c->b, c->recv, c->m, c->n, c->k, c->dt, &mo, st);
+  }
+  }
+}
+
+static const char *kind_name(int kind) {
+  static const char *const names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_gather_matmul",
+                                      "matmul_reduce_scatter"};
+  return names[kind];
+}
+
+static void describe(rank_t *R, const call_t *c, long index, char *buf, size_t n) {
+  symcoll_comm_t comm = R->comm[c->level];
+  symcoll_algo_t used = c->algo;
+  static const symcoll_coll_t colls[] = {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_COLL_ALL_GATHER, SYMCOLL_COLL_REDUCE_SCATTER,
+                                         SYMCOLL_COLL_ALL_GATHER_MATMUL, SYMCOLL_COLL_MATMUL_REDUCE_SCATTER};
+  if (used == SYMCOLL_ALGO_AUTO && c->kind <= K_REDUCE_SCATTER) symcoll_coll_algo(comm, colls[c->kind], c->count, c->dt, &used);
+  if (c->kind <= K_REDUCE_SCATTER)
+    snprintf(buf, n, "call %ld: %s %s %s count %zu, %s%s (%s), send %s, recv %s (send %p recv %p), level %d (rank %d of %d)",
+             index, kind_name(c->kind), symcoll_dtype_name(c->dt), c->kind == K_ALL_GATHER ? "" : symcoll_op_name(c->op),
+             c->count, symcoll_algo_name(c->algo), c->algo == SYMCOLL_ALGO_AUTO ? " ->" : "",
+             symcoll_algo_name(used), place_names[c->send_place], place_names[c->recv_place], (void *)c->send,
+             (void *)c->recv, c->level, symcoll_comm_rank(comm), symcoll_comm_nranks(comm));
+  else
+    snprintf(buf, n, "call %ld: %s %s m %zu n %zu k %zu, %s, %s, shard %s, level %d (rank %d of %d)", index,
+             kind_name(c->kind), symcoll_dtype_name(c->dt), c->m, c->n, c->k, symcoll_algo_name(c->algo),
+             c->a_out ? "gathered A out" : "no gathered A", place_names[c->send_place], c->level,
+             symcoll_comm_rank(comm), symcoll_comm_nranks(comm));
+}
+
+/* Compares one output of call c (and its guards) with the reference; 0 if right. */
+static int verify_range(rank_t *R, const call_t *c, long index, const char *out, size_t elems, const char *want,
+                        const char *name) {
+  const size_t es = esz(c->dt), span = (elems + 2 * GUARD) * es;
+  R->ops->to_host(R->h_out, out - GUARD * es, span);
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < elems + 2 * GUARD; i++) {
+    const bool inside = i >= GUARD && i < GUARD + elems;
+    /* In place, the guards before and after may hold the input (all_gather: never past recv). */
+    if (!inside && c->recv_place == P_IN_PLACE && c->kind == K_REDUCE_SCATTER) continue;
+    const bool ok = inside ? !memcmp(R->h_out + i * es, want + (i - GUARD) * es, es)
+                           : ((unsigned char)R->h_out[i * es] == TH_POISON &&
+                              (unsigned char)R->h_out[i * es + es - 1] == TH_POISON);
+    if (!ok && bad++ == 0) first = i;
+  }
+  if (!bad) return 0;
+  char what[512];
+  describe(R, c, index, what, sizeof what);
+  const bool inside = first >= GUARD && first < GUARD + elems;
+  fprintf(stderr, "rank %d: %s: %s: %zu elements wrong, first at %zd of the %s: got %g", R->world_rank, what, name,
+          bad, (ssize_t)first - GUARD, inside ? "output" : "guard (must stay untouched)", exact_load(R->h_out, c->dt, first));
+  if (inside) fprintf(stderr, ", want %g", exact_load(want, c->dt, first - GUARD));
+  fprintf(stderr, "\n");
+  return 1;
+}
+
+static int verify(rank_t *R, const call_t *c, long index) {
+  reference(R, c);
+  int bad = verify_range(R, c, index, c->recv, c->recv_elems, R->h_want, "output");
+  if (!bad && c->a_out_p)
+    bad = verify_range(R, c, index, c->a_out_p, c->m * (size_t)symcoll_comm_nranks(R->comm[c->level]) * c->k,
+                       R->h_want + R->slot, "gathered A");
+  return bad;
+}
+
+/* ---- the stream of calls ---------------------------------------------------------------------- */
+
+static const symcoll_algo_t coll_algos[3][6] = {
+    {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_ONE_SHOT_DB, SYMCOLL_ALGO_LAMPORT,
+     SYMCOLL_ALGO_AUTO},
+    {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_COPY_ENGINE,
+     SYMCOLL_ALGO_AUTO},
+    {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL,
+     SYMCOLL_ALGO_LAMPORT}};
+
+/* Draws the next call from the shared generator; false when it does not fit (then it is
+ * drawn again: every rank rejects the same draws). */
+static bool draw(rank_t *R, call_t *c) {
+  uint32_t *g = &R->shared;
+  memset(c, 0, sizeof *c);
+  c->level = (int)below(g, (uint32_t)R->levels);
+  /* Groups differ in size: what is drawn, and whether it fits, depends on the world's. */
+  const int n = symcoll_comm_nranks(R->comm[0]), gn = symcoll_comm_nranks(R->comm[c->level]);
+  c->kind = (int)below(g, R->gemm ? 12 : 10);
+  c->kind = c->kind < 4 ? K_ALL_REDUCE : c->kind < 7 ? K_ALL_GATHER : c->kind < 10 ? K_REDUCE_SCATTER
+          : c->kind == 10 ? K_AG_MATMUL : K_MATMUL_RS;
+  c->seed = next(g);
+  if (c->kind >= K_AG_MATMUL) {
+    static const symcoll_dtype_t mm_dt[] = {SYMCOLL_FLOAT32, SYMCOLL_FLOAT16, SYMCOLL_BFLOAT16};
+    static const symcoll_algo_t mm_algo[] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_OVERLAP, SYMCOLL_ALGO_SEQUENTIAL};
+    static const size_t ms[] = {1, 7, 64, 128, 333};
+    c->dt = mm_dt[below(g, 3)];
+    c->algo = mm_algo[below(g, 3)];
+    c->m = ms[below(g, 5)];
+    if (c->kind == K_MATMUL_RS) c->m *= (size_t)gn;
+    c->n = 1 + below(g, 4) * 40 + below(g, 9);
+    c->k = 1 + below(g, 3) * 30 + below(g, 17);
+    c->a_out = c->kind == K_AG_MATMUL && below(g, 2);
+    c->send_place = below(g, 4) == 0 ? P_SYMMETRIC : P_PLAIN; /* all_gather_matmul: the shard's placement */
+    if (c->kind == K_MATMUL_RS) c->send_place = P_PLAIN;
+    c->recv_place = P_PLAIN;
+    const size_t es = esz(c->dt), m = c->kind == K_MATMUL_RS ? c->m / (size_t)gn * (size_t)n : c->m;
+    const size_t rows = c->kind == K_AG_MATMUL ? c->m * (size_t)n : m;
+    const size_t in = ((m * c->k * es + 255) & ~(size_t)255) + c->k * c->n * es;
+    const size_t out = (rows * c->n + 2 * GUARD) * es + 256 + (c->a_out ? rows * c->k * es : 0);
+    return in + 2 * GUARD * es + MAX_OFF * es <= R->slot && out + 2 * GUARD * es + MAX_OFF * es <= R->slot;
+  }
+  c->dt = (symcoll_dtype_t)below(g, SYMCOLL_NUM_DTYPES);
+  c->op = (symcoll_op_t)below(g, 3);
+  const uint32_t cls = below(g, 20);
+  const size_t es = esz(c->dt), cap = max_bytes / es;
+  c->count = cls < 9 ? 1 + below(g, 64) : cls < 15 ? 1 + below(g, 4096) : cls < 19 ? 1 + below(g, 65536)
+                                                                              : 1 + below(g, (uint32_t)cap);
+  if (c->count > cap) c->count = cap;
+  c->algo = coll_algos[c->kind][below(g, 6)];
+  c->send_place = below(g, 3) == 0 ? P_SYMMETRIC : P_PLAIN;
+  const uint32_t rp = below(g, 4);
+  c->recv_place = rp == 0 ? P_IN_PLACE : rp == 1 ? P_SYMMETRIC : P_PLAIN;
+  /* In place means one buffer: it is where send is. */
+  if (c->recv_place == P_IN_PLACE && c->kind == K_ALL_GATHER) c->send_place = P_PLAIN;
+  const size_t mult = c->kind == K_ALL_REDUCE ? 1 : (size_t)n;
+  return (c->count * mult + 2 * GUARD + MAX_OFF) * es <= R->slot;
+}
+
+/* Whether every rank of the call's communicator runs the drawn algorithm (the same answer
+ * everywhere: the communicator's ranks share its tuning table and transport). */
+static void settle_algo(rank_t *R, call_t *c) {
+  static const symcoll_coll_t colls[] = {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_COLL_ALL_GATHER, SYMCOLL_COLL_REDUCE_SCATTER,
+                                         SYMCOLL_COLL_ALL_GATHER_MATMUL, SYMCOLL_COLL_MATMUL_REDUCE_SCATTER};
+  if (symcoll_coll_algo_supported(R->comm[c->level], colls[c->kind], c->algo) != SYMCOLL_OK) c->algo = SYMCOLL_ALGO_AUTO;
+}
+
+static void free_level(rank_t *R, int l) {
+  if (!R->comm[l]) return;
+  symcoll_comm_barrier(R->comm[l]); /* no peer still reads our memory */
+  symcoll_mem_free(R->sym_send[l]);
+  symcoll_mem_free(R->sym_recv[l]);
+  if (l > 0) symcoll_comm_destroy(R->comm[l]);
+  R->comm[l] = NULL;
+}
+
+static int setup_level(rank_t *R, int l) {
+  symcoll_status_t s = symcoll_mem_alloc(R->comm[l], R->slot * BATCH, &R->sym_send[l]);
+  if (s == SYMCOLL_OK) s = symcoll_mem_alloc(R->comm[l], R->slot * BATCH, &R->sym_recv[l]);
+  if (s == SYMCOLL_OK) s = symcoll_comm_barrier(R->comm[l]); /* every rank's memory exists (thread mode) */
+  if (s != SYMCOLL_OK) fprintf(stderr, "rank %d: level %d set-up: %s\n", R->world_rank, l, symcoll_status_string(s));
+  return s != SYMCOLL_OK;
+}
+
+/* New groups: level 1 splits the world into 1 .. n groups by a random permutation, keys
+ * reversing or keeping the order; level 2 splits each group in two where it can. */
+static int resplit(rank_t *R) {
+  for (int l = R->levels - 1; l >= 1; l--) free_level(R, l);
+  R->levels = 1;
+  const int n = symcoll_comm_nranks(R->comm[0]);
+  if (!with_split || n < 2) return 0;
+  uint32_t *g = &R->shared;
+  int perm[SYMCOLL_MAX_RANKS];
+  for (int r = 0; r < n; r++) perm[r] = r;
+  for (int r = n - 1; r > 0; r--) {
+    int j = (int)below(g, (uint32_t)r + 1), t = perm[r];
+    perm[r] = perm[j], perm[j] = t;
+  }
+  const int groups = 1 + (int)below(g, (uint32_t)(n < 4 ? n : 4));
+  const bool reverse = below(g, 2);
+  const int me = R->world_rank, color = perm[me] % groups, key = reverse ? n - perm[me] : perm[me];
+  const bool deeper = below(g, 2);
+  symcoll_comm_t c;
+  symcoll_status_t s = symcoll_comm_split(R->comm[0], color, key, &c);
+  if (s != SYMCOLL_OK) {
+    fprintf(stderr, "rank %d: split: %s\n", me, symcoll_status_string(s));
+    return 1;
+  }
+  R->comm[1] = c, R->group_tag[1] = 0x1000u * (uint32_t)(color + 1), R->levels = 2;
+  if (setup_level(R, 1)) return 1;
+  if (deeper) { /* every group, even of one rank, so that every rank has the same levels */
+    const int gr = symcoll_comm_rank(c), color2 = gr % 2;
+    s = symcoll_comm_split(c, color2, -gr, &R->comm[2]);
+    if (s != SYMCOLL_OK) {
+      fprintf(stderr, "rank %d: split of a group: %s\n", me, symcoll_status_string(s));
+      return 1;
+    }
+    R->group_tag[2] = R->group_tag[1] ^ 0x100000u * (uint32_t)(color2 + 1), R->levels = 3;
+    if (setup_level(R, 2)) return 1;
+  }
+  return 0;
+}
+
+static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg) {
+  (void)arg;
+  rank_t R = {.ops = ops, .world_rank = symcoll_comm_rank(world), .levels = 1};
+  R.comm[0] = world;
+  const int n = symcoll_comm_nranks(world);
+  R.slot = (max_bytes * (size_t)n + 4096 + 255) & ~(size_t)255;
+  R.shared = seed0 | 1;
+  R.own = (seed0 ^ 0x5bd1e995u * (uint32_t)(R.world_rank + 1)) | 1;
+  R.plain_send = ops->alloc(R.slot * BATCH);
+  R.plain_recv = ops->alloc(R.slot * BATCH);
+  R.h_in = malloc(R.slot), R.h_out = malloc(2 * R.slot), R.h_want = malloc(2 * R.slot);
+  if (!R.plain_send || !R.plain_recv || !R.h_in || !R.h_out || !R.h_want || setup_level(&R, 0)) return 1;
+  /* The GEMM operations where every rank has the library (CPU: CBLAS; GPU: cuBLASLt). */
+  R.gemm = with_gemm &&
+           symcoll_coll_algo_supported(world, SYMCOLL_COLL_ALL_GATHER_MATMUL, SYMCOLL_ALGO_SEQUENTIAL) == SYMCOLL_OK;
+  call_t batch[BATCH];
+  long index = 0;
+  int failed = resplit(&R);
+  while (!failed && index < calls) {
+    if (below(&R.shared, 16) == 0 && (failed = resplit(&R)) != 0) break;
+    const int nb = 1 + (int)below(&R.shared, BATCH);
+    for (int i = 0; i < nb; i++) {
+      while (!draw(&R, &batch[i])) {
+      }
+      settle_algo(&R, &batch[i]);
+      prepare(&R, &batch[i], i);
+    }
+    /* Back to back: no wait, no barrier. */
+    for (int i = 0; i < nb && !failed; i++) {
+      symcoll_status_t s = issue(&R, &batch[i]);
+      if (s != SYMCOLL_OK) {
+        char what[512];
+        describe(&R, &batch[i], index + i, what, sizeof what);
+        fprintf(stderr, "rank %d: %s returned %s\n", R.world_rank, what, symcoll_status_string(s));
+        failed = 1;
+      }
+    }
+    ops->sync();
+    for (int l = 0; l < R.levels && !failed; l++) {
+      symcoll_status_t s = symcoll_comm_check(R.comm[l]);
+      if (s != SYMCOLL_OK) {
+        fprintf(stderr, "rank %d: after calls %ld..%ld, symcoll_comm_check of level %d: %s\n", R.world_rank, index,
+                index + nb - 1, l, symcoll_status_string(s));
+        failed = 1;
+      }
+    }
+    for (int i = 0; i < nb && !failed; i++) R.failures += verify(&R, &batch[i], index + i);
+    if (R.failures) failed = 1;
+    index += nb;
+    R.done = index;
+  }
+  if (!failed)
+    for (int l = R.levels - 1; l >= 0; l--) free_level(&R, l);
+  if (R.world_rank == 0 || failed)
+    printf("rank %d: %ld calls%s\n", R.world_rank, R.done, failed ? ", FAILED" : ", all right");
+  ops->free(R.plain_send);
+  ops->free(R.plain_recv);
+  free(R.h_in), free(R.h_out), free(R.h_want);
+  return failed ? 1 : 0;
+}
+
+static void test_stream(void **state) {
+  (void)state;
+  assert_int_equal(th_run(&launch, stream_rank, NULL), 0);
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--backend") && i + 1 < argc) launch.backend = argv[++i];
+    else if (!strcmp(argv[i], "--mode") && i + 1 < argc) launch.mode = argv[++i];
+    else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) launch.nranks = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) max_bytes = (size_t)atol(argv[++i]);
+    else if (!strcmp(argv[i], "--no-gemm")) with_gemm = false;
+    else if (!strcmp(argv[i], "--no-split")) with_split = false;
+    else {
+      fprintf(stderr, "usage: test_stream --backend host|cuda --mode process|thread|env --ranks N [--calls K] "
+                      "[--max-bytes B] [--no-gemm] [--no-split]\n");
+      return 2;
+    }
+  }
+  th_set_mode(launch.mode);
+  if (!strcmp(launch.backend, "cuda")) {
+    const char *why;
+    if (!th_cuda_ops(&why)) {
+      printf("SKIPPED: GPU test, %s\n", why);
+      return TH_SKIP;
+    }
+  }
+  seed0 = th_seed();
+  printf("test_stream: seed %u (TH_SEED=%u replays it), %s, %s mode, %d ranks, %ld calls\n", seed0, seed0,
+         launch.backend, launch.mode, launch.nranks, calls);
+  fflush(stdout);
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_stream)};
+  return cmocka_run_group_tests_name("stream", tests, NULL, NULL);
+}
