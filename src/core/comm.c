@@ -210,7 +210,7 @@ symcoll_status_t symcoll_comm_create(const symcoll_config_t *cfg, symcoll_comm_t
   symcoll__log_init();
   if (!comm_p) return SYMCOLL_ERR_INVALID_ARGUMENT;
   symcoll_comm_t c;
-  SYMCOLL_CHECK(symcoll__comm_create_flat(cfg, &c));
+  SYMCOLL_CHECK(symcoll__comm_create_flat(cfg, 0, &c));
   const int k = symcoll__hier_node_ranks(c->nranks);
   if (!k) {
     *comm_p = c;
@@ -219,12 +219,13 @@ symcoll_status_t symcoll_comm_create(const symcoll_config_t *cfg, symcoll_comm_t
   return symcoll__hier_from_flat(c, k, comm_p);
 }
 
-symcoll_status_t symcoll__comm_create_flat(const symcoll_config_t *cfg, symcoll_comm_t *comm_p) {
+symcoll_status_t symcoll__comm_create_flat(const symcoll_config_t *cfg, int sharers_floor, symcoll_comm_t *comm_p) {
   symcoll__log_init();
   if (!comm_p) return SYMCOLL_ERR_INVALID_ARGUMENT;
   SYMCOLL_CHECK(config_check(cfg, true));
   symcoll_comm_t c;
   SYMCOLL_CHECK(symcoll__comm_new(cfg, &c));
+  c->sharers_floor = sharers_floor;
   symcoll_status_t s;
   if (c->nranks == 1) {
     c->oob = &solo_oob;

@@ -607,7 +607,7 @@ symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcol
   symcoll_config_init(&lc);
   lc.job_id = local_job, lc.rank = h->lrank, lc.nranks = h->lsize, lc.device = cfg->device;
   lc.timeout_ms = timeout_ms, lc.workspace_bytes = cfg->workspace_bytes;
-  SYMCOLL_CHECK_GOTO(symcoll__comm_create_flat(&lc, &h->local), s, err);
+  SYMCOLL_CHECK_GOTO(symcoll__comm_create_flat(&lc, 0, &h->local), s, err);
   /* Nodes that share one machine (containers, namespaces) share its cores: where the ranks on
    * it outnumber them, a waiting rank gives its core away early, as on an oversubscribed node. */
   int on_machine = 0;

@@ -282,6 +282,10 @@ struct symcoll_comm {
   pid_t pids[SYMCOLL_MAX_RANKS];
   int pidfds[SYMCOLL_MAX_RANKS]; /* process mode: peers' pidfds (-1 if unavailable) */
   int ranks_on_my_device;        /* ranks sharing this rank's GPU (co-residency bound) */
+  /* At least this many ranks may run kernels on this rank's GPU at once (0: only this
+   * communicator's): a group made by split runs beside the other groups of its parent, so
+   * its grids must leave room for all of the parent's ranks on the GPU. */
+  int sharers_floor;
   uint32_t spin_before_yield;    /* polls before a waiting rank gives its core away */
 
   const symcoll__oob_t *oob;
@@ -349,8 +353,9 @@ SYMCOLL_HIDDEN void symcoll__comm_ready(symcoll_comm_t comm);
 SYMCOLL_HIDDEN void symcoll__comm_free(symcoll_comm_t comm);
 
 /* The public creation calls without the emulated node boundary (SYMCOLL_NODE_RANKS): what
- * split and the node-local parts of a job use. */
-SYMCOLL_HIDDEN symcoll_status_t symcoll__comm_create_flat(const symcoll_config_t *cfg, symcoll_comm_t *comm_p);
+ * split and the node-local parts of a job use. sharers_floor: see symcoll_comm's field. */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__comm_create_flat(const symcoll_config_t *cfg, int sharers_floor,
+                                                          symcoll_comm_t *comm_p);
 
 /* ---- communicators spanning nodes (hier.c) ------------------------------------------- */
 extern SYMCOLL_HIDDEN const symcoll__transport_t symcoll__hier_transport;

@@ -69,6 +69,9 @@ symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, int key, sym
   cfg.timeout_ms = comm->timeout_ms;
   cfg.workspace_bytes = comm->workspace_bytes;
 
+  /* The groups run beside each other: each sizes its GPU grids for every rank of comm (and of
+   * comm's own parent) on its GPU. */
+  const int sharers = comm->ranks_on_my_device > comm->sharers_floor ? comm->ranks_on_my_device : comm->sharers_floor;
   if (!comm->thread_mode) {
     if (color == SYMCOLL_SPLIT_NOCOLOR) {
       *newcomm_p = NULL;
@@ -76,7 +79,7 @@ symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, int key, sym
     }
     SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "comm_split: rank %d of %s becomes rank %d of %d in %s", me, comm->job_id,
                  newrank, newn, job);
-    return symcoll__comm_create_flat(&cfg, newcomm_p);
+    return symcoll__comm_create_flat(&cfg, sharers, newcomm_p);
   }
 
   /* Thread mode: the group's first rank makes the team; every rank of comm takes part in
@@ -93,6 +96,7 @@ symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, int key, sym
   if (!team) return SYMCOLL_ERR_NO_MEMORY;
   symcoll_comm_t c;
   SYMCOLL_CHECK(symcoll__comm_new(&cfg, &c));
+  c->sharers_floor = sharers;
   symcoll__team_join(c, team);
   s = symcoll__comm_setup(c);
   if (s != SYMCOLL_OK) {

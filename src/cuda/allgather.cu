@@ -25,22 +25,22 @@ namespace {
 
 /* Copies this thread's share of one round of a block (nvec vectors, and the tail if it owns
  * it) from src to dst. */
-template <typename T, bool VEC>
+template <typename T, int ACC>
 __device__ __forceinline__ void copy_share(char *dst, const char *src, size_t nvec, size_t tail, size_t first,
                                            size_t stride, bool owner) {
-  constexpr int E = Pack<T, VEC>::E;
-  for (size_t v = first; v < nvec; v += stride) store<T, VEC>(dst, v, load_cg<T, VEC>(src, v));
+  constexpr int E = Pack<T, ACC>::E;
+  for (size_t v = first; v < nvec; v += stride) store<T, ACC>(dst, v, load_cg<T, ACC>(src, v));
   if (owner)
     for (size_t i = nvec * E; i < nvec * E + tail; i++) store<T, false>(dst, i, load_cg<T, false>(src, i));
 }
 
 template <typename T, bool VEC>
 __global__ void __launch_bounds__(1024) AllGather_Pull(const symcoll__cuda_args_t a) {
-  constexpr int E = Pack<T, VEC>::E;
+  constexpr int U = unit_access<VEC>(), E = Pack<T, U>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   uint32_t epoch;
-  if (!take_state(a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch)) return;
+  if (!take_state(a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch)) GIVE_UP(a);
   const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
   const size_t round = a.zero_copy ? a.count : a.chunk_elems;
   const bool in_place = a.send == a.recv + (size_t)a.rank * a.stride * sizeof(T);
@@ -50,22 +50,22 @@ __global__ void __launch_bounds__(1024) AllGather_Pull(const symcoll__cuda_args_
     const size_t nvec = n / E, tail = n - nvec * E;
     const char *in = a.send + base * sizeof(T);
     const bool owner = a.zero_copy ? owns_tail(first, stride, nvec)
-                                   : stage<T, VEC>(a.db[a.rank] + half, in, nvec, tail, first, stride);
+                                   : stage<T, U>(a.db[a.rank] + half, in, nvec, tail, first, stride);
     BARRIER(a);
     for (int k = 1; k < a.nranks; k++) {
       const int p = (a.rank + k) % a.nranks;
       const char *src = a.zero_copy ? a.src[p] + base * sizeof(T) : a.db[p] + half;
-      copy_share<T, VEC>(a.recv + ((size_t)p * a.stride + base) * sizeof(T), src, nvec, tail, first, stride, owner);
+      copy_share<T, U>(a.recv + ((size_t)p * a.stride + base) * sizeof(T), src, nvec, tail, first, stride, owner);
     }
     if (!in_place)
-      copy_share<T, VEC>(a.recv + ((size_t)a.rank * a.stride + base) * sizeof(T), in, nvec, tail, first, stride, owner);
+      copy_share<T, U>(a.recv + ((size_t)a.rank * a.stride + base) * sizeof(T), in, nvec, tail, first, stride, owner);
   }
   if (a.zero_copy) BARRIER(a); /* peers are done reading our input */
 }
 
 template <typename T, bool VEC>
 __global__ void __launch_bounds__(1024) AllGather_Push(const symcoll__cuda_args_t a) {
-  constexpr int E = Pack<T, VEC>::E;
+  constexpr int U = unit_access<VEC>(), E = Pack<T, U>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const bool in_place = a.send == a.recv + (size_t)a.rank * a.stride * sizeof(T);
@@ -75,9 +75,9 @@ __global__ void __launch_bounds__(1024) AllGather_Push(const symcoll__cuda_args_
     BARRIER(a);
     size_t v = first;
     for (; v < nvec; v += stride) {
-      const Pack<T, VEC> x = load_cg<T, VEC>(a.send, v);
-      for (int k = 1; k < a.nranks; k++) store<T, VEC>(const_cast<char *>(a.src[(a.rank + k) % a.nranks]) + mine, v, x);
-      if (!in_place) store<T, VEC>(a.recv + mine, v, x);
+      const Pack<T, U> x = load_cg<T, U>(a.send, v);
+      for (int k = 1; k < a.nranks; k++) store<T, U>(const_cast<char *>(a.src[(a.rank + k) % a.nranks]) + mine, v, x);
+      if (!in_place) store<T, U>(a.recv + mine, v, x);
     }
     if (v == nvec)
       for (size_t i = nvec * E; i < nvec * E + tail; i++) {
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(1024) AllGather_Push(const symcoll__cuda_args_
     return;
   }
   uint32_t epoch;
-  if (!take_state(a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch)) return;
+  if (!take_state(a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch)) GIVE_UP(a);
   const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
   const size_t slot = a.chunk_elems * sizeof(T); /* one rank's part of a round */
   for (size_t base = 0; base < a.count; base += a.chunk_elems) {
@@ -100,8 +100,8 @@ __global__ void __launch_bounds__(1024) AllGather_Push(const symcoll__cuda_args_
     const size_t mine = (size_t)a.rank * slot;
     size_t v = first;
     for (; v < nvec; v += stride) {
-      const Pack<T, VEC> x = load_cg<T, VEC>(in, v);
-      for (int k = 1; k < a.nranks; k++) store<T, VEC>(a.db[(a.rank + k) % a.nranks] + half + mine, v, x);
+      const Pack<T, U> x = load_cg<T, U>(in, v);
+      for (int k = 1; k < a.nranks; k++) store<T, U>(a.db[(a.rank + k) % a.nranks] + half + mine, v, x);
     }
     const bool owner = v == nvec;
     if (owner)
@@ -112,8 +112,8 @@ __global__ void __launch_bounds__(1024) AllGather_Push(const symcoll__cuda_args_
     BARRIER(a);
     for (int p = 0; p < a.nranks; p++) {
       char *out = a.recv + ((size_t)p * a.stride + base) * sizeof(T);
-      if (p != a.rank) copy_share<T, VEC>(out, a.db[a.rank] + half + (size_t)p * slot, nvec, tail, first, stride, owner);
-      else if (!in_place) copy_share<T, VEC>(out, in, nvec, tail, first, stride, owner);
+      if (p != a.rank) copy_share<T, U>(out, a.db[a.rank] + half + (size_t)p * slot, nvec, tail, first, stride, owner);
+      else if (!in_place) copy_share<T, U>(out, in, nvec, tail, first, stride, owner);
     }
   }
 }
@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(1024) AllGather_LL(const symcoll__cuda_args_t 
   const size_t bytes = a.count; /* elements are bytes here: the host passes a byte count */
   const size_t words = (bytes + 7) / 8;
   uint32_t flag;
-  if (!ll_epoch(a, &flag)) return;
+  if (!ll_epoch(a, &flag)) GIVE_UP(a);
   const uint32_t buf = flag & 1u;
   for (size_t w = first; w < words; w += stride) {
     uint32_t lo, hi;
@@ -159,13 +159,13 @@ __global__ void __launch_bounds__(1024) AllGather_LL(const symcoll__cuda_args_t 
   }
   if (blockIdx.x == 0 && (int)threadIdx.x < a.nranks && (int)threadIdx.x != a.rank)
     ll_put_header(ll_slot(a, threadIdx.x, buf, a.rank), a.sig, flag);
-  if (!ll_headers_ok(a, buf, flag)) return;
+  if (!ll_headers_ok(a, buf, flag)) GIVE_UP(a);
   const bool in_place = a.send == a.recv + (size_t)a.rank * a.stride;
   for (size_t w = first; w < words; w += stride) {
     for (int k = 1; k < a.nranks; k++) {
       const int p = (a.rank + k) % a.nranks;
       uint32_t lo, hi;
-      if (!ll_load(ll_slot(a, a.rank, buf, p) + 16, w, flag, a, p, &lo, &hi)) return;
+      if (!ll_load(ll_slot(a, a.rank, buf, p) + 16, w, flag, a, p, &lo, &hi)) GIVE_UP(a);
       word_store<ALIGNED>(a.recv + (size_t)p * a.stride, w, bytes, lo, hi);
     }
     if (!in_place) {

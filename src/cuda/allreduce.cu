@@ -22,7 +22,7 @@ namespace {
 
 template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(1024) AllReduce_OneShot(const symcoll__cuda_args_t a) {
-  constexpr int E = Pack<T, VEC>::E;
+  constexpr int U = unit_access<VEC>(), E = Pack<T, U>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t round = a.zero_copy ? a.count : a.chunk_elems;
@@ -33,10 +33,10 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShot(const symcoll__cuda_ar
     char *out = a.recv + base * sizeof(T);
     /* Zero-copy reads the peers' inputs at this round's offset; staging starts at the base. */
     auto src = [&](int r) -> const char * { return a.zero_copy ? a.src[r] + base * sizeof(T) : a.ws[r]; };
-    if (!a.zero_copy) stage<T, VEC>(a.ws[a.rank], in, nvec, tail, first, stride);
+    if (!a.zero_copy) stage<T, U>(a.ws[a.rank], in, nvec, tail, first, stride);
     BARRIER(a);
     size_t v = first;
-    for (; v < nvec; v += stride) store<T, VEC>(out, v, reduce_at<T, OP, VEC>(src, a.nranks, v));
+    for (; v < nvec; v += stride) store<T, U>(out, v, reduce_at<T, OP, U>(src, a.nranks, v));
     reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, v == nvec);
     /* Peers are done reading this block's share of our workspace (or of our input). */
     BARRIER(a);
@@ -53,12 +53,12 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShot(const symcoll__cuda_ar
  */
 template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_args_t a) {
-  constexpr int E = Pack<T, VEC>::E;
+  constexpr int U = unit_access<VEC>(), E = Pack<T, U>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t round = a.chunk_elems; /* at most a half */
   uint32_t epoch;
-  if (!take_state(a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch)) return;
+  if (!take_state(a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch)) GIVE_UP(a);
   const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
   auto src = [&](int r) -> const char * { return a.db[r] + half; };
   char *mine = a.db[a.rank] + half;
@@ -68,10 +68,10 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
     const size_t nvec = n / E, tail = n - nvec * E;
     const char *in = a.send + base * sizeof(T);
     char *out = a.recv + base * sizeof(T);
-    const bool owner = stage<T, VEC>(mine, in, nvec, tail, first, stride);
+    const bool owner = stage<T, U>(mine, in, nvec, tail, first, stride);
     BARRIER(a);
     for (size_t v = first; v < nvec; v += stride)
-      store<T, VEC>(out, v, reduce_at<T, OP, VEC>(src, a.nranks, v));
+      store<T, U>(out, v, reduce_at<T, OP, U>(src, a.nranks, v));
     reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, owner);
   }
 }
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_ar
   const uint32_t bytes = (uint32_t)(a.count * sizeof(T));
   uint32_t state;
   if (!take_state(a, a.lp_state, [&](uint32_t w) { return ((w & 3u) + 1u) % 3u | bytes << 2; }, &state))
-    return;
+    GIVE_UP(a);
   const uint32_t buf = state & 3u, prev_bytes = state >> 2;
   const size_t area = (size_t)a.nranks * a.lp_slot_bytes;
   const LamportPart<T, OP, VEC> part{a, buf * area, (size_t)a.rank * a.lp_slot_bytes};
@@ -203,13 +203,13 @@ __global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_ar
           reinterpret_cast<uint4 *>(prev + (size_t)r * a.lp_slot_bytes)[v] = c;
   }
   for (size_t v = first; v < nvec; v += stride)
-    if (!part.reduce(v)) return;
-  if (tail_here && !tail_part.reduce(nvec * E + threadIdx.x)) return;
+    if (!part.reduce(v)) GIVE_UP(a);
+  if (tail_here && !tail_part.reduce(nvec * E + threadIdx.x)) GIVE_UP(a);
 }
 
 template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_args_t a) {
-  constexpr int E = Pack<T, VEC>::E;
+  constexpr int U = unit_access<VEC>(), E = Pack<T, U>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t n_r = (size_t)a.nranks;
@@ -223,18 +223,18 @@ __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_ar
     const size_t nvec = n / E, tail = n - nvec * E;
     const char *in = a.send + base * sizeof(T);
     char *out = a.recv + base * sizeof(T);
-    const bool owner = stage<T, VEC>(mine, in, nvec, tail, first, stride);
+    const bool owner = stage<T, U>(mine, in, nvec, tail, first, stride);
     BARRIER(a);
     for (size_t v = first + (size_t)a.rank * stride; v < nvec; v += n_r * stride) {
-      Pack<T, VEC> o = reduce_at<T, OP, VEC>(src, a.nranks, v);
-      store<T, VEC>(mine, v, o);
-      store<T, VEC>(out, v, o);
+      Pack<T, U> o = reduce_at<T, OP, U>(src, a.nranks, v);
+      store<T, U>(mine, v, o);
+      store<T, U>(out, v, o);
     }
     reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, owner); /* every rank, itself */
     BARRIER(a);
     int from = 0; /* the rank that reduced vector v */
     for (size_t v = first; v < nvec; v += stride, from = from + 1 == a.nranks ? 0 : from + 1)
-      if (from != a.rank) store<T, VEC>(out, v, load_cg<T, VEC>(a.ws[from], v));
+      if (from != a.rank) store<T, U>(out, v, load_cg<T, U>(a.ws[from], v));
     BARRIER(a);
   }
 }

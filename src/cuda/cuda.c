@@ -310,6 +310,9 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   CUDA_GOTO(cudaFree(0), s, out); /* the primary context */
   CUDA_GOTO((cudaError_t)symcoll__cuda_preload(), s, out);
   CUDA_GOTO(cudaStreamCreateWithFlags(&cs->side, cudaStreamNonBlocking), s, out);
+  CUDA_GOTO(cudaHostAlloc((void **)&cs->host_err, sizeof *cs->host_err, cudaHostAllocMapped | cudaHostAllocPortable),
+            s, out);
+  *cs->host_err = 0;
   CUDA_GOTO(cudaDeviceGetAttribute(&cs->sms, cudaDevAttrMultiProcessorCount, comm->device), s, out);
   /* Which ranks share our GPU, and can every pair of GPUs reach each other? */
   char bus[32] = {0}, buses[SYMCOLL_MAX_RANKS][32];
@@ -333,7 +336,8 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
       s = SYMCOLL_ERR_UNSUPPORTED;
     }
   }
-  int geo[2] = {cs->sms, 0}, geos[SYMCOLL_MAX_RANKS][2];
+  /* [SMs, L2 bytes, ranks of a parent communicator on this GPU (a split's groups run at once)] */
+  int geo[3] = {cs->sms, 0, comm->sharers_floor}, geos[SYMCOLL_MAX_RANKS][3];
   if (cudaDeviceGetAttribute(&geo[1], cudaDevAttrL2CacheSize, comm->device) != cudaSuccess) geo[1] = 0;
   SYMCOLL_CHECK_GOTO(comm->oob->allgather(comm, geo, geos, sizeof geo), s, out);
   cs->l2 = geo[1];
@@ -342,6 +346,7 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
     int same = 0;
     for (int q = 0; q < comm->nranks; q++) same += !strcmp(buses[q], buses[r]);
     if (same > cs->share) cs->share = same;
+    if (geos[r][2] > cs->share) cs->share = geos[r][2];
     if (geos[r][0] < cs->sms) cs->sms = geos[r][0];
     if (geos[r][1] < cs->l2) cs->l2 = geos[r][1];
   }
@@ -402,6 +407,7 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   a->ll_slot_bytes = ll_slot;
   a->ll_epoch = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_LL_STATE);
   a->error = cs->err;
+  CUDA_GOTO(cudaHostGetDevicePointer((void **)&a->host_error, cs->host_err, 0), s, out);
   a->timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
   a->rank = comm->rank;
   a->nranks = comm->nranks;
@@ -418,6 +424,7 @@ static void cuda_comm_fini(symcoll_comm_t comm) {
   dev_guard_t g;
   if (dev_enter(comm, &g) == SYMCOLL_OK) {
     if (cs->side) cudaStreamDestroy(cs->side);
+    if (cs->host_err) cudaFreeHost(cs->host_err);
     symcoll__cuda_gemm_fini(comm);
     symcoll__nccl_fini(&cs->nccl);
     dev_leave(comm, &g);
@@ -442,8 +449,27 @@ static void cuda_abort(symcoll_comm_t comm, symcoll_status_t status) {
   dev_leave(comm, &g);
 }
 
+/* The status in an error word; the first time, a WARN that names the rank and the peer it
+ * waited for, and the communicator's failure is recorded (later calls are refused). */
+static symcoll_status_t failure_of(symcoll_comm_t comm, uint32_t word) {
+  symcoll_status_t s = (symcoll_status_t)(-(int)(word & 0xff));
+  if (atomic_load(&comm->failed) == 0 && ((word >> 8) & 0xff) != 0xff)
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "rank %d (GPU %d): a kernel gave up waiting for rank %d: %s; the communicator "
+                 "refuses further calls", (int)((word >> 16) & 0xff), comm->device, (int)((word >> 8) & 0xff),
+                 symcoll_status_string(s));
+  symcoll__comm_fail(comm, s);
+  return s;
+}
+
+symcoll_status_t symcoll__cuda_failed(symcoll_comm_t comm) {
+  const cuda_state_t *cs = comm->tp_state;
+  const uint32_t word = cs->host_err ? *(volatile const uint32_t *)cs->host_err : 0;
+  return word ? failure_of(comm, word) : SYMCOLL_OK;
+}
+
 static symcoll_status_t cuda_check(symcoll_comm_t comm) {
   cuda_state_t *cs = comm->tp_state;
+  SYMCOLL_CHECK(symcoll__cuda_failed(comm));
   uint32_t word = 0;
   dev_guard_t g;
   SYMCOLL_CHECK(dev_enter(comm, &g));
@@ -454,13 +480,7 @@ static symcoll_status_t cuda_check(symcoll_comm_t comm) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "reading the async error word failed: %s", cudaGetErrorString(e));
     return SYMCOLL_ERR_CUDA;
   }
-  if (!word) return SYMCOLL_OK;
-  symcoll_status_t s = (symcoll_status_t)(-(int)(word & 0xff));
-  if (((word >> 8) & 0xff) != 0xff)
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "rank %d (GPU %d): a kernel gave up waiting for rank %d: %s",
-                 (int)((word >> 16) & 0xff), comm->device, (int)((word >> 8) & 0xff), symcoll_status_string(s));
-  symcoll__comm_fail(comm, s);
-  return s;
+  return word ? failure_of(comm, word) : SYMCOLL_OK;
 }
 
 /* ---- algorithms this communicator runs ------------------------------------------------------ */

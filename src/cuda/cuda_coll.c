@@ -29,13 +29,24 @@ static int resident_blocks(cuda_state_t *cs, const void *fn, int threads) {
 }
 
 /* Fills blocks and threads of l for `work` units of one thread each (a block-size option of
- * the call or its table row, else `dflt`), within what is resident. */
+ * the call or its table row, else `dflt`), within what is resident. The grid depends on
+ * nothing local to this rank (its buffers' alignment included): block b of every rank meets
+ * its twins at barrier slot b, and owns the same 16-byte units of the data. */
 static void shape(cuda_state_t *cs, symcoll_comm_t comm, const symcoll__coll_args_t *a, symcoll__cuda_launch_t *l,
                   size_t work, int dflt) {
   l->threads = a->threads ? a->threads : dflt;
   const int min_threads = 32 * ((comm->nranks + 31) / 32); /* one thread per peer at barriers */
   if (l->threads < min_threads) l->threads = min_threads;
+  /* Every rank must launch the same grid, whatever its buffers' alignment: the fewest blocks
+   * either variant of the kernel keeps resident. */
+  symcoll__cuda_launch_t other = *l;
+  other.vec = !l->vec;
   int maxb = resident_blocks(cs, symcoll__cuda_kernel(l), l->threads);
+  const void *fn_other = symcoll__cuda_kernel(&other);
+  if (fn_other) {
+    const int b = resident_blocks(cs, fn_other, l->threads);
+    if (b < maxb) maxb = b;
+  }
   if (maxb > SYMCOLL_CUDA_MAX_BLOCKS) maxb = SYMCOLL_CUDA_MAX_BLOCKS;
   if (maxb < 1) maxb = 1;
   const size_t want = a->blocks ? (size_t)a->blocks : (work + (size_t)l->threads - 1) / (size_t)l->threads;
@@ -100,7 +111,7 @@ static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const 
     for (int r = 0; r < comm->nranks; r++) k.src[r] = (const char *)a->send_mem->ptrs[r] + a->send_off;
   }
   k.sig = kernel_sig(cs, a, k.zero_copy, a->send_mem, a->send_off);
-  const size_t per_vec = l.vec ? 16 / es : 1;
+  const size_t per_vec = l.algo == SYMCOLL_ALGO_LAMPORT && !l.vec ? 1 : 16 / es; /* kernels with barriers: units */
   const size_t round = k.zero_copy || a->count < k.chunk_elems ? a->count : k.chunk_elems;
   size_t work = round / per_vec;
   if (l.algo == SYMCOLL_ALGO_TWO_SHOT) work = (work + (size_t)comm->nranks - 1) / (size_t)comm->nranks;
@@ -217,7 +228,7 @@ static symcoll_status_t all_gather(symcoll_comm_t comm, cuda_state_t *cs, const 
   const int parts = a->algo == SYMCOLL_ALGO_PUSH ? n : 1;
   k.chunk_elems = round_elems(cs, a, cs->db_half / (size_t)parts, parts);
   const size_t round = k.zero_copy || a->count < k.chunk_elems ? a->count : k.chunk_elems;
-  shape(cs, comm, a, &l, round / (l.vec ? 16 / es : 1), DEFAULT_THREADS);
+  shape(cs, comm, a, &l, round / (16 / es), DEFAULT_THREADS); /* 16-byte units */
   int e = symcoll__cuda_launch(&l, &k, a->stream);
   trace(comm, a, &l, round, 1);
   return e == cudaSuccess ? SYMCOLL_OK : launch_failed(a, &l, e);
@@ -247,7 +258,7 @@ static symcoll_status_t reduce_scatter(symcoll_comm_t comm, cuda_state_t *cs, co
   l.vec = ((addr | block) & 15) == 0;
   k.chunk_elems = round_elems(cs, a, cs->db_half / (size_t)n, n);
   const size_t round = k.zero_copy || a->count < k.chunk_elems ? a->count : k.chunk_elems;
-  shape(cs, comm, a, &l, round / (l.vec ? 16 / es : 1), DEFAULT_THREADS);
+  shape(cs, comm, a, &l, round / (16 / es), DEFAULT_THREADS); /* 16-byte units */
   int e = symcoll__cuda_launch(&l, &k, a->stream);
   trace(comm, a, &l, round, 1);
   return e == cudaSuccess ? SYMCOLL_OK : launch_failed(a, &l, e);
@@ -257,6 +268,7 @@ static symcoll_status_t reduce_scatter(symcoll_comm_t comm, cuda_state_t *cs, co
 
 symcoll_status_t symcoll__cuda_coll(symcoll_comm_t comm, const symcoll__coll_args_t *a) {
   cuda_state_t *cs = comm->tp_state;
+  SYMCOLL_CHECK(symcoll__cuda_failed(comm)); /* an earlier kernel gave up: its kernels would do nothing */
   dev_guard_t g;
   SYMCOLL_CHECK(dev_enter(comm, &g));
   symcoll_status_t s;

@@ -38,6 +38,7 @@ typedef struct {
   size_t round_cap[SYMCOLL_NUM_ALGOS];   /* the most a round can be: its staging buffer */
   size_t round_bytes[SYMCOLL_NUM_ALGOS]; /* all_reduce bytes per round by default, at most round_cap */
   uint32_t *err;            /* this rank's async error word (device memory) */
+  uint32_t *host_err;       /* its copy in mapped host memory, written by kernels that give up */
   bool signature;           /* SYMCOLL_GPU_SIGNATURE (testing only) */
   cudaStream_t side;        /* private stream: probe, error reads */
   symcoll__nccl_t nccl;     /* an NCCL communicator over the same ranks, if held */
@@ -61,6 +62,10 @@ static inline void dev_leave(symcoll_comm_t comm, dev_guard_t *g) {
   if (g->prev >= 0 && g->prev != comm->device) cudaSetDevice(g->prev);
 }
 
+/* The failure a kernel of comm published in host memory (publish_error in the kernels): its
+ * status, logged once and recorded as the communicator's failure; SYMCOLL_OK while there is
+ * none. One load: every call on the launch path asks it first. */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_failed(symcoll_comm_t comm);
 /* The transport's collective entry (cuda_coll.c) and one-rank copy. */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_coll(symcoll_comm_t comm, const symcoll__coll_args_t *a);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes,

@@ -36,6 +36,7 @@ typedef struct symcoll__cuda_args {
   size_t stride;      /* all_gather, reduce_scatter: elements between ranks' blocks in send/recv */
   size_t chunk_elems; /* elements staged per round (per rank for all_gather / reduce_scatter) */
   uint32_t *error;    /* async error word (device memory) */
+  uint32_t *host_error; /* where a kernel that gives up copies it: host memory the host reads */
   uint64_t timeout_ns;
   int rank, nranks;
   int zero_copy;

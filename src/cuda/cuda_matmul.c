@@ -134,6 +134,7 @@ static symcoll_status_t rs_overlap(symcoll_comm_t comm, cuda_state_t *cs, const 
 
 symcoll_status_t symcoll__cuda_matmul(symcoll_comm_t comm, const symcoll__matmul_args_t *x) {
   cuda_state_t *cs = comm->tp_state;
+  SYMCOLL_CHECK(symcoll__cuda_failed(comm));
   const int n = comm->nranks;
   const size_t es = symcoll_dtype_size(x->dtype), rows = x->m_shard * (size_t)n;
   const bool ag = x->coll == SYMCOLL_COLL_ALL_GATHER_MATMUL;

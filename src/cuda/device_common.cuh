@@ -89,44 +89,75 @@ template <> struct UInt<2> { using T = unsigned short; };
 template <> struct UInt<4> { using T = unsigned int; };
 template <> struct UInt<8> { using T = unsigned long long; };
 
-/* A "vector" of E elements of T: 16 bytes on the fast path, one element otherwise. */
-template <typename T, bool VEC> struct Pack {
-  static constexpr int E = VEC ? 16 / (int)sizeof(T) : 1;
-  using Raw = typename std::conditional<VEC, uint4, typename UInt<sizeof(T)>::T>::type;
+/* How a kernel touches memory: ONE element (tails); a 16-byte unit in one access (VECTOR:
+ * every address the kernel computes is 16-byte aligned); a 16-byte unit element by element
+ * (UNIT: some buffer of this rank is not). Kernels that meet peers at barriers split their
+ * work in 16-byte units either way (unit_access), so that block b of every rank owns the
+ * same bytes whatever each rank's alignment: NCCL lets ranks pass buffers of different
+ * alignment, and a split that followed it would have block b read a peer's bytes that
+ * another of the peer's blocks staged. */
+enum { ONE = 0, VECTOR = 1, UNIT = 2 };
+template <bool VEC> __host__ __device__ constexpr int unit_access() { return VEC ? VECTOR : UNIT; }
+
+/* E elements of T: a 16-byte unit, or one element. */
+template <typename T, int A> struct Pack {
+  static constexpr int E = A == ONE ? 1 : 16 / (int)sizeof(T);
+  using Raw = typename std::conditional<A == ONE, typename UInt<sizeof(T)>::T, uint4>::type;
   union {
     Raw raw;
     T e[E];
   };
 };
 
-template <typename T, bool VEC>
-__device__ __forceinline__ Pack<T, VEC> load_cg(const char *p, size_t v) {
-  using P = Pack<T, VEC>;
+/* Unit (or element) v of p, through L2 (peers' stores land there). */
+template <typename T, int A>
+__device__ __forceinline__ Pack<T, A> load_cg(const char *p, size_t v) {
+  using P = Pack<T, A>;
   P x;
-  x.raw = __ldcg(reinterpret_cast<const typename P::Raw *>(p) + v);
+  if constexpr (A == UNIT) {
+    using W = typename UInt<sizeof(T)>::T;
+#pragma unroll
+    for (int i = 0; i < P::E; i++) {
+      const W w = __ldcg(reinterpret_cast<const W *>(p) + v * P::E + i);
+      memcpy(&x.e[i], &w, sizeof(T));
+    }
+  } else {
+    x.raw = __ldcg(reinterpret_cast<const typename P::Raw *>(p) + v);
+  }
   return x;
 }
 
-template <typename T, bool VEC>
-__device__ __forceinline__ void store(char *p, size_t v, const Pack<T, VEC> &x) {
-  reinterpret_cast<typename Pack<T, VEC>::Raw *>(p)[v] = x.raw;
+template <typename T, int A>
+__device__ __forceinline__ void store(char *p, size_t v, const Pack<T, A> &x) {
+  using P = Pack<T, A>;
+  if constexpr (A == UNIT) {
+    using W = typename UInt<sizeof(T)>::T;
+#pragma unroll
+    for (int i = 0; i < P::E; i++) {
+      W w;
+      memcpy(&w, &x.e[i], sizeof(T));
+      reinterpret_cast<W *>(p)[v * P::E + i] = w;
+    }
+  } else {
+    reinterpret_cast<typename P::Raw *>(p)[v] = x.raw;
+  }
 }
 
 /* The op over ranks of fetch(r), in rank order, in Acc; returns the packed result. */
-template <typename T, int OP, bool VEC, typename Fetch>
-__device__ __forceinline__ Pack<T, VEC> reduce_with(Fetch fetch, int nranks) {
-  constexpr int E = Pack<T, VEC>::E;
+template <typename T, int OP, int ACC, typename Fetch>
+__device__ __forceinline__ Pack<T, ACC> reduce_with(Fetch fetch, int nranks) {
+  constexpr int E = Pack<T, ACC>::E;
   using A = typename Conv<T>::Acc;
   A acc[E];
-  Pack<T, VEC> x = fetch(0);
+  Pack<T, ACC> x = fetch(0);
 #pragma unroll
   for (int i = 0; i < E; i++) acc[i] = Conv<T>::load(x.e[i]);
   for (int r = 1; r < nranks; r++) {
-    Pack<T, VEC> y = fetch(r);
+    Pack<T, ACC> y = fetch(r);
 #pragma unroll
     for (int i = 0; i < E; i++) acc[i] = combine<OP>(acc[i], Conv<T>::load(y.e[i]));
   }
-  Pack<T, VEC> out;
+  Pack<T, ACC> out;
 #pragma unroll
   for (int i = 0; i < E; i++) out.e[i] = Conv<T>::store(acc[i]);
   return out;
@@ -134,9 +165,9 @@ __device__ __forceinline__ Pack<T, VEC> reduce_with(Fetch fetch, int nranks) {
 
 /* reduce_with over src(r)[v]. `src` reads the peer table from the kernel's parameters with a
  * block-uniform index (a constant-cache load), so no per-thread copy of the table is made. */
-template <typename T, int OP, bool VEC, typename Src>
-__device__ __forceinline__ Pack<T, VEC> reduce_at(Src src, int nranks, size_t v) {
-  return reduce_with<T, OP, VEC>([&](int r) { return load_cg<T, VEC>(src(r), v); }, nranks);
+template <typename T, int OP, int ACC, typename Src>
+__device__ __forceinline__ Pack<T, ACC> reduce_at(Src src, int nranks, size_t v) {
+  return reduce_with<T, OP, ACC>([&](int r) { return load_cg<T, ACC>(src(r), v); }, nranks);
 }
 
 /*
@@ -157,7 +188,7 @@ __device__ __forceinline__ bool owns_tail(size_t first, size_t stride, size_t nv
 /* Elements past the last whole vector, reduced one by one by their owner. */
 template <typename T, int OP, typename Src>
 __device__ __forceinline__ void reduce_tail(Src src, int nranks, char *dst, size_t nvec, size_t tail, bool owner) {
-  constexpr int E = Pack<T, true>::E; /* only vector rounds have a tail */
+  constexpr int E = Pack<T, VECTOR>::E; /* only unit rounds have a tail */
   if (!owner) return;
   for (size_t i = nvec * E; i < nvec * E + tail; i++)
     store<T, false>(dst, i, reduce_at<T, OP, false>(src, nranks, i));
@@ -165,12 +196,12 @@ __device__ __forceinline__ void reduce_tail(Src src, int nranks, char *dst, size
 
 /* Copies this thread's share of one round (nvec vectors and a tail) from `in` to `dst`;
  * returns whether the thread owns the tail. */
-template <typename T, bool VEC>
+template <typename T, int ACC>
 __device__ __forceinline__ bool stage(char *dst, const char *in, size_t nvec, size_t tail, size_t first,
                                       size_t stride) {
-  constexpr int E = Pack<T, VEC>::E;
+  constexpr int E = Pack<T, ACC>::E;
   size_t v = first;
-  for (; v < nvec; v += stride) store<T, VEC>(dst, v, load_cg<T, VEC>(in, v));
+  for (; v < nvec; v += stride) store<T, ACC>(dst, v, load_cg<T, ACC>(in, v));
   const bool owner = v == nvec;
   if (owner)
     for (size_t i = nvec * E; i < nvec * E + tail; i++)
@@ -178,12 +209,28 @@ __device__ __forceinline__ bool stage(char *dst, const char *in, size_t nvec, si
   return owner;
 }
 
+/* The communicator's error word, made visible to the host: a kernel that gives up (it timed
+ * out, met a peer in another call, or found that an earlier kernel had given up) copies the
+ * word into host memory, where the next call on this rank sees it and fails with it (the
+ * launch path, cuda_coll.c), instead of enqueuing kernels that would do nothing and return
+ * OK. */
+__device__ __forceinline__ void publish_error(const symcoll__cuda_args_t &a) {
+  if (!a.host_error) return;
+  const uint32_t w = symcoll_impl::ld_relaxed_sys(a.error);
+  if (w) *(volatile uint32_t *)a.host_error = w;
+}
+#define GIVE_UP(a)                                                                                 \
+  do {                                                                                             \
+    publish_error(a);                                                                              \
+    return;                                                                                        \
+  } while (0)
+
 /* Every rank's block with this block index meets here; the value is the call's signature. */
 #define BARRIER(a)                                                                                 \
   do {                                                                                             \
     if (!symcoll_impl::block_barrier_value((a).pad, blockIdx.x, (a).rank, (a).nranks, (a).sig,     \
                                            (a).timeout_ns, (a).error))                             \
-      return;                                                                                      \
+      GIVE_UP(a);                                                                                  \
   } while (0)
 
 /* Per-call state of a rank (a call counter, a buffer index), one copy per block slot. Thread 0

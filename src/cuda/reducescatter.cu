@@ -20,11 +20,11 @@ namespace {
 
 template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(1024) ReduceScatter_Pull(const symcoll__cuda_args_t a) {
-  constexpr int E = Pack<T, VEC>::E;
+  constexpr int U = unit_access<VEC>(), E = Pack<T, U>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   uint32_t epoch;
-  if (!take_state(a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch)) return;
+  if (!take_state(a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch)) GIVE_UP(a);
   const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
   const size_t round = a.zero_copy ? a.count : a.chunk_elems;
   const size_t slot = a.chunk_elems * sizeof(T);
@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(1024) ReduceScatter_Pull(const symcoll__cuda_a
     if (!a.zero_copy)
       for (int q = 0; q < a.nranks; q++)
         if (q != a.rank)
-          stage<T, VEC>(a.db[a.rank] + half + (size_t)q * slot, a.send + ((size_t)q * a.stride + base) * sizeof(T),
+          stage<T, U>(a.db[a.rank] + half + (size_t)q * slot, a.send + ((size_t)q * a.stride + base) * sizeof(T),
                         nvec, tail, first, stride);
     BARRIER(a);
     auto src = [&](int r) -> const char * {
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(1024) ReduceScatter_Pull(const symcoll__cuda_a
       return a.zero_copy ? a.src[r] + mine + base * sizeof(T) : a.db[r] + half + (size_t)a.rank * slot;
     };
     char *out = a.recv + base * sizeof(T);
-    for (size_t v = first; v < nvec; v += stride) store<T, VEC>(out, v, reduce_at<T, OP, VEC>(src, a.nranks, v));
+    for (size_t v = first; v < nvec; v += stride) store<T, U>(out, v, reduce_at<T, OP, U>(src, a.nranks, v));
     reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, owner);
   }
   if (a.zero_copy) BARRIER(a); /* peers are done reading our input */
@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(1024) ReduceScatter_LL(const symcoll__cuda_arg
   const size_t bytes = a.count * sizeof(T), words = (bytes + 7) / 8;
   const size_t block_bytes = a.stride * sizeof(T);
   uint32_t flag;
-  if (!ll_epoch(a, &flag)) return;
+  if (!ll_epoch(a, &flag)) GIVE_UP(a);
   const uint32_t buf = flag & 1u;
   for (size_t w = first; w < words; w += stride)
     for (int k = 1; k < a.nranks; k++) {
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(1024) ReduceScatter_LL(const symcoll__cuda_arg
     }
   if (blockIdx.x == 0 && (int)threadIdx.x < a.nranks && (int)threadIdx.x != a.rank)
     ll_put_header(ll_slot(a, threadIdx.x, buf, a.rank), a.sig, flag);
-  if (!ll_headers_ok(a, buf, flag)) return;
+  if (!ll_headers_ok(a, buf, flag)) GIVE_UP(a);
   for (size_t w = first; w < words; w += stride) {
     A acc[W];
     for (int r = 0; r < a.nranks; r++) {
@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(1024) ReduceScatter_LL(const symcoll__cuda_arg
         x.u = word_at<ALIGNED>(a.send + (size_t)a.rank * block_bytes, w, bytes);
       } else {
         uint32_t lo, hi;
-        if (!ll_load(ll_slot(a, a.rank, buf, r) + 16, w, flag, a, r, &lo, &hi)) return;
+        if (!ll_load(ll_slot(a, a.rank, buf, r) + 16, w, flag, a, r, &lo, &hi)) GIVE_UP(a);
         x.u = (unsigned long long)lo | (unsigned long long)hi << 32;
       }
 #pragma unroll
