@@ -233,6 +233,9 @@ int th_run(const th_launch_t *l, th_rank_fn fn, void *arg) {
     }
     return failures;
   }
+  /* GPU ranks sharing a GPU as processes (MPS) load every kernel up front too: a kernel that a
+   * library (cuBLASLt) loads on its first launch can wait for the whole GPU to go idle. */
+  if (gpu) setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   char job[64];
   th_job_id(job, sizeof job, "run");
   pid_t pids[SYMCOLL_MAX_RANKS];

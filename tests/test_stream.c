@@ -2,7 +2,7 @@
  * A stateful randomized differential test: long streams of calls through the public API,
  * checked against references computed independently on the host.
  *   test_stream --backend host|cuda --mode process|thread --ranks N [--calls K] [--no-gemm]
- *               [--no-split] [--max-bytes B]        (TH_SEED=S replays a run)
+ *               [--no-split] [--max-bytes B] [--trace]   (TH_SEED=S replays a run)
  *
  * Every rank draws the same decisions from one generator (so ranks agree on every call's
  * shape), and its own placement from a second one (plain buffers at offsets that differ from
@@ -32,7 +32,7 @@
 
 static th_launch_t launch = {"host", "process", 2, 20000, 900};
 static long calls = 400;
-static bool with_gemm = true, with_split = true;
+static bool with_gemm = true, with_split = true, trace;
 static size_t max_bytes = (size_t)1 << 20; /* the most one rank's part of a call moves */
 static uint32_t seed0;
 
@@ -413,7 +413,10 @@ static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg)
   long index = 0;
   int failed = resplit(&R);
   while (!failed && index < calls) {
-    if (below(&R.shared, 16) == 0 && (failed = resplit(&R)) != 0) break;
+    if (below(&R.shared, 16) == 0) {
+      if (trace && R.world_rank == 0) printf("rank 0: new groups before call %ld\n", index);
+      if ((failed = resplit(&R)) != 0) break;
+    }
     const int nb = 1 + (int)below(&R.shared, BATCH);
     for (int i = 0; i < nb; i++) {
       while (!draw(&R, &batch[i])) {
@@ -423,6 +426,11 @@ static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg)
     }
     /* Back to back: no wait, no barrier. */
     for (int i = 0; i < nb && !failed; i++) {
+      if (trace && R.world_rank == 0) {
+        char what[512];
+        describe(&R, &batch[i], index + i, what, sizeof what);
+        printf("rank 0: %s%s\n", what, i == 0 ? " (batch starts)" : "");
+      }
       symcoll_status_t s = issue(&R, &batch[i]);
       if (s != SYMCOLL_OK) {
         char what[512];
@@ -435,8 +443,13 @@ static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg)
     for (int l = 0; l < R.levels && !failed; l++) {
       symcoll_status_t s = symcoll_comm_check(R.comm[l]);
       if (s != SYMCOLL_OK) {
-        fprintf(stderr, "rank %d: after calls %ld..%ld, symcoll_comm_check of level %d: %s\n", R.world_rank, index,
-                index + nb - 1, l, symcoll_status_string(s));
+        fprintf(stderr, "rank %d: after calls %ld..%ld, symcoll_comm_check of level %d: %s; the batch:\n", R.world_rank,
+                index, index + nb - 1, l, symcoll_status_string(s));
+        for (int i = 0; i < nb; i++) {
+          char what[512];
+          describe(&R, &batch[i], index + i, what, sizeof what);
+          fprintf(stderr, "rank %d:   %s\n", R.world_rank, what);
+        }
         failed = 1;
       }
     }
@@ -469,9 +482,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) max_bytes = (size_t)atol(argv[++i]);
     else if (!strcmp(argv[i], "--no-gemm")) with_gemm = false;
     else if (!strcmp(argv[i], "--no-split")) with_split = false;
+    else if (!strcmp(argv[i], "--trace")) trace = true; /* rank 0 names every call as it issues it */
     else {
       fprintf(stderr, "usage: test_stream --backend host|cuda --mode process|thread|env --ranks N [--calls K] "
-                      "[--max-bytes B] [--no-gemm] [--no-split]\n");
+                      "[--max-bytes B] [--no-gemm] [--no-split] [--trace]\n");
       return 2;
     }
   }

@@ -593,9 +593,18 @@ symcoll_status_t symcoll__mem_alloc_internal(symcoll_comm_t comm, size_t bytes,
   return SYMCOLL_OK;
 }
 
+/* Every rank of comm is past its allocation's (or free's) driver calls. Those can wait for the
+ * GPU to go idle, and with ranks sharing a GPU it never does while a peer's kernel waits for
+ * this rank: so no rank may start a collective while another is still in them. */
+static symcoll_status_t all_done(symcoll_comm_t comm) {
+  char mine = 1, all[SYMCOLL_MAX_RANKS];
+  return comm->oob->allgather(comm, &mine, all, 1);
+}
+
 symcoll_status_t symcoll_mem_alloc(symcoll_comm_t comm, size_t bytes, symcoll_mem_t *mem_p) {
   if (!comm || !mem_p || bytes == 0) return SYMCOLL_ERR_INVALID_ARGUMENT;
-  return symcoll__mem_alloc_internal(comm, bytes, mem_p);
+  SYMCOLL_CHECK(symcoll__mem_alloc_internal(comm, bytes, mem_p));
+  return all_done(comm);
 }
 
 symcoll_status_t symcoll_mem_free(symcoll_mem_t mem) {
@@ -615,7 +624,7 @@ symcoll_status_t symcoll_mem_free(symcoll_mem_t mem) {
     }
   comm->tp->mem_free(mem);
   free(mem);
-  return s;
+  return s == SYMCOLL_OK ? all_done(comm) : s;
 }
 
 void *symcoll_mem_ptr(symcoll_mem_t mem, int rank) {

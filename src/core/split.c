@@ -23,6 +23,21 @@ static void group_job_id(const char *parent, uint64_t seq, int color, char *out,
   snprintf(out, n, "split.%016llx.s%llu.c%d", (unsigned long long)h, (unsigned long long)seq, color);
 }
 
+/* The end of a split: every rank of the parent has set up its group (the driver calls of a
+ * group's set-up can wait for the GPU to go idle, which never happens while a rank of another
+ * group already runs collectives that wait for this rank in the parent). A rank whose group
+ * failed returns the failure; the others do not wait for it any longer than this. */
+static symcoll_status_t parent_done(symcoll_comm_t parent, symcoll_status_t s, symcoll_comm_t *newcomm_p) {
+  int mine = s, all[SYMCOLL_MAX_RANKS];
+  symcoll_status_t b = parent->oob->allgather(parent, &mine, all, sizeof mine);
+  if (s == SYMCOLL_OK && b != SYMCOLL_OK) {
+    if (*newcomm_p) symcoll_comm_destroy(*newcomm_p);
+    *newcomm_p = NULL;
+    s = b;
+  }
+  return s;
+}
+
 symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, int key, symcoll_comm_t *newcomm_p) {
   symcoll__log_init();
   if (!comm || !newcomm_p) {
@@ -73,13 +88,14 @@ symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, int key, sym
    * comm's own parent) on its GPU. */
   const int sharers = comm->ranks_on_my_device > comm->sharers_floor ? comm->ranks_on_my_device : comm->sharers_floor;
   if (!comm->thread_mode) {
-    if (color == SYMCOLL_SPLIT_NOCOLOR) {
-      *newcomm_p = NULL;
-      return SYMCOLL_OK;
+    symcoll_status_t s = SYMCOLL_OK;
+    *newcomm_p = NULL;
+    if (color != SYMCOLL_SPLIT_NOCOLOR) {
+      SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "comm_split: rank %d of %s becomes rank %d of %d in %s", me, comm->job_id,
+                   newrank, newn, job);
+      s = symcoll__comm_create_flat(&cfg, sharers, newcomm_p);
     }
-    SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "comm_split: rank %d of %s becomes rank %d of %d in %s", me, comm->job_id,
-                 newrank, newn, job);
-    return symcoll__comm_create_flat(&cfg, sharers, newcomm_p);
+    return parent_done(comm, s, newcomm_p);
   }
 
   /* Thread mode: the group's first rank makes the team; every rank of comm takes part in
@@ -87,23 +103,22 @@ symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, int key, sym
   void *team = color >= 0 && newrank == 0 ? symcoll__team_new(newn) : NULL;
   void *teams[SYMCOLL_MAX_RANKS];
   symcoll_status_t s = comm->oob->allgather(comm, &team, teams, sizeof team);
-  if (s != SYMCOLL_OK || color == SYMCOLL_SPLIT_NOCOLOR) {
-    free(team); /* nobody else holds it: the exchange failed */
-    if (s == SYMCOLL_OK) *newcomm_p = NULL;
-    return s;
-  }
-  team = teams[members[0]];
-  if (!team) return SYMCOLL_ERR_NO_MEMORY;
-  symcoll_comm_t c;
-  SYMCOLL_CHECK(symcoll__comm_new(&cfg, &c));
-  c->sharers_floor = sharers;
-  symcoll__team_join(c, team);
-  s = symcoll__comm_setup(c);
   if (s != SYMCOLL_OK) {
-    symcoll__comm_free(c);
+    free(team); /* nobody else holds it: the exchange failed */
     return s;
   }
-  symcoll__comm_ready(c);
+  *newcomm_p = NULL;
+  if (color == SYMCOLL_SPLIT_NOCOLOR) return parent_done(comm, SYMCOLL_OK, newcomm_p);
+  team = teams[members[0]];
+  symcoll_comm_t c = NULL;
+  s = team ? symcoll__comm_new(&cfg, &c) : SYMCOLL_ERR_NO_MEMORY;
+  if (s == SYMCOLL_OK) {
+    c->sharers_floor = sharers;
+    symcoll__team_join(c, team);
+    s = symcoll__comm_setup(c);
+    if (s == SYMCOLL_OK) symcoll__comm_ready(c);
+    else symcoll__comm_free(c), c = NULL;
+  }
   *newcomm_p = c;
-  return SYMCOLL_OK;
+  return parent_done(comm, s, newcomm_p);
 }

@@ -411,6 +411,12 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   a->timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
   a->rank = comm->rank;
   a->nranks = comm->nranks;
+  SYMCOLL_CHECK_GOTO(symcoll__cuda_gemm_init(comm), s, out);
+  const char *loading = getenv("CUDA_MODULE_LOADING");
+  if (cs->share > 1 && comm->rank == 0 && cs->lt && (!loading || strcmp(loading, "EAGER") != 0))
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "%d ranks share a GPU and CUDA_MODULE_LOADING is not EAGER: cuBLASLt loads a "
+                 "kernel at its first launch, which can wait for the GPU to go idle while a peer's kernel waits for "
+                 "this rank (a TIMEOUT); set CUDA_MODULE_LOADING=EAGER before CUDA starts", cs->share);
   SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "cuda transport: rank %d of %d on GPU %d (%s), %d ranks share it, workspace %zu bytes",
                comm->rank, comm->nranks, comm->device, bus, comm->ranks_on_my_device, cs->ws_bytes);
 out:

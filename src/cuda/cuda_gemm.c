@@ -16,6 +16,7 @@
 #include "cuda_host.h"
 
 #define LT_WORKSPACE ((size_t)32 << 20)
+#define SCRATCH_START ((size_t)32 << 20) /* the GEMM operations' scratch pool, grown at creation */
 
 static struct {
   __typeof__(cublasLtCreate) *Create;
@@ -95,32 +96,53 @@ static cudaDataType_t lt_type(symcoll_dtype_t dt) {
 }
 
 bool symcoll__cuda_has_gemm(symcoll_comm_t comm) {
+  const cuda_state_t *cs = comm->tp_state;
+  return cs->lt != NULL;
+}
+
+/* At communicator creation (the device is current; collective): cuBLASLt's handle and
+ * workspace, the copy-engine stream and events of the overlapped operations, and a memory
+ * pool of the communicator's own for their scratch, which keeps what it grew to. Nothing of
+ * this may happen on a call's path: an allocation or a stream's creation can wait for the
+ * whole GPU to go idle, and with ranks sharing a GPU (thread mode, MPS) it never does while a
+ * peer's kernel waits for this rank's next one (seen on the H200 as timeouts). Every rank
+ * has the GEMM operations or none does. */
+symcoll_status_t symcoll__cuda_gemm_init(symcoll_comm_t comm) {
   cuda_state_t *cs = comm->tp_state;
   pthread_once(&lt_once, lt_open);
-  if (!lt_ok) return false;
-  if (cs->lt) return true;
-  /* First use: the handle, the copy-engine stream and events of the overlapped operations,
-   * and the workspace (not while the caller captures: cudaMalloc is not capturable). */
-  dev_guard_t g;
-  if (dev_enter(comm, &g) != SYMCOLL_OK) return false;
-  symcoll__lt_state_t *st = calloc(1, sizeof *st);
+  symcoll__lt_state_t *st = lt_ok ? calloc(1, sizeof *st) : NULL;
   bool ok = st && lt.Create(&st->handle) == CUBLAS_STATUS_SUCCESS;
   if (ok && cudaMalloc(&st->ws, LT_WORKSPACE) == cudaSuccess) st->ws_bytes = LT_WORKSPACE;
-  else cudaGetLastError(), st->ws = NULL;
-  if (ok && !cs->ce) ok = cudaStreamCreateWithFlags(&cs->ce, cudaStreamNonBlocking) == cudaSuccess;
+  else if (st) cudaGetLastError(), st->ws = NULL;
+  if (ok) ok = cudaStreamCreateWithFlags(&cs->ce, cudaStreamNonBlocking) == cudaSuccess;
   for (int i = 0; ok && i < SYMCOLL_CUDA_MM_EVENTS; i++)
     ok = cudaEventCreateWithFlags(&cs->ev[i], cudaEventDisableTiming) == cudaSuccess;
+  if (ok) {
+    struct cudaMemPoolProps props = {.allocType = cudaMemAllocationTypePinned,
+                              .location = {.type = cudaMemLocationTypeDevice, .id = comm->device}};
+    ok = cudaMemPoolCreate(&cs->pool, &props) == cudaSuccess;
+    uint64_t keep = UINT64_MAX;
+    ok = ok && cudaMemPoolSetAttribute(cs->pool, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess;
+    /* Grown now to a first size, so that calls up to it map no memory on their path. */
+    void *p = NULL;
+    ok = ok && cudaMallocFromPoolAsync(&p, SCRATCH_START, cs->pool, cs->side) == cudaSuccess &&
+         cudaFreeAsync(p, cs->side) == cudaSuccess && cudaStreamSynchronize(cs->side) == cudaSuccess;
+  }
+  int mine = ok, all[SYMCOLL_MAX_RANKS];
+  symcoll_status_t s = comm->oob->allgather(comm, &mine, all, sizeof mine);
+  for (int r = 0; r < comm->nranks; r++) ok = ok && s == SYMCOLL_OK && all[r];
   if (!ok) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "rank %d: setting up cuBLASLt and its stream failed", comm->rank);
+    cudaGetLastError();
+    if (lt_ok)
+      SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "rank %d: the GEMM operations are off (setting up cuBLASLt, its stream or "
+                   "memory pool failed on some rank)", comm->rank);
     if (st && st->handle) lt.Destroy(st->handle);
     if (st && st->ws) cudaFree(st->ws);
     free(st);
-    dev_leave(comm, &g);
-    return false;
+    st = NULL;
   }
   cs->lt = st;
-  dev_leave(comm, &g);
-  return true;
+  return s;
 }
 
 static void plan_release(lt_plan_t *p) {
@@ -135,6 +157,7 @@ void symcoll__cuda_gemm_fini(symcoll_comm_t comm) {
   for (int i = 0; i < SYMCOLL_CUDA_MM_EVENTS; i++)
     if (cs->ev[i]) cudaEventDestroy(cs->ev[i]);
   if (cs->ce) cudaStreamDestroy(cs->ce);
+  if (cs->pool) cudaMemPoolDestroy(cs->pool);
   if (!st) return;
   for (int i = 0; i < LT_PLANS; i++) plan_release(&st->plan[i]);
   if (st->ws) cudaFree(st->ws);
@@ -226,10 +249,11 @@ symcoll_status_t symcoll__cuda_gemm(symcoll_comm_t comm, const symcoll__gemm_t *
 symcoll_status_t symcoll__cuda_scratch_alloc(symcoll_comm_t comm, size_t bytes, void *stream, void **p) {
   dev_guard_t d;
   SYMCOLL_CHECK(dev_enter(comm, &d));
-  cudaError_t e = cudaMallocAsync(p, bytes ? bytes : 1, (cudaStream_t)stream);
+  cuda_state_t *cs = comm->tp_state;
+  cudaError_t e = cudaMallocFromPoolAsync(p, bytes ? bytes : 1, cs->pool, (cudaStream_t)stream);
   dev_leave(comm, &d);
   if (e != cudaSuccess) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "scratch of %zu bytes (cudaMallocAsync): %s", bytes, cudaGetErrorString(e));
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "scratch of %zu bytes (cudaMallocFromPoolAsync): %s", bytes, cudaGetErrorString(e));
     return e == cudaErrorMemoryAllocation ? SYMCOLL_ERR_NO_MEMORY : SYMCOLL_ERR_CUDA;
   }
   return SYMCOLL_OK;

@@ -48,6 +48,7 @@ typedef struct {
   /* GEMM operations (cuda_gemm.c, cuda_matmul.c), set up on first use. */
   symcoll__lt_state_t *lt;
   cudaStream_t ce; /* the copy engine's stream of the overlapped operations */
+  cudaMemPool_t pool; /* scratch of the GEMM operations: grows, never shrinks */
   cudaEvent_t ev[SYMCOLL_CUDA_MM_EVENTS];
 } cuda_state_t;
 
@@ -72,6 +73,8 @@ SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_copy(symcoll_comm_t comm, void *ds
                                                    void *stream);
 /* GEMMs (cuda_gemm.c) and the overlapped GEMM operations (cuda_matmul.c). */
 SYMCOLL_HIDDEN bool symcoll__cuda_has_gemm(symcoll_comm_t comm);
+/* Sets up the GEMM operations at creation (collective): see cuda_gemm.c. */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_gemm_init(symcoll_comm_t comm);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_gemm(symcoll_comm_t comm, const symcoll__gemm_t *g);
 /* The same with the device already current and cuBLASLt set up. */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_gemm_enqueue(symcoll_comm_t comm, const symcoll__gemm_t *g);
