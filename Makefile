@@ -33,8 +33,11 @@ bench: deps
 	cmake --build $(BUILD) -j $(JOBS)
 	scripts/bench
 
+# make install PREFIX=/opt/symcoll (default /usr/local): the prefix is taken at install time,
+# so it works after any build.
+PREFIX ?= /usr/local
 install: build
-	cmake --install $(BUILD)
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan

@@ -27,7 +27,8 @@ extern "C" {
 #define SYMCOLL_VERSION_CODE \
   (SYMCOLL_VERSION_MAJOR * 10000 + SYMCOLL_VERSION_MINOR * 100 + SYMCOLL_VERSION_PATCH)
 
-/** Most ranks one communicator may have (ranks of one host). */
+/** Most ranks one communicator may have, all its nodes together (a CUDA communicator of one
+ * node: at most 16, see symcoll_comm_create). */
 #define SYMCOLL_MAX_RANKS 64
 /** `device` value of a CPU rank. */
 #define SYMCOLL_DEVICE_HOST (-1)
@@ -150,6 +151,11 @@ typedef struct {
 
 /** Name and description of a status ("SYMCOLL_ERR_TIMEOUT: timed out ..."). Never NULL. */
 SYMCOLL_API const char *symcoll_status_string(symcoll_status_t status);
+/** Why the last call that failed on this thread failed, in words: the message of the last
+ * warning symcoll logged on this thread ("all_reduce: send 0x... is not aligned to ..."),
+ * kept whatever SYMCOLL_DEBUG says; "" if there was none (the role of ncclGetLastError). The
+ * string stays valid until the next warning on this thread. */
+SYMCOLL_API const char *symcoll_last_error(void);
 /** Human name of a dtype / op / algo ("bf16", "sum", "oneshot"); "unknown" if out of range. */
 SYMCOLL_API const char *symcoll_dtype_name(symcoll_dtype_t dtype);
 SYMCOLL_API const char *symcoll_op_name(symcoll_op_t op);
@@ -214,8 +220,17 @@ SYMCOLL_API symcoll_status_t symcoll_comm_abort(symcoll_comm_t comm);
 
 /**
  * Returns the communicator's asynchronous error: a GPU kernel that timed out waiting for a
- * peer records it (and the peer) instead of spinning forever; in process mode a watcher
- * thread reports a peer's death (PEER_LOST) even while no call is waiting. SYMCOLL_OK if none.
+ * peer, or met a peer in another call, records it (and the peer) instead of spinning forever
+ * or writing anything; in process mode a watcher thread reports a peer's death (PEER_LOST)
+ * even while no call is waiting. SYMCOLL_OK if none.
+ *
+ * A failed communicator stays failed: after a TIMEOUT, PEER_LOST, MISMATCH from a GPU kernel
+ * or ABORTED, every later call on it returns that status at once (a GPU call also finds a
+ * kernel's failure by itself, at the next call, without symcoll_comm_check). Its peers may be
+ * anywhere in their calls, so the communicator cannot be resynchronised: destroy it (after
+ * symcoll_comm_abort if a call may still be waiting), and make a new one to go on, as with
+ * ncclCommAbort. A CPU call refused for a bad argument, or that met a peer in another call
+ * (MISMATCH on CPU ranks), leaves the communicator usable.
  */
 SYMCOLL_API symcoll_status_t symcoll_comm_check(symcoll_comm_t comm);
 

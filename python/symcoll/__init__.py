@@ -110,7 +110,7 @@ class Comm:
             cfg = Config()
             lib.symcoll_config_init(ctypes.byref(cfg))
             cfg.rank, cfg.nranks = int(rank), int(nranks)
-            cfg.job_id = (job_id or "python").encode()
+            cfg.job_id = (job_id or f"python.{os.getppid()}").encode()  # ranks forked by one parent meet
             cfg.device = _device_ordinal(device)
             cfg.timeout_ms = int(timeout_ms)
             cfg.workspace_bytes = int(workspace_bytes)
@@ -176,22 +176,29 @@ class Comm:
 
     # -- properties and lifetime --
     @property
+    def _live(self):
+        """The C handle; a destroyed communicator raises."""
+        if self._c is None:
+            raise InvalidArgumentError("this communicator was destroyed")
+        return self._c
+
+    @property
     def rank(self):
-        return lib.symcoll_comm_rank(self._c)
+        return lib.symcoll_comm_rank(self._live)
 
     @property
     def nranks(self):
-        return lib.symcoll_comm_nranks(self._c)
+        return lib.symcoll_comm_nranks(self._live)
 
     @property
     def nnodes(self):
         """Nodes the communicator spans (1 on one host)."""
-        return lib.symcoll_comm_nnodes(self._c)
+        return lib.symcoll_comm_nnodes(self._live)
 
     @property
     def device(self):
         """CUDA ordinal, or DEVICE_HOST (-1) for CPU ranks."""
-        return lib.symcoll_comm_device(self._c)
+        return lib.symcoll_comm_device(self._live)
 
     def barrier(self):
         check(lib.symcoll_comm_barrier(self._c), "symcoll_comm_barrier")
@@ -299,8 +306,11 @@ class Comm:
         rank's block of out. Returns out."""
         px, n, dt, cuda, _ = _describe(x)
         po, no, dto, _, _ = _describe(out)
-        if no != n * self.nranks or dto != dt:
-            raise InvalidArgumentError(f"all_gather: out has {no} elements, not nranks x {n}")
+        if dto != dt:
+            raise InvalidArgumentError(f"all_gather: out holds {DTYPES[dto]}, x {DTYPES[dt]}: the dtypes must agree")
+        if no != n * self.nranks:
+            raise InvalidArgumentError(f"all_gather: out has {no} elements, not nranks x x.size = "
+                                       f"{self.nranks} x {n} = {n * self.nranks}")
         o = _opts(algo)
         check(lib.symcoll_all_gather_ex(self._c, px, po, n, dt, _stream_of(self, cuda), ctypes.byref(o)),
               "all_gather")
@@ -310,8 +320,11 @@ class Comm:
         """out (x.size / nranks elements) = op over ranks of this rank's block of x. Returns out."""
         px, n, dt, cuda, _ = _describe(x)
         po, no, dto, _, _ = _describe(out)
-        if n != no * self.nranks or dto != dt:
-            raise InvalidArgumentError(f"reduce_scatter: x has {n} elements, not nranks x {no}")
+        if dto != dt:
+            raise InvalidArgumentError(f"reduce_scatter: out holds {DTYPES[dto]}, x {DTYPES[dt]}: the dtypes must agree")
+        if n != no * self.nranks:
+            raise InvalidArgumentError(f"reduce_scatter: x has {n} elements, not nranks x out.size = "
+                                       f"{self.nranks} x {no} = {no * self.nranks}")
         o = _opts(algo)
         check(lib.symcoll_reduce_scatter_ex(self._c, px, po, no, dt, _op(op), _stream_of(self, cuda),
                                             ctypes.byref(o)), "reduce_scatter")

@@ -88,12 +88,13 @@ _ERRORS = {c.status: c for c in (InvalidArgumentError, UnsupportedError, SystemC
 
 
 def check(status, what=""):
-    """Raises the exception named after a failing status (the C log line is on stderr)."""
+    """Raises the exception named after a failing status, with why (symcoll_last_error)."""
     if status != 0:
         cls = _ERRORS.get(status, SymcollError)
         err = cls()
-        if what:
-            err.args = (f"{what}: {err.args[0]}",)
+        why = lib.symcoll_last_error().decode(errors="replace")
+        text = f"{what}: {err.args[0]}" if what else err.args[0]
+        err.args = (f"{text} ({why})" if why else text,)
         raise err
     return status
 
@@ -149,6 +150,7 @@ _c = ctypes
 _P = _c.c_void_p
 _SIG = {
     "symcoll_status_string": (_c.c_char_p, [_c.c_int]),
+    "symcoll_last_error": (_c.c_char_p, []),
     "symcoll_version": (_c.c_int, []),
     "symcoll_config_init": (None, [_c.POINTER(Config)]),
     "symcoll_coll_opts_init": (None, [_c.POINTER(CollOpts)]),

@@ -49,9 +49,11 @@ static symcoll_status_t config_check(const symcoll_config_t *cfg, bool need_job)
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   }
   if (cfg->device < SYMCOLL_DEVICE_HOST || cfg->timeout_ms < 0) return SYMCOLL_ERR_INVALID_ARGUMENT;
-  if (need_job && cfg->nranks > 1 && !job_id_valid(cfg->job_id)) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job id must be 1..%d chars of [A-Za-z0-9._:-]",
-                 SYMCOLL_JOB_ID_MAX);
+  /* One rank may leave it NULL; a job id given is checked at every rank count. */
+  if (need_job && (cfg->nranks > 1 || cfg->job_id) && !job_id_valid(cfg->job_id)) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job id %s%s%s: it must be 1 to %d characters of A-Z a-z 0-9 . _ : - (it names "
+                 "the rendezvous: every rank of one communicator passes the same one, other jobs another)",
+                 cfg->job_id ? "'" : "", cfg->job_id ? cfg->job_id : "NULL", cfg->job_id ? "'" : "", SYMCOLL_JOB_ID_MAX);
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   }
   return SYMCOLL_OK;
@@ -273,7 +275,11 @@ symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_comm_t *comm_p
 #define ENV_PAIR(r, nr) (env_int(r, &rank, 0, MR - 1, &bad) & env_int(nr, &n, 1, MR, &bad))
   if (ENV_PAIR("SYMCOLL_RANK", "SYMCOLL_NRANKS")) {
     src = "SYMCOLL_*";
-    snprintf(job, sizeof job, "%s", symcoll__env_str("SYMCOLL_JOB_ID", "default"));
+    /* Unnamed: ranks started by one parent (a script, a shell's `&`, a forking launcher)
+     * share its pid, and two such jobs started at once do not. */
+    const char *named = symcoll__env_str("SYMCOLL_JOB_ID", NULL);
+    if (named) snprintf(job, sizeof job, "%s", named);
+    else snprintf(job, sizeof job, "ppid.%d", (int)getppid());
   } else if (!bad && ENV_PAIR("LOCAL_RANK", "LOCAL_WORLD_SIZE")) {
     src = "torchrun";
     const char *run = getenv("TORCHELASTIC_RUN_ID");

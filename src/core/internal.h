@@ -36,7 +36,10 @@ SYMCOLL_HIDDEN void symcoll__log_write(int level, int subsys, const char *file, 
     if (symcoll__log_level >= (level) && (symcoll__log_subsys & (subsys)))                \
       symcoll__log_write((level), (subsys), __FILE__, __LINE__, __VA_ARGS__);             \
   } while (0)
-#define SYMCOLL_WARN(subsys, ...) SYMCOLL_LOG(SYMCOLL_LOG_WARN, subsys, __VA_ARGS__)
+/* Warnings are formatted whatever the level: the message is kept for symcoll_last_error(). */
+SYMCOLL_HIDDEN void symcoll__log_warn(int subsys, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define SYMCOLL_WARN(subsys, ...) symcoll__log_warn((subsys), __FILE__, __LINE__, __VA_ARGS__)
 #define SYMCOLL_INFO(subsys, ...) SYMCOLL_LOG(SYMCOLL_LOG_INFO, subsys, __VA_ARGS__)
 #define SYMCOLL_TRACE(subsys, ...) SYMCOLL_LOG(SYMCOLL_LOG_TRACE, subsys, __VA_ARGS__)
 
@@ -121,7 +124,8 @@ enum {
   X(SYMCOLL_MPI_LIB, STR, "", 0, 0, "", "the MPI engine library to open (default libsymcoll_mpi.so beside libsymcoll)") \
   X(SYMCOLL_RANK, INT, "-1", 0, SYMCOLL_MAX_RANKS - 1, "", "this process's rank (with SYMCOLL_NRANKS, SYMCOLL_JOB_ID)") \
   X(SYMCOLL_NRANKS, INT, "-1", 1, SYMCOLL_MAX_RANKS, "", "number of ranks of the job")                      \
-  X(SYMCOLL_JOB_ID, STR, "", 0, 0, "", "rendezvous name shared by the ranks of one job ([A-Za-z0-9._:-], <= 64)") \
+  X(SYMCOLL_JOB_ID, STR, "", 0, 0, "", "rendezvous name shared by the ranks of one job ([A-Za-z0-9._:-], <= 64); " \
+    "unset: ppid.<the parent's pid>")                                                                        \
   X(SYMCOLL_GPU_SIGNATURE, BOOL, "1", 0, 1, "", "testing only: 0 makes GPU kernels carry 1 in place of each call's signature (to measure its cost)") \
   X(SYMCOLL_FAULT, STR, "", 0, 0, "", "testing only: POINT:RANK[:N] kills RANK at its Nth boot|alloc|coll point")
 

@@ -40,6 +40,19 @@ void symcoll__log_write(int level, int subsys, const char *file, int line, const
           base ? base + 1 : file, line, msg);
 }
 
+static __thread char last_error[1024];
+
+const char *symcoll_last_error(void) { return last_error; }
+
+void symcoll__log_warn(int subsys, const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  if (symcoll__log_level >= SYMCOLL_LOG_WARN && (symcoll__log_subsys & subsys))
+    symcoll__log_write(SYMCOLL_LOG_WARN, subsys, file, line, "%s", last_error);
+}
+
 uint64_t symcoll__now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
