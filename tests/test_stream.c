@@ -287,11 +287,12 @@ static bool draw(rank_t *R, call_t *c) {
   uint32_t *g = &R->shared;
   memset(c, 0, sizeof *c);
   c->level = (int)below(g, (uint32_t)R->levels);
-  /* Groups differ in size: what is drawn, and whether it fits, depends on the world's. */
-  const int n = symcoll_comm_nranks(R->comm[0]), gn = symcoll_comm_nranks(R->comm[c->level]);
   c->kind = (int)below(g, R->gemm ? 12 : 10);
   c->kind = c->kind < 4 ? K_ALL_REDUCE : c->kind < 7 ? K_ALL_GATHER : c->kind < 10 ? K_REDUCE_SCATTER
           : c->kind == 10 ? K_AG_MATMUL : K_MATMUL_RS;
+  if (c->kind >= K_AG_MATMUL) c->level = 0;
+  /* Groups differ in size: what is drawn, and whether it fits, depends on the world's. */
+  const int n = symcoll_comm_nranks(R->comm[0]), gn = symcoll_comm_nranks(R->comm[c->level]);
   c->seed = next(g);
   if (c->kind >= K_AG_MATMUL) {
     static const symcoll_dtype_t mm_dt[] = {SYMCOLL_FLOAT32, SYMCOLL_FLOAT16, SYMCOLL_BFLOAT16};

@@ -83,12 +83,20 @@ typedef struct symcoll__lt_plan {
 } lt_plan_t;
 
 #define LT_PLANS 32
+#define LT_SEEN 256
+/* A GEMM's shape, as every rank of the communicator sees it in the same call. */
+typedef struct {
+  size_t m, n, k, lda, ldb, ldc;
+  symcoll_dtype_t dtype;
+} lt_shape_t;
 struct symcoll__lt_state {
   cublasLtHandle_t handle;
   void *ws;
   size_t ws_bytes;
   lt_plan_t plan[LT_PLANS];
   unsigned next; /* round-robin replacement */
+  lt_shape_t seen[LT_SEEN]; /* shapes launched once under a rendezvous (first_launch) */
+  unsigned nseen;
 };
 
 static cudaDataType_t lt_type(symcoll_dtype_t dt) {
@@ -221,10 +229,7 @@ static symcoll_status_t plan_get(symcoll__lt_state_t *st, const symcoll__gemm_t 
   return SYMCOLL_OK;
 }
 
-/* Enqueues one GEMM; the device is current. */
-symcoll_status_t symcoll__cuda_gemm_enqueue(symcoll_comm_t comm, const symcoll__gemm_t *g) {
-  cuda_state_t *cs = comm->tp_state;
-  symcoll__lt_state_t *st = cs->lt;
+static symcoll_status_t launch(symcoll__lt_state_t *st, const symcoll__gemm_t *g) {
   lt_plan_t *p;
   SYMCOLL_CHECK(plan_get(st, g, &p));
   const float one = 1.0f, zero = 0.0f;
@@ -236,6 +241,42 @@ symcoll_status_t symcoll__cuda_gemm_enqueue(symcoll_comm_t comm, const symcoll__
     return SYMCOLL_ERR_CUDA;
   }
   return SYMCOLL_OK;
+}
+
+/* The first launch of a shape on this communicator, between two rendezvous of its ranks with
+ * their streams drained (XLA does the same around its first GEMMs): cuBLASLt sets up a
+ * kernel at its first launch in the process (cuKernelSetAttribute), which takes a driver lock
+ * and can wait for the kernels running on the GPU; where ranks share a GPU, a peer's kernel
+ * waiting for this rank then never ends (seen on the H200 as timeouts). Every rank meets the
+ * same shapes in the same calls, so every rank takes the rendezvous at the same call. Inside
+ * a CUDA graph's capture there is none: make one call of each shape before capturing. */
+static symcoll_status_t first_launch(symcoll_comm_t comm, symcoll__lt_state_t *st, const symcoll__gemm_t *g) {
+  cudaStream_t s = (cudaStream_t)g->stream;
+  char one = 1, all[SYMCOLL_MAX_RANKS];
+  if (cudaStreamSynchronize(s) != cudaSuccess) return SYMCOLL_ERR_CUDA;
+  SYMCOLL_CHECK(comm->oob->allgather(comm, &one, all, 1));
+  SYMCOLL_CHECK(launch(st, g));
+  if (cudaStreamSynchronize(s) != cudaSuccess) return SYMCOLL_ERR_CUDA;
+  SYMCOLL_CHECK(comm->oob->allgather(comm, &one, all, 1));
+  st->seen[st->nseen++ % LT_SEEN] = (lt_shape_t){g->m, g->n, g->k, g->lda, g->ldb, g->ldc, g->dtype};
+  return SYMCOLL_OK;
+}
+
+/* Enqueues one GEMM; the device is current. */
+symcoll_status_t symcoll__cuda_gemm_enqueue(symcoll_comm_t comm, const symcoll__gemm_t *g) {
+  cuda_state_t *cs = comm->tp_state;
+  symcoll__lt_state_t *st = cs->lt;
+  const unsigned nseen = st->nseen < LT_SEEN ? st->nseen : LT_SEEN;
+  for (unsigned i = 0; i < nseen; i++) {
+    const lt_shape_t *x = &st->seen[i];
+    if (x->m == g->m && x->n == g->n && x->k == g->k && x->lda == g->lda && x->ldb == g->ldb && x->ldc == g->ldc &&
+        x->dtype == g->dtype)
+      return launch(st, g);
+  }
+  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing((cudaStream_t)g->stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone)
+    return launch(st, g);
+  return first_launch(comm, st, g);
 }
 
 symcoll_status_t symcoll__cuda_gemm(symcoll_comm_t comm, const symcoll__gemm_t *g) {
