@@ -254,6 +254,9 @@ static symcoll_status_t first_launch(symcoll_comm_t comm, symcoll__lt_state_t *s
   cudaStream_t s = (cudaStream_t)g->stream;
   char one = 1, all[SYMCOLL_MAX_RANKS];
   if (cudaStreamSynchronize(s) != cudaSuccess) return SYMCOLL_ERR_CUDA;
+  /* A barrier of this call before the GEMM that gave up (a peer never came) ends the call
+   * now, not after the rendezvous's own wait as well. */
+  SYMCOLL_CHECK(symcoll__cuda_failed(comm));
   SYMCOLL_CHECK(comm->oob->allgather(comm, &one, all, 1));
   SYMCOLL_CHECK(launch(st, g));
   if (cudaStreamSynchronize(s) != cudaSuccess) return SYMCOLL_ERR_CUDA;
