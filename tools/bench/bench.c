@@ -89,13 +89,13 @@ _Noreturn void bench_fail(bctx_t *c, const char *what, const char *why) {
 void bench_barrier(bctx_t *c) {
   float x = 0;
   symcoll_status_t s = symcoll_all_reduce(c->ctl, &x, &x, 1, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
-  if (s != SYMCOLL_OK) bench_fail(c, "control barrier", symcoll_status_string(s));
+  if (s != SYMCOLL_OK) bench_fail(c, "control barrier", bench_status(s));
 }
 static void ctl_reduce(bctx_t *c, double *v, int n, symcoll_op_t op) {
   double f[MAX_COLS * 2];
   memcpy(f, v, sizeof(double) * (size_t)n);
   symcoll_status_t s = symcoll_all_reduce(c->ctl, f, v, (size_t)n, SYMCOLL_FLOAT64, op, NULL);
-  if (s != SYMCOLL_OK) bench_fail(c, "control all_reduce", symcoll_status_string(s));
+  if (s != SYMCOLL_OK) bench_fail(c, "control all_reduce", bench_status(s));
 }
 /* Rank 0's bytes to every rank: an all_gather, so that it also works where the control
  * communicator spans nodes (its symmetric memory is node-local there). */
@@ -103,7 +103,7 @@ void bench_bcast(bctx_t *c, void *buf, size_t bytes) {
   char *all = malloc(bytes * (size_t)c->nranks);
   if (!all) bench_fail(c, "control broadcast", "out of memory");
   symcoll_status_t s = symcoll_all_gather(c->ctl, buf, all, bytes, SYMCOLL_UINT8, NULL);
-  if (s != SYMCOLL_OK) bench_fail(c, "control broadcast", symcoll_status_string(s));
+  if (s != SYMCOLL_OK) bench_fail(c, "control broadcast", bench_status(s));
   memcpy(buf, all, bytes);
   free(all);
 }
@@ -160,7 +160,7 @@ static int sc_run(bctx_t *c, column_t *col, const bench_coll_t *coll, const void
   o.threads = col->threads;
   o.round_bytes = col->round_bytes;
   symcoll_status_t s = coll->run(c->comm, send, recv, count, dt, op, c->stream, &o);
-  if (s != SYMCOLL_OK) snprintf(col->err, sizeof col->err, "%s", symcoll_status_string(s));
+  if (s != SYMCOLL_OK) snprintf(col->err, sizeof col->err, "%.*s", (int)sizeof col->err - 1, bench_status(s));
   return s != SYMCOLL_OK;
 }
 
@@ -175,7 +175,7 @@ static void call(bctx_t *c, column_t *col, const void *send, void *recv, size_t 
 /* GPU: the communicator's asynchronous error after work completed (a kernel that gave up). */
 static __attribute__((unused)) void check_comm(bctx_t *c, const char *when) {
   symcoll_status_t s = symcoll_comm_check(c->comm);
-  if (s != SYMCOLL_OK) bench_fail(c, when, symcoll_status_string(s));
+  if (s != SYMCOLL_OK) bench_fail(c, when, bench_status(s));
 }
 
 /* ---- timing -------------------------------------------------------------------------------- */
@@ -609,7 +609,7 @@ static void rank_setup(bctx_t *c) {
   }
 #endif
   symcoll_status_t s = symcoll_mem_alloc(c->ctl, 4096, &c->ctl_mem);
-  if (s != SYMCOLL_OK) bench_fail(c, "control memory", symcoll_status_string(s));
+  if (s != SYMCOLL_OK) bench_fail(c, "control memory", bench_status(s));
 }
 
 static void *rank_thread(void *p) {
@@ -627,7 +627,7 @@ static int run_threads(void) {
   symcoll_status_t s = symcoll_comm_create_all(n, devs, comms);
   if (s == SYMCOLL_OK) s = symcoll_comm_create_all(n, NULL, ctls);
   if (s != SYMCOLL_OK) {
-    fprintf(stderr, "symcoll_comm_create_all: %s\n", symcoll_status_string(s));
+    fprintf(stderr, "symcoll_comm_create_all: %s\n", bench_status(s));
     return 1;
   }
   bctx_t c[SYMCOLL_MAX_RANKS];
@@ -661,7 +661,7 @@ static int run_one_process(const char *job, int rank, int n) {
 #endif
   if (s == SYMCOLL_OK) s = symcoll_comm_create(&cfg, &c.comm);
   if (s != SYMCOLL_OK) {
-    fprintf(stderr, "rank %d: symcoll_comm_create: %s\n", rank, symcoll_status_string(s));
+    fprintf(stderr, "rank %d: symcoll_comm_create: %s\n", rank, bench_status(s));
     return 1;
   }
   rank_setup(&c);
@@ -686,7 +686,7 @@ static int run_job_process(void) {
   const bool gpu = !strcmp(O.backend, "cuda");
   if (s == SYMCOLL_OK) s = symcoll_comm_create_from_env(gpu ? SYMCOLL_DEVICE_LOCAL_RANK : SYMCOLL_DEVICE_HOST, &c.comm);
   if (s != SYMCOLL_OK) {
-    fprintf(stderr, "symcoll_comm_create_from_env: %s\n", symcoll_status_string(s));
+    fprintf(stderr, "symcoll_comm_create_from_env: %s\n", bench_status(s));
     return 1;
   }
   c.rank = symcoll_comm_rank(c.comm), c.nranks = symcoll_comm_nranks(c.comm), c.device = symcoll_comm_device(c.comm);

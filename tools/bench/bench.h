@@ -5,6 +5,7 @@
 #define SYMCOLL_BENCH_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include <symcoll.h>
 
@@ -56,7 +57,7 @@ struct column {
   void (*fini)(bctx_t *c, column_t *col);
   void *state;
   char na[160];
-  char err[160];
+  char err[512];
 };
 
 /* Broadcast of a small blob from rank 0 through the control communicator. */
@@ -87,4 +88,11 @@ int bench_matmul_rank(bctx_t *c, const bench_mm_opts_t *o);
 
 int bench_merge(int nfiles, char **files, const char *out_csv, const char *plot, const char *title);
 int bench_plot(const char *csv, const char *png, const char *title);
+/* A failed call's status and why (symcoll_last_error), for error lines; per thread. */
+static inline const char *bench_status(symcoll_status_t s) {
+  static __thread char buf[1280];
+  const char *why = symcoll_last_error();
+  snprintf(buf, sizeof buf, why && *why ? "%s (%s)" : "%s", symcoll_status_string(s), why);
+  return buf;
+}
 #endif

@@ -145,7 +145,7 @@ static int mm_call(mm_t *x, int col, char *err, size_t errn) {
                                                             x->stream)
                                 : symcoll_matmul_reduce_scatter(c->comm, x->a, x->b, x->cbuf[col], rows, s.n, s.k, x->dt,
                                                                 &o, x->stream);
-    if (st != SYMCOLL_OK) snprintf(err, errn, "%s", symcoll_status_string(st));
+    if (st != SYMCOLL_OK) snprintf(err, errn, "%.*s", (int)(errn > 0 ? errn - 1 : 0), bench_status(st));
     return st != SYMCOLL_OK;
   }
 #ifdef SYMCOLL_BENCH_CUDA
@@ -235,7 +235,7 @@ static void run_shape(mm_t *x, const mm_shape_t sh, int reps, mm_row_t *row) {
 #ifdef SYMCOLL_BENCH_CUDA
       if (c->gpu) {
         cudaStreamSynchronize(s);
-        if (symcoll_comm_check(c->comm) != SYMCOLL_OK) bench_fail(c, col_names[k], symcoll_status_string(symcoll_comm_check(c->comm)));
+        if (symcoll_comm_check(c->comm) != SYMCOLL_OK) bench_fail(c, col_names[k], bench_status(symcoll_comm_check(c->comm)));
       }
 #endif
     }
@@ -269,7 +269,7 @@ static void run_shape(mm_t *x, const mm_shape_t sh, int reps, mm_row_t *row) {
         cudaEventRecord(e1, s);
         cudaError_t e = cudaEventSynchronize(e1);
         if (e != cudaSuccess) bench_fail(c, col_names[k], cudaGetErrorString(e));
-        if (symcoll_comm_check(c->comm) != SYMCOLL_OK) bench_fail(c, col_names[k], symcoll_status_string(symcoll_comm_check(c->comm)));
+        if (symcoll_comm_check(c->comm) != SYMCOLL_OK) bench_fail(c, col_names[k], bench_status(symcoll_comm_check(c->comm)));
         float ms = 0;
         cudaEventElapsedTime(&ms, e0, e1);
         t[(size_t)k * (size_t)reps + (size_t)r] = 1e3 * ms;
@@ -352,13 +352,22 @@ int bench_matmul_rank(bctx_t *c, const bench_mm_opts_t *o) {
   x.nccl_ok = c->gpu && peer_nccl_column(&x.nccl) && x.nccl.init(c, &x.nccl, x.ag ? &bench_all_gather : &bench_reduce_scatter) == 0;
   FILE *csv = c->rank == 0 && o->csv ? fopen(o->csv, "w") : NULL;
   const char *coll = x.ag ? "all_gather_matmul" : "matmul_reduce_scatter";
+  /* The columns this run has (the same for every row): NCCL + cuBLASLt and the GEMM alone
+   * are GPU columns. */
+  const bool shown[MM_COLS] = {true, true, true, x.nccl_ok, c->gpu};
   if (c->rank == 0) {
-    printf("# %s, %s, %d ranks (%s), %s; us per call (median of %d), TFLOP/s of the whole call in brackets\n", coll,
-           symcoll_dtype_name(x.dt), c->nranks, o->mode, o->machine, o->reps);
-    printf("# %s\n", x.nccl_ok ? "nccl+cublas: ncclAllGather / ncclReduceScatter with cuBLASLt"
-                               : "nccl+cublas: n/a (CPU ranks, or ranks sharing a GPU)");
+    printf("# %s, %s, %d ranks (%s), %s\n# us per call (median of %d); in brackets the whole call's rate, "
+           "2 m n k nranks flop / time (G = GFLOP/s, T = TFLOP/s)\n", coll, symcoll_dtype_name(x.dt), c->nranks,
+           o->mode, o->machine, o->reps);
+    printf("# overlap: the collective moves chunks while the GEMMs of those already there run; sequential: the "
+           "collective, then one GEMM; auto: what the tuning table picks\n");
+    if (x.nccl_ok) printf("# nccl+cublas: ncclAllGather / ncclReduceScatter with cuBLASLt; gemm: the GEMM alone (the floor)\n");
+    else if (c->gpu) printf("# gemm: the GEMM alone (the floor); no nccl+cublas column: ranks share a GPU (NCCL takes one rank per GPU)\n");
+    printf("# ovl/seq: overlap's time over sequential's (below 1: overlapping pays); #wrong: elements that differ between "
+           "the columns (must be 0)\n");
     printf("%6s %6s %6s", "m", "n", "k");
-    for (int k = 0; k < MM_COLS; k++) printf(" %20s", col_names[k]);
+    for (int k = 0; k < MM_COLS; k++)
+      if (shown[k]) printf(" %20s", col_names[k]);
     printf(" %8s %6s\n", "ovl/seq", "#wrong");
     if (csv) {
       fprintf(csv, "coll,dtype,nranks,m_shard,n,k");
@@ -376,8 +385,13 @@ int bench_matmul_rank(bctx_t *c, const bench_mm_opts_t *o) {
     printf("%6zu %6zu %6zu", shapes[i].m, shapes[i].n, shapes[i].k);
     for (int k = 0; k < MM_COLS; k++) {
       wrong += row.wrong[k];
-      if (!row.usable[k]) printf(" %20s", "n/a");
-      else printf(" %11.1f (%6.1f)", row.us[k], flop / (row.us[k] * 1e-6) / 1e12);
+      if (!shown[k]) continue;
+      if (!row.usable[k]) {
+        printf(" %20s", "failed");
+        continue;
+      }
+      const double rate = flop / (row.us[k] * 1e-6);
+      printf(" %11.1f (%5.1f %c)", row.us[k], rate >= 1e12 ? rate / 1e12 : rate / 1e9, rate >= 1e12 ? 'T' : 'G');
     }
     printf(" %8.3f %6zu\n", row.us[COL_OVERLAP] / row.us[COL_SEQUENTIAL], wrong);
     fflush(stdout);
