@@ -187,6 +187,9 @@ SYMCOLL_API symcoll_status_t symcoll_comm_create(const symcoll_config_t *cfg,
  * LOCAL_WORLD_SIZE, TORCHELASTIC_RUN_ID or MASTER_ADDR:MASTER_PORT); else Open MPI
  * (OMPI_COMM_WORLD_LOCAL_RANK/SIZE, OMPI_MCA_orte_hnp_uri or OMPI_MCA_ess_base_jobid);
  * else Slurm (SLURM_LOCALID, SLURM_NTASKS_PER_NODE or SLURM_NTASKS, SLURM_JOB_ID.SLURM_STEP_ID).
+ * The job id names the rendezvous, so two jobs at once must differ in it: each launcher's is
+ * its own run's; with SYMCOLL_RANK and no SYMCOLL_JOB_ID it is "ppid.<the parent's pid>", so
+ * ranks started by one script or shell meet, and two such jobs started at once do not.
  * device: CUDA ordinal, SYMCOLL_DEVICE_HOST, or -2 to use the local rank as the ordinal.
  */
 #define SYMCOLL_DEVICE_LOCAL_RANK (-2)

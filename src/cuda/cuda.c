@@ -461,7 +461,7 @@ static symcoll_status_t failure_of(symcoll_comm_t comm, uint32_t word) {
   symcoll_status_t s = (symcoll_status_t)(-(int)(word & 0xff));
   if (atomic_load(&comm->failed) == 0 && ((word >> 8) & 0xff) != 0xff)
     SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "rank %d (GPU %d): a kernel gave up waiting for rank %d: %s; the communicator "
-                 "refuses further calls", (int)((word >> 16) & 0xff), comm->device, (int)((word >> 8) & 0xff),
+                 "refuses further calls (destroy it and make a new one)", (int)((word >> 16) & 0xff), comm->device, (int)((word >> 8) & 0xff),
                  symcoll_status_string(s));
   symcoll__comm_fail(comm, s);
   return s;

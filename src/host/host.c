@@ -165,7 +165,8 @@ symcoll_status_t symcoll__host_wait_all(symcoll_comm_t comm, host_state_t *hs, s
       if (s == SYMCOLL_ERR_PEER_LOST && atomic_load_explicit(c, memory_order_acquire) >= target) break;
       if (s != SYMCOLL_OK) {
         if (s == SYMCOLL_ERR_TIMEOUT || s == SYMCOLL_ERR_PEER_LOST)
-          SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "job %s: rank %d %s waiting for rank %d in call %llu", comm->job_id,
+          SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "job %s: rank %d %s waiting for rank %d in call %llu; the communicator "
+                       "refuses further calls (destroy it and make a new one)", comm->job_id,
                        comm->rank, s == SYMCOLL_ERR_TIMEOUT ? "timed out" : "lost its peer", p,
                        (unsigned long long)comm->coll_seq);
         return s;
