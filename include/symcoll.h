@@ -102,8 +102,8 @@ typedef enum {
                                 pattern is the sentinel: an fp16/bf16 input of -0.0 arrives as
                                 +0.0, and an fp32 input of bits 0x80008000 (-4.6e-41) as -0.0.
                                 On CPU ranks the same as ONE_SHOT. all_gather, reduce_scatter:
-                                8-byte packets of 4 data bytes and a flag (any data); on CPU
-                                ranks the same as PULL. */
+                                LL packets of 16 bytes: 8 data bytes beside two copies of the
+                                call's number (any data); on CPU ranks the same as PULL. */
   SYMCOLL_ALGO_NCCL = 5,     /* through the NCCL communicator this one holds (SYMCOLL_NCCL);
                                 UNSUPPORTED where it holds none */
   SYMCOLL_ALGO_PULL = 6,     /* all_gather, reduce_scatter: each rank reads its peers' blocks */

@@ -104,13 +104,9 @@ DEVICE_HOST = -1
 SPLIT_NOCOLOR = -1
 MAX_RANKS = 64
 
-DTYPES = ["fp32", "fp16", "bf16", "int8", "uint8", "int32", "uint32", "int64", "uint64", "fp64",
-          "fp8_e4m3", "fp8_e5m2"]
-OPS = {"sum": 0, "max": 1, "min": 2}
-COLLS = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2, "all_gather_matmul": 3, "matmul_reduce_scatter": 4}
-ALGOS = ["auto", "oneshot", "twoshot", "oneshot_db", "lamport", "nccl", "pull", "push", "copy_engine", "overlap",
-         "sequential", "hierarchical", "engine"]
-ENGINES = {"auto": 0, "nccl": 1, "mpi": 2}
+# DTYPES, OPS, COLLS, ALGOS: read from the library below (its name functions), so they cannot
+# drift from the header.
+ENGINES = {"auto": 0, "nccl": 1, "mpi": 2, "symcoll": 3}  # symcoll_engine_t
 
 # int oob_allgather(void *ctx, const void *send, void *recv, size_t bytes)
 OobAllgather = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
@@ -180,8 +176,26 @@ _SIG = {
     "symcoll_matmul_reduce_scatter": (_c.c_int, [_P, _P, _P, _P, _c.c_size_t, _c.c_size_t, _c.c_size_t, _c.c_int,
                                                  _c.POINTER(MatmulOpts), _P]),
     "symcoll_coll_algo": (_c.c_int, [_P, _c.c_int, _c.c_size_t, _c.c_int, _c.POINTER(_c.c_int)]),
+    "symcoll_dtype_name": (_c.c_char_p, [_c.c_int]),
+    "symcoll_op_name": (_c.c_char_p, [_c.c_int]),
+    "symcoll_coll_name": (_c.c_char_p, [_c.c_int]),
+    "symcoll_algo_name": (_c.c_char_p, [_c.c_int]),
 }
 for _name, (_res, _args) in _SIG.items():
     _f = getattr(lib, _name)
     _f.restype = _res
     _f.argtypes = _args
+
+
+def _names(fn):
+    """The names the library gives values 0, 1, ... of one of its enums, up to the first unknown."""
+    out = []
+    while (name := fn(len(out)).decode()) != "unknown":
+        out.append(name)
+    return out
+
+
+DTYPES = _names(lib.symcoll_dtype_name)
+OPS = {name: i for i, name in enumerate(_names(lib.symcoll_op_name))}
+COLLS = {name: i for i, name in enumerate(_names(lib.symcoll_coll_name))}
+ALGOS = _names(lib.symcoll_algo_name)

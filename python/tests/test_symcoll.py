@@ -43,6 +43,24 @@ def test_version_and_errors():
         assert comm.algo("all_reduce", 1024, "fp32") in symcoll.ALGOS
 
 
+def test_structs_match_the_library():
+    """Every ctypes struct is the size its C *_init says (struct_size), and the enum lists come
+    from the library itself."""
+    import ctypes
+
+    from symcoll import _lib
+
+    for cls, init in ((_lib.Config, _lib.lib.symcoll_config_init), (_lib.CollOpts, _lib.lib.symcoll_coll_opts_init),
+                      (_lib.MatmulOpts, _lib.lib.symcoll_matmul_opts_init),
+                      (_lib.JobConfig, _lib.lib.symcoll_job_config_init)):
+        x = cls()
+        init(ctypes.byref(x))
+        assert x.struct_size == ctypes.sizeof(cls), cls.__name__
+    assert _lib.DTYPES[:3] == ["fp32", "fp16", "bf16"] and len(_lib.DTYPES) == 12
+    assert _lib.ALGOS[0] == "auto" and "copy_engine" in _lib.ALGOS
+    assert _lib.COLLS["all_reduce"] == 0 and _lib.OPS == {"sum": 0, "max": 1, "min": 2}
+
+
 # ---- collectives on CPU ranks, numpy ----------------------------------------------------------------
 
 def _collectives_rank(rank, n):

@@ -103,6 +103,7 @@ int symcoll__host_reduce_tables(const symcoll__reduce_table_t **tables, int max)
 static const symcoll__reduce_table_t *chosen;
 
 static void choose_once(void) {
+  (void)symcoll__env_choice("SYMCOLL_HOST_SIMD"); /* a value not among the choices gets its WARN */
   const char *want = symcoll__env_str("SYMCOLL_HOST_SIMD", "auto");
   for (size_t i = 0; i < NTABLES && !chosen; i++) {
     const symcoll__reduce_table_t *t = all_tables[i];
@@ -111,7 +112,7 @@ static void choose_once(void) {
     else SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "SYMCOLL_HOST_SIMD=%s: this CPU cannot run those loops", want);
   }
   if (!chosen) {
-    /* An unknown name: the environment table's check already warned; take the widest. */
+    /* An unknown name (warned above): the widest. */
     symcoll__host_reduce_tables(&chosen, 1);
   }
   SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "CPU reduce loops: %s", chosen->name);
