@@ -116,6 +116,8 @@ enum {
   X(SYMCOLL_NCCL_LIB, STR, "", 0, 0, "", "GPU: path of libnccl.so.2 when the loader does not find it")      \
   X(SYMCOLL_BLAS_LIB, STR, "", 0, 0, "", "CPU GEMMs: a CBLAS library to open (default libopenblas.so.0, libcblas.so.3, libblas.so.3)") \
   X(SYMCOLL_CUBLASLT_LIB, STR, "", 0, 0, "", "GPU GEMMs: path of libcublasLt.so when the loader does not find it") \
+  X(SYMCOLL_GEMM, BOOL, "1", 0, 1, "", "GPU: set up the GEMM operations at creation (cuBLASLt, a copy stream, 64 MiB " \
+    "of workspace and scratch); 0: they are UNSUPPORTED on GPU communicators")                                \
   X(SYMCOLL_TUNE_FILE, STR, "", 0, 0, "", "tuning table to load; default ~/.cache/symcoll/tune.txt, else built-in") \
   X(SYMCOLL_NODE_RANKS, INT, "0", 0, SYMCOLL_MAX_RANKS, "",                                                 \
     "testing: emulate nodes of this many ranks on one host (0: off); each communicator of a multiple of it spans nodes") \

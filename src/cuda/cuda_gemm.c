@@ -117,8 +117,9 @@ bool symcoll__cuda_has_gemm(symcoll_comm_t comm) {
  * has the GEMM operations or none does. */
 symcoll_status_t symcoll__cuda_gemm_init(symcoll_comm_t comm) {
   cuda_state_t *cs = comm->tp_state;
-  pthread_once(&lt_once, lt_open);
-  symcoll__lt_state_t *st = lt_ok ? calloc(1, sizeof *st) : NULL;
+  const bool wanted = symcoll__env_int("SYMCOLL_GEMM") != 0;
+  if (wanted) pthread_once(&lt_once, lt_open);
+  symcoll__lt_state_t *st = wanted && lt_ok ? calloc(1, sizeof *st) : NULL;
   bool ok = st && lt.Create(&st->handle) == CUBLAS_STATUS_SUCCESS;
   if (ok && cudaMalloc(&st->ws, LT_WORKSPACE) == cudaSuccess) st->ws_bytes = LT_WORKSPACE;
   else if (st) cudaGetLastError(), st->ws = NULL;
@@ -141,7 +142,7 @@ symcoll_status_t symcoll__cuda_gemm_init(symcoll_comm_t comm) {
   for (int r = 0; r < comm->nranks; r++) ok = ok && s == SYMCOLL_OK && all[r];
   if (!ok) {
     cudaGetLastError();
-    if (lt_ok)
+    if (wanted && lt_ok)
       SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "rank %d: the GEMM operations are off (setting up cuBLASLt, its stream or "
                    "memory pool failed on some rank)", comm->rank);
     if (st && st->handle) lt.Destroy(st->handle);

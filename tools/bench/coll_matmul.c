@@ -155,7 +155,7 @@ static int mm_call(mm_t *x, int col, char *err, size_t errn) {
   /* NCCL + cuBLASLt: the unfused pair users run today. */
   if (x->ag) {
     if (x->nccl.run(c, &x->nccl, &bench_all_gather, x->a, x->tmp, s.m * s.k, x->dt, SYMCOLL_SUM))
-      return snprintf(err, errn, "%s", x->nccl.err), 1;
+      return snprintf(err, errn, "%.*s", (int)(errn > 0 ? errn - 1 : 0), x->nccl.err), 1;
     return lt_gemm(&x->lt, x->tmp, x->b, x->cbuf[col], rows, s.n, s.k, x->dt, cs) ? (snprintf(err, errn, "cublasLtMatmul failed"), 1) : 0;
   }
   if (lt_gemm(&x->lt, x->a, x->b, x->tmp, rows, s.n, s.k, x->dt, cs)) return snprintf(err, errn, "cublasLtMatmul failed"), 1;
@@ -212,7 +212,7 @@ static void run_shape(mm_t *x, const mm_shape_t sh, int reps, mm_row_t *row) {
   bool usable[MM_COLS] = {true, true, true, x->nccl_ok, c->gpu};
   /* The GEMM alone multiplies the whole gathered A (all_gather_matmul): gather it once. */
   if (x->ag && c->gpu) symcoll_all_gather(c->comm, x->a, x->tmp, sh.m * sh.k, x->dt, x->stream);
-  char err[160];
+  char err[512];
   double *t = malloc(sizeof(double) * (size_t)reps * MM_COLS);
 #ifdef SYMCOLL_BENCH_CUDA
   cudaGraphExec_t exec[MM_COLS] = {0};
