@@ -290,6 +290,9 @@ static bool draw(rank_t *R, call_t *c) {
   c->kind = (int)below(g, R->gemm ? 12 : 10);
   c->kind = c->kind < 4 ? K_ALL_REDUCE : c->kind < 7 ? K_ALL_GATHER : c->kind < 10 ? K_REDUCE_SCATTER
           : c->kind == 10 ? K_AG_MATMUL : K_MATMUL_RS;
+  /* GEMM operations on the world only: the first launch of a GEMM shape waits for the GPU, and
+   * on a GPU shared by groups a group beside this rank's could be waiting for it (README,
+   * "Ranks that share a GPU"). */
   if (c->kind >= K_AG_MATMUL) c->level = 0;
   /* Groups differ in size: what is drawn, and whether it fits, depends on the world's. */
   const int n = symcoll_comm_nranks(R->comm[0]), gn = symcoll_comm_nranks(R->comm[c->level]);
