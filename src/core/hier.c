@@ -39,9 +39,15 @@ typedef struct symcoll__hier {
 static symcoll_status_t sc_coll(void *ctx, symcoll_coll_t coll, const void *send, void *recv, size_t count,
                                 symcoll_dtype_t dtype, symcoll_op_t op, void *stream) {
   symcoll_comm_t c = ctx;
-  if (coll == SYMCOLL_COLL_ALL_REDUCE) return symcoll_all_reduce(c, send, recv, count, dtype, op, stream);
-  if (coll == SYMCOLL_COLL_ALL_GATHER) return symcoll_all_gather(c, send, recv, count, dtype, stream);
-  return symcoll_reduce_scatter(c, send, recv, count, dtype, op, stream);
+  switch (coll) {
+  case SYMCOLL_COLL_ALL_REDUCE: return symcoll_all_reduce(c, send, recv, count, dtype, op, stream);
+  case SYMCOLL_COLL_ALL_GATHER: return symcoll_all_gather(c, send, recv, count, dtype, stream);
+  case SYMCOLL_COLL_REDUCE_SCATTER: return symcoll_reduce_scatter(c, send, recv, count, dtype, op, stream);
+  case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+  case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+  case SYMCOLL_NUM_COLL_KINDS: break;
+  }
+  return SYMCOLL_NO_ENTRY("the symcoll engine between emulated nodes", coll);
 }
 static symcoll_status_t sc_allgather(void *ctx, const void *send, void *recv, size_t bytes) {
   symcoll_comm_t c = ctx;
@@ -192,12 +198,19 @@ static void hier_engines_abort(symcoll__hier_t *h);
 
 static symcoll_status_t hier_coll(symcoll_comm_t c, const symcoll__coll_args_t *a) {
   symcoll__hier_t *h = c->tp_state;
-  symcoll_status_t s;
-  if (a->algo == SYMCOLL_ALGO_ENGINE)
+  symcoll_status_t s = SYMCOLL_ERR_INTERNAL;
+  if (a->algo == SYMCOLL_ALGO_ENGINE) {
     s = h->world.coll(h->world.ctx, a->coll, a->send, a->recv, a->count, a->dtype, a->op, a->stream);
-  else if (a->coll == SYMCOLL_COLL_ALL_REDUCE) s = hier_all_reduce(h, a);
-  else if (a->coll == SYMCOLL_COLL_ALL_GATHER) s = hier_all_gather(h, a);
-  else s = hier_reduce_scatter(h, a);
+  } else {
+    switch (a->coll) {
+    case SYMCOLL_COLL_ALL_REDUCE: s = hier_all_reduce(h, a); break;
+    case SYMCOLL_COLL_ALL_GATHER: s = hier_all_gather(h, a); break;
+    case SYMCOLL_COLL_REDUCE_SCATTER: s = hier_reduce_scatter(h, a); break;
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_NUM_COLL_KINDS: s = SYMCOLL_NO_ENTRY("the hierarchical transport", a->coll); break;
+    }
+  }
   /* A part that failed leaves the others out of step: the communicator stops, as after a
    * lost peer, and later calls say why. */
   if (s != SYMCOLL_OK) {

@@ -78,6 +78,13 @@ SYMCOLL_HIDDEN void symcoll__log_warn(int subsys, const char *file, int line, co
     return SYMCOLL_ERR_INVALID_ARGUMENT;                                                   \
   } while (0)
 
+/* A collective kind an entry (a transport's, an engine's) has no code for: UNSUPPORTED, with a
+ * WARN naming both, never another collective. Switches over symcoll_coll_t list every kind
+ * and have no default, so a kind added to the enum fails to build until each place says. */
+#define SYMCOLL_NO_ENTRY(where, coll)                                                          \
+  (SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "%s has no entry for %s", (where), symcoll_coll_name(coll)), \
+   SYMCOLL_ERR_UNSUPPORTED)
+
 /* Whether [a, a + an) and [b, b + bn) share a byte. */
 static inline bool symcoll__overlap(const void *a, size_t an, const void *b, size_t bn) {
   const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;

@@ -271,11 +271,19 @@ symcoll_status_t symcoll__cuda_coll(symcoll_comm_t comm, const symcoll__coll_arg
   SYMCOLL_CHECK(symcoll__cuda_failed(comm)); /* an earlier kernel gave up: its kernels would do nothing */
   dev_guard_t g;
   SYMCOLL_CHECK(dev_enter(comm, &g));
-  symcoll_status_t s;
-  if (a->algo == SYMCOLL_ALGO_NCCL) s = symcoll__nccl_coll(&cs->nccl, a);
-  else if (a->coll == SYMCOLL_COLL_ALL_REDUCE) s = all_reduce(comm, cs, a);
-  else if (a->coll == SYMCOLL_COLL_ALL_GATHER) s = all_gather(comm, cs, a);
-  else s = reduce_scatter(comm, cs, a);
+  symcoll_status_t s = SYMCOLL_ERR_INTERNAL;
+  if (a->algo == SYMCOLL_ALGO_NCCL) {
+    s = symcoll__nccl_coll(&cs->nccl, a);
+  } else {
+    switch (a->coll) {
+    case SYMCOLL_COLL_ALL_REDUCE: s = all_reduce(comm, cs, a); break;
+    case SYMCOLL_COLL_ALL_GATHER: s = all_gather(comm, cs, a); break;
+    case SYMCOLL_COLL_REDUCE_SCATTER: s = reduce_scatter(comm, cs, a); break;
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* through symcoll__cuda_matmul */
+    case SYMCOLL_NUM_COLL_KINDS: s = SYMCOLL_NO_ENTRY("the CUDA transport's collective entry", a->coll); break;
+    }
+  }
   dev_leave(comm, &g);
   return s;
 }

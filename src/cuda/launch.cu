@@ -24,8 +24,12 @@ extern "C" const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l) {
   switch (l->coll) {
   case SYMCOLL_COLL_ALL_REDUCE: return symcoll__cuda_allreduce_kernel(l);
   case SYMCOLL_COLL_ALL_GATHER: return symcoll__cuda_allgather_kernel(l);
-  default: return symcoll__cuda_reducescatter_kernel(l);
+  case SYMCOLL_COLL_REDUCE_SCATTER: return symcoll__cuda_reducescatter_kernel(l);
+  case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+  case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+  case SYMCOLL_NUM_COLL_KINDS: return nullptr; /* no kernel of this file's kind: the launch fails */
   }
+  return nullptr;
 }
 
 extern "C" int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_args_t *a, void *stream) {

@@ -136,9 +136,18 @@ symcoll_status_t symcoll__nccl_coll(symcoll__nccl_t *nc, const symcoll__coll_arg
   pthread_mutex_lock(&nc->lock);
   int rc = -1;
   if (nc->comm) {
-    if (a->coll == SYMCOLL_COLL_ALL_REDUCE) rc = lib.AllReduce(a->send, a->recv, a->count, dt, op[a->op], nc->comm, a->stream);
-    else if (a->coll == SYMCOLL_COLL_ALL_GATHER) rc = lib.AllGather(a->send, a->recv, a->count, dt, nc->comm, a->stream);
-    else rc = lib.ReduceScatter(a->send, a->recv, a->count, dt, op[a->op], nc->comm, a->stream);
+    switch (a->coll) {
+    case SYMCOLL_COLL_ALL_REDUCE: rc = lib.AllReduce(a->send, a->recv, a->count, dt, op[a->op], nc->comm, a->stream); break;
+    case SYMCOLL_COLL_ALL_GATHER: rc = lib.AllGather(a->send, a->recv, a->count, dt, nc->comm, a->stream); break;
+    case SYMCOLL_COLL_REDUCE_SCATTER:
+      rc = lib.ReduceScatter(a->send, a->recv, a->count, dt, op[a->op], nc->comm, a->stream);
+      break;
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_NUM_COLL_KINDS:
+      pthread_mutex_unlock(&nc->lock);
+      return SYMCOLL_NO_ENTRY("the NCCL engine", a->coll);
+    }
   }
   pthread_mutex_unlock(&nc->lock);
   if (rc == -1) return SYMCOLL_ERR_ABORTED;

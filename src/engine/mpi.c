@@ -169,15 +169,22 @@ static symcoll_status_t eng_coll(void *ctx, symcoll_coll_t coll, const void *sen
   const size_t es = symcoll_dtype_size(dtype);
   MPI_Request req;
   int rc;
-  if (coll == SYMCOLL_COLL_ALL_REDUCE) {
+  switch (coll) {
+  case SYMCOLL_COLL_ALL_REDUCE:
     rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, elem_type(dtype), elem_op(dtype, op), e->comm, &req);
     return complete(e, &req, rc, "MPI_Iallreduce");
-  }
-  if (coll == SYMCOLL_COLL_ALL_GATHER) { /* bytes: any type */
+  case SYMCOLL_COLL_ALL_GATHER: { /* bytes: any type */
     const bool in_place = (const char *)send == (char *)recv + (size_t)e->rank * count * es;
     MPI_Datatype t = elem_type(dtype);
     rc = MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, t, recv, n, t, e->comm, &req);
     return complete(e, &req, rc, "MPI_Iallgather");
+  }
+  case SYMCOLL_COLL_REDUCE_SCATTER: break; /* below */
+  case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+  case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+  case SYMCOLL_NUM_COLL_KINDS:
+    say(1, "MPI engine: no entry for %s", symcoll_coll_name(coll));
+    return SYMCOLL_ERR_UNSUPPORTED;
   }
   /* In place (recv is our block of send), MPI would write the result over the input's first
    * block: the result goes through a scratch block instead, so the other blocks stay as they were. */

@@ -232,11 +232,14 @@ static symcoll_status_t settle(symcoll_comm_t comm, symcoll_status_t s) {
 
 static symcoll_status_t host_coll(symcoll_comm_t comm, const symcoll__coll_args_t *a) {
   host_state_t *hs = comm->tp_state;
-  symcoll_status_t s;
+  symcoll_status_t s = SYMCOLL_ERR_INTERNAL;
   switch (a->coll) {
   case SYMCOLL_COLL_ALL_REDUCE: s = symcoll__host_all_reduce(comm, hs, a); break;
   case SYMCOLL_COLL_ALL_GATHER: s = symcoll__host_all_gather(comm, hs, a); break;
-  default: s = symcoll__host_reduce_scatter(comm, hs, a); break;
+  case SYMCOLL_COLL_REDUCE_SCATTER: s = symcoll__host_reduce_scatter(comm, hs, a); break;
+  case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+  case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* through the transport's matmul entry */
+  case SYMCOLL_NUM_COLL_KINDS: s = SYMCOLL_NO_ENTRY("the CPU transport's collective entry", a->coll); break;
   }
   return settle(comm, s);
 }
