@@ -413,7 +413,8 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   a->nranks = comm->nranks;
   SYMCOLL_CHECK_GOTO(symcoll__cuda_gemm_init(comm), s, out);
   const char *loading = getenv("CUDA_MODULE_LOADING");
-  if (cs->share > 1 && comm->rank == 0 && cs->lt && (!loading || strcmp(loading, "EAGER") != 0))
+  static atomic_int warned_loading; /* once per process, not per communicator */
+  if (cs->share > 1 && cs->lt && (!loading || strcmp(loading, "EAGER") != 0) && !atomic_exchange(&warned_loading, 1))
     SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "%d ranks share a GPU and CUDA_MODULE_LOADING is not EAGER: cuBLASLt loads a "
                  "kernel at its first launch, which can wait for the GPU to go idle while a peer's kernel waits for "
                  "this rank (a TIMEOUT); set CUDA_MODULE_LOADING=EAGER before CUDA starts", cs->share);
