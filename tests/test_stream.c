@@ -398,6 +398,15 @@ static int resplit(rank_t *R) {
   return 0;
 }
 
+/* The calls of a batch, one line each (after a failure; the lines of ranks interleave). */
+static void print_batch(rank_t *R, const call_t *batch, long index, int nb) {
+  for (int i = 0; i < nb; i++) {
+    char what[512];
+    describe(R, &batch[i], index + i, what, sizeof what);
+    fprintf(stderr, "rank %d:   %s\n", R->world_rank, what);
+  }
+}
+
 static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg) {
   (void)arg;
   rank_t R = {.ops = ops, .world_rank = symcoll_comm_rank(world), .levels = 1};
@@ -439,7 +448,8 @@ static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg)
       if (s != SYMCOLL_OK) {
         char what[512];
         describe(&R, &batch[i], index + i, what, sizeof what);
-        fprintf(stderr, "rank %d: %s returned %s\n", R.world_rank, what, symcoll_status_string(s));
+        fprintf(stderr, "rank %d: %s returned %s; the batch so far:\n", R.world_rank, what, symcoll_status_string(s));
+        print_batch(&R, batch, index, i + 1);
         failed = 1;
       }
     }
@@ -449,11 +459,7 @@ static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg)
       if (s != SYMCOLL_OK) {
         fprintf(stderr, "rank %d: after calls %ld..%ld, symcoll_comm_check of level %d: %s; the batch:\n", R.world_rank,
                 index, index + nb - 1, l, symcoll_status_string(s));
-        for (int i = 0; i < nb; i++) {
-          char what[512];
-          describe(&R, &batch[i], index + i, what, sizeof what);
-          fprintf(stderr, "rank %d:   %s\n", R.world_rank, what);
-        }
+        print_batch(&R, batch, index, nb);
         failed = 1;
       }
     }
@@ -478,6 +484,7 @@ static void test_stream(void **state) {
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stderr, NULL, _IOLBF, 0); /* whole lines: ranks in processes write the same stream */
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--backend") && i + 1 < argc) launch.backend = argv[++i];
     else if (!strcmp(argv[i], "--mode") && i + 1 < argc) launch.mode = argv[++i];

@@ -14,18 +14,32 @@
 #define LL_THREADS 256
 
 /* Blocks of `fn` at `threads` that fit on the GPU beside every other rank sharing it; cached
- * (open addressing on the function and block size), since the occupancy query is slow. */
+ * (open addressing on the function and block size), since the occupancy query is slow.
+ * Where ranks share the GPU (emulation: threads, or processes under MPS), also at most one
+ * block per SM per sharer: a rank's kernel waits at its barriers for peers whose kernels
+ * may not have started yet, because their streams still hold a GEMM. A cuBLASLt GEMM block
+ * can need a whole SM (its shared memory), and waiting blocks spread one to an SM leave none
+ * free: the GEMM never starts, and every waiting rank times out (seen on the H200 with 4
+ * thread ranks). With at most sms / share blocks each, the waiting ranks (share - 1 of
+ * them at most) leave sms / share SMs empty. */
 static int resident_blocks(cuda_state_t *cs, const void *fn, int threads) {
   const size_t cap = sizeof cs->occ / sizeof cs->occ[0];
   size_t h = (((uintptr_t)fn >> 4) ^ (uintptr_t)threads * 2654435761u) % cap;
+  int per_sm = 0;
   for (size_t i = 0; i < cap; i++, h = (h + 1) % cap) {
-    if (cs->occ[h].fn == fn && cs->occ[h].threads == threads) return cs->occ[h].blocks_per_sm * cs->sms / cs->share;
+    if (cs->occ[h].fn == fn && cs->occ[h].threads == threads) {
+      per_sm = cs->occ[h].blocks_per_sm;
+      break;
+    }
     if (!cs->occ[h].fn) break;
   }
-  int per_sm = 1;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, 0) != cudaSuccess || per_sm < 1) per_sm = 1;
-  if (!cs->occ[h].fn) cs->occ[h] = (typeof(cs->occ[0])){fn, threads, per_sm};
-  return per_sm * cs->sms / cs->share;
+  if (per_sm == 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, 0) != cudaSuccess || per_sm < 1) per_sm = 1;
+    if (!cs->occ[h].fn) cs->occ[h] = (typeof(cs->occ[0])){fn, threads, per_sm};
+  }
+  if (cs->share > 1) per_sm = 1;
+  const int blocks = per_sm * cs->sms / cs->share;
+  return blocks < 1 ? 1 : blocks;
 }
 
 /* Fills blocks and threads of l for `work` units of one thread each (a block-size option of
