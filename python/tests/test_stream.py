@@ -27,7 +27,7 @@ def inputs(dtype, seed, rank, count):
     """Small integers for rank `rank` (non-negative for unsigned types)."""
     i = np.arange(count, dtype=np.int64)
     v = (i * 7 + rank * 13 + seed) % 9 - (0 if dtype.startswith("uint") else 4)
-    return v.astype(dtype)
+    return v.astype("float32" if dtype == "bfloat16" else dtype)  # numpy has no bfloat16
 
 
 def gemm_inputs(seed, rank, rows, k, cols):
@@ -83,7 +83,13 @@ def _stream_rank(rank, n, seed, cuda):
     arr = Arrays(cuda)
     shared, own = random.Random(seed), random.Random(seed * 7919 + rank)
     failures = []
-    with symcoll.Comm.from_env(device="cuda" if cuda else None) as world:
+    device = None
+    if cuda:  # the local rank's GPU; ranks share GPU 0 where there are fewer GPUs (emulation)
+        import torch
+
+        device = rank if torch.cuda.device_count() >= n else 0
+        torch.cuda.set_device(device)  # where Arrays puts the tensors
+    with symcoll.Comm.from_env(device=device) as world:
         gemm = True  # where the GEMM library is missing, every rank's probe says so
         try:
             one = arr.put(np.ones((1, 1)), "float32")
