@@ -60,16 +60,17 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
   uint32_t epoch;
   if (!take_state(a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch)) GIVE_UP(a);
   const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
+  const uint32_t meet = sig_with_state(a.sig, epoch & 1u); /* ranks on other halves: MISMATCH */
   auto src = [&](int r) -> const char * { return a.db[r] + half; };
   char *mine = a.db[a.rank] + half;
   for (size_t base = 0; base < a.count; base += round) {
-    if (base > 0) BARRIER(a); /* peers are done with the previous round's staging */
+    if (base > 0) BARRIER_VALUE(a, meet); /* peers are done with the previous round's staging */
     const size_t n = a.count - base < round ? a.count - base : round;
     const size_t nvec = n / E, tail = n - nvec * E;
     const char *in = a.send + base * sizeof(T);
     char *out = a.recv + base * sizeof(T);
     const bool owner = stage<T, U>(mine, in, nvec, tail, first, stride);
-    BARRIER(a);
+    BARRIER_VALUE(a, meet);
     for (size_t v = first; v < nvec; v += stride)
       store<T, U>(out, v, reduce_at<T, OP, U>(src, a.nranks, v));
     reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, owner);

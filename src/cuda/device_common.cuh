@@ -225,13 +225,22 @@ __device__ __forceinline__ void publish_error(const symcoll__cuda_args_t &a) {
     return;                                                                                        \
   } while (0)
 
-/* Every rank's block with this block index meets here; the value is the call's signature. */
-#define BARRIER(a)                                                                                 \
+/* Every rank's block with this block index meets here with `value`: the call's signature,
+ * or (BARRIER_STATE) the signature with per-rank state that must agree folded in, so that
+ * ranks that disagree meet SYMCOLL_ERR_MISMATCH instead of each other's data. */
+#define BARRIER_VALUE(a, value)                                                                    \
   do {                                                                                             \
-    if (!symcoll_impl::block_barrier_value((a).pad, blockIdx.x, (a).rank, (a).nranks, (a).sig,     \
+    if (!symcoll_impl::block_barrier_value((a).pad, blockIdx.x, (a).rank, (a).nranks, (value),     \
                                            (a).timeout_ns, (a).error))                             \
       GIVE_UP(a);                                                                                  \
   } while (0)
+#define BARRIER(a) BARRIER_VALUE(a, (a).sig)
+
+/* The signature with `state` folded in (never 0, the value of a slot at rest). */
+__device__ __forceinline__ uint32_t sig_with_state(uint32_t sig, uint32_t state) {
+  const uint32_t v = sig ^ (state * 0x6b43a9b5u);
+  return v ? v : 1u;
+}
 
 /* Per-call state of a rank (a call counter, a buffer index), one copy per block slot. Thread 0
  * reads its block's copy and writes the next value at once; block 0 also advances the copies
