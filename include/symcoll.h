@@ -78,47 +78,62 @@ typedef enum {
 
 typedef enum { SYMCOLL_SUM = 0, SYMCOLL_MAX = 1, SYMCOLL_MIN = 2, SYMCOLL_NUM_OPS } symcoll_op_t;
 
-/* The collectives, for the calls that ask about one (symcoll_coll_algo, tuning rows). */
-typedef enum {
-  SYMCOLL_COLL_ALL_REDUCE = 0,
-  SYMCOLL_COLL_ALL_GATHER = 1,
-  SYMCOLL_COLL_REDUCE_SCATTER = 2,
-  SYMCOLL_NUM_COLLS, /* 3: the plain collectives; the fused GEMM operations follow */
-  SYMCOLL_COLL_ALL_GATHER_MATMUL = 3,     /* symcoll_all_gather_matmul */
-  SYMCOLL_COLL_MATMUL_REDUCE_SCATTER = 4, /* symcoll_matmul_reduce_scatter */
-  SYMCOLL_NUM_COLL_KINDS = 5
-} symcoll_coll_t;
+/*
+ * The collectives, as one list: X(name, value, string). Values are ABI: a new collective is
+ * appended with the next value and none is ever renumbered, whether it is plain or fused with
+ * a GEMM (a property: symcoll_coll_is_fused). symcoll_coll_name() is generated from it.
+ */
+#define SYMCOLL_COLL_MAP(X)                                                            \
+  X(ALL_REDUCE, 0, "all_reduce")                                                       \
+  X(ALL_GATHER, 1, "all_gather")                                                       \
+  X(REDUCE_SCATTER, 2, "reduce_scatter")                                               \
+  X(ALL_GATHER_MATMUL, 3, "all_gather_matmul")         /* symcoll_all_gather_matmul */ \
+  X(MATMUL_REDUCE_SCATTER, 4, "matmul_reduce_scatter") /* symcoll_matmul_reduce_scatter */
 
+#define SYMCOLL__COLL_ENUM(name, value, str) SYMCOLL_COLL_##name = value,
+#define SYMCOLL__COLL_COUNT(name, value, str) +1
 typedef enum {
-  SYMCOLL_ALGO_AUTO = 0,     /* chosen per size from the tuning table */
-  SYMCOLL_ALGO_ONE_SHOT = 1, /* every rank reads every peer and reduces: O(n*S) reads */
-  SYMCOLL_ALGO_TWO_SHOT = 2, /* reduce-scatter then all-gather: O(2*S) traffic */
-  SYMCOLL_ALGO_ONE_SHOT_DB = 3, /* one-shot through double-buffered staging: no trailing
-                                   barrier (GPU); on CPU ranks the same as ONE_SHOT */
-  SYMCOLL_ALGO_LAMPORT = 4,  /* barrier-free (GPU): data carries its own arrival. all_reduce:
-                                every rank writes its input into
-                                every peer's buffer, pre-filled with a sentinel, and each rank
-                                polls its own buffer; three rotating buffers. One 4-byte
-                                pattern is the sentinel: an fp16/bf16 input of -0.0 arrives as
-                                +0.0, and an fp32 input of bits 0x80008000 (-4.6e-41) as -0.0.
-                                On CPU ranks the same as ONE_SHOT. all_gather, reduce_scatter:
-                                LL packets of 16 bytes: 8 data bytes beside two copies of the
-                                call's number (any data); on CPU ranks the same as PULL. */
-  SYMCOLL_ALGO_NCCL = 5,     /* through the NCCL communicator this one holds (SYMCOLL_NCCL);
-                                UNSUPPORTED where it holds none */
-  SYMCOLL_ALGO_PULL = 6,     /* all_gather, reduce_scatter: each rank reads its peers' blocks */
-  SYMCOLL_ALGO_PUSH = 7,     /* all_gather: each rank stores its block into every peer */
-  SYMCOLL_ALGO_COPY_ENGINE = 8, /* all_gather (GPU): cudaMemcpyAsync from peers' symmetric
-                                   buffers: no SM is used, so it can overlap a kernel */
-  SYMCOLL_ALGO_OVERLAP = 9,  /* all_gather_matmul, matmul_reduce_scatter: the communication
-                                of one chunk runs beside the GEMM of another (see there) */
-  SYMCOLL_ALGO_SEQUENTIAL = 10, /* the same two: the collective, then one GEMM (or one GEMM,
-                                   then the collective) */
-  SYMCOLL_ALGO_HIERARCHICAL = 11, /* a communicator spanning nodes: node-local steps and the
-                                     engine between nodes (see "jobs across nodes") */
-  SYMCOLL_ALGO_ENGINE = 12,  /* a communicator spanning nodes: the whole call through the engine */
-  SYMCOLL_NUM_ALGOS
+  SYMCOLL_COLL_MAP(SYMCOLL__COLL_ENUM)
+  SYMCOLL_NUM_COLL_KINDS = 0 SYMCOLL_COLL_MAP(SYMCOLL__COLL_COUNT), /* one past the last */
+  SYMCOLL_NUM_COLLS = 3 /* deprecated (0.6): the plain collectives of 0.5 were 0..2; new
+                           ones are appended after the fused ones: ask symcoll_coll_is_fused */
+} symcoll_coll_t;
+#undef SYMCOLL__COLL_ENUM
+#undef SYMCOLL__COLL_COUNT
+
+/*
+ * The algorithms, as one list: X(name, value, string, what it is). Values are ABI, appended
+ * only; symcoll_algo_name() and symcoll_algo_help() are generated from it. Which collective
+ * runs which: symcoll_coll_algo_supported(); the protocols: docs/protocols.md.
+ */
+#define SYMCOLL_ALGO_MAP(X)                                                                                 \
+  X(AUTO, 0, "auto", "chosen per size from the tuning table")                                               \
+  X(ONE_SHOT, 1, "oneshot", "all_reduce: every rank reads every peer's staged input and reduces")           \
+  X(TWO_SHOT, 2, "twoshot", "all_reduce: reduce-scatter, then all-gather (2 x S traffic)")                  \
+  X(ONE_SHOT_DB, 3, "oneshot_db", "all_reduce: one-shot through two alternating staging halves, no "       \
+                                  "trailing barrier (GPU; on CPU ranks oneshot)")                           \
+  X(LAMPORT, 4, "lamport", "barrier-free (GPU): the data carries its own arrival (sentinel-cleared "        \
+                           "buffers for all_reduce, 16-byte LL packets otherwise; CPU ranks: oneshot/pull)") \
+  X(NCCL, 5, "nccl", "through the NCCL communicator this one holds (SYMCOLL_NCCL)")                         \
+  X(PULL, 6, "pull", "all_gather, reduce_scatter: each rank reads its peers' blocks")                       \
+  X(PUSH, 7, "push", "all_gather: each rank stores its block into every peer")                              \
+  X(COPY_ENGINE, 8, "copy_engine", "all_gather (GPU): cudaMemcpyAsync from peers' symmetric buffers, "      \
+                                   "no SM used")                                                            \
+  X(OVERLAP, 9, "overlap", "GEMM operations: one chunk's communication beside another's GEMM")             \
+  X(SEQUENTIAL, 10, "sequential", "GEMM operations: the collective, then one GEMM (or the reverse)")       \
+  X(HIERARCHICAL, 11, "hierarchical", "across nodes: node-local steps and the engine between nodes")       \
+  X(ENGINE, 12, "engine", "across nodes: the whole call through the engine")
+
+#define SYMCOLL__ALGO_ENUM(name, value, str, help) SYMCOLL_ALGO_##name = value,
+#define SYMCOLL__ALGO_COUNT(name, value, str, help) +1
+typedef enum {
+  SYMCOLL_ALGO_MAP(SYMCOLL__ALGO_ENUM)
+  SYMCOLL_NUM_ALGOS = 0 SYMCOLL_ALGO_MAP(SYMCOLL__ALGO_COUNT) /* one past the last */
 } symcoll_algo_t;
+#undef SYMCOLL__ALGO_ENUM
+#undef SYMCOLL__ALGO_COUNT
+/* What LAMPORT's all_reduce changes: one 4-byte pattern marks an empty word, so an fp16/bf16
+ * input of -0.0 arrives as +0.0, and an fp32 input of bits 0x80008000 (-4.6e-41) as -0.0. */
 
 typedef struct symcoll_comm *symcoll_comm_t; /* opaque */
 typedef struct symcoll_mem *symcoll_mem_t;   /* opaque */
@@ -160,6 +175,8 @@ SYMCOLL_API const char *symcoll_last_error(void);
 SYMCOLL_API const char *symcoll_dtype_name(symcoll_dtype_t dtype);
 SYMCOLL_API const char *symcoll_op_name(symcoll_op_t op);
 SYMCOLL_API const char *symcoll_algo_name(symcoll_algo_t algo);
+/** One line on what the algorithm is (SYMCOLL_ALGO_MAP); "unknown" if out of range. */
+SYMCOLL_API const char *symcoll_algo_help(symcoll_algo_t algo);
 /** Size in bytes of one element of dtype, 0 if unknown. */
 SYMCOLL_API size_t symcoll_dtype_size(symcoll_dtype_t dtype);
 /** SYMCOLL_VERSION_CODE of the library actually loaded. */
@@ -442,9 +459,12 @@ SYMCOLL_API symcoll_status_t symcoll_reduce_scatter_ex(symcoll_comm_t comm, cons
                                                        void *stream,
                                                        const symcoll_coll_opts_t *opts);
 
-/** "all_reduce", "all_gather", "reduce_scatter", "all_gather_matmul", "matmul_reduce_scatter";
- * "unknown" if out of range. */
+/** "all_reduce", "all_gather", "reduce_scatter", "all_gather_matmul", "matmul_reduce_scatter"
+ * (SYMCOLL_COLL_MAP); "unknown" if out of range. */
 SYMCOLL_API const char *symcoll_coll_name(symcoll_coll_t coll);
+/** 1 if `coll` is fused with a GEMM (symcoll_all_gather_matmul, symcoll_matmul_reduce_scatter),
+ * 0 if it is a plain collective, -1 if out of range. */
+SYMCOLL_API int symcoll_coll_is_fused(symcoll_coll_t coll);
 
 /**
  * The algorithm the collective `coll` would use for a call with `count` (its count argument:

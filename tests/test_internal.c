@@ -178,12 +178,43 @@ static void test_env_parsing(void **state) {
   unsetenv("SYMCOLL_DEBUG_SUBSYS");
 }
 
+/* Every collective has a row that agrees with itself and with the public lists. */
+static void test_coll_table(void **state) {
+  (void)state;
+  for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++) {
+    const symcoll_coll_t coll = (symcoll_coll_t)c;
+    const symcoll__coll_desc_t *d = symcoll__coll_desc(coll);
+    assert_non_null(d);
+    assert_string_not_equal(symcoll_coll_name(coll), "unknown");
+    assert_int_equal(symcoll_coll_is_fused(coll), d->fused);
+    assert_true(d->algos != 0);
+    assert_false(d->algos & SYMCOLL__ALGO_BIT(SYMCOLL_ALGO_AUTO));
+    assert_true(d->algos < SYMCOLL__ALGO_BIT(SYMCOLL_NUM_ALGOS));
+    assert_true(symcoll__algo_of(coll, d->fallback));
+    assert_true(d->busbw_factor >= 1);
+    if (!d->fused) /* a buffer of every rank's blocks is what the size class counts */
+      assert_int_equal(d->moves_all, d->send_all || d->recv_all);
+  }
+  assert_null(symcoll__coll_desc(SYMCOLL_NUM_COLL_KINDS));
+  assert_int_equal(symcoll_coll_is_fused(SYMCOLL_NUM_COLL_KINDS), -1);
+  assert_string_equal(symcoll_coll_name(SYMCOLL_NUM_COLL_KINDS), "unknown");
+  for (int a = 0; a < SYMCOLL_NUM_ALGOS; a++) {
+    assert_string_not_equal(symcoll_algo_name((symcoll_algo_t)a), "unknown");
+    assert_string_not_equal(symcoll_algo_help((symcoll_algo_t)a), "unknown");
+  }
+  assert_string_equal(symcoll_algo_name(SYMCOLL_NUM_ALGOS), "unknown");
+  char buf[128];
+  assert_string_equal(symcoll__algo_list(SYMCOLL_COLL_REDUCE_SCATTER, buf, sizeof buf),
+                      "lamport, nccl, pull, hierarchical, engine");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reduce_builds_agree),
       cmocka_unit_test(test_half_conversions),
       cmocka_unit_test(test_fp8_conversions),
       cmocka_unit_test(test_env_parsing),
+      cmocka_unit_test(test_coll_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

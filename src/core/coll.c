@@ -12,29 +12,6 @@ void symcoll_coll_opts_init(symcoll_coll_opts_t *opts) {
   opts->struct_size = sizeof *opts;
 }
 
-/* ---- what belongs to which collective ------------------------------------------------- */
-
-bool symcoll__algo_of(symcoll_coll_t coll, symcoll_algo_t algo) {
-  if (coll < SYMCOLL_NUM_COLLS && (algo == SYMCOLL_ALGO_HIERARCHICAL || algo == SYMCOLL_ALGO_ENGINE)) return true;
-  switch (coll) {
-  case SYMCOLL_COLL_ALL_REDUCE:
-    return algo == SYMCOLL_ALGO_ONE_SHOT || algo == SYMCOLL_ALGO_TWO_SHOT || algo == SYMCOLL_ALGO_ONE_SHOT_DB ||
-           algo == SYMCOLL_ALGO_LAMPORT || algo == SYMCOLL_ALGO_NCCL;
-  case SYMCOLL_COLL_ALL_GATHER:
-    return algo == SYMCOLL_ALGO_PULL || algo == SYMCOLL_ALGO_PUSH || algo == SYMCOLL_ALGO_LAMPORT ||
-           algo == SYMCOLL_ALGO_COPY_ENGINE || algo == SYMCOLL_ALGO_NCCL;
-  case SYMCOLL_COLL_REDUCE_SCATTER:
-    return algo == SYMCOLL_ALGO_PULL || algo == SYMCOLL_ALGO_LAMPORT || algo == SYMCOLL_ALGO_NCCL;
-  case SYMCOLL_COLL_ALL_GATHER_MATMUL:
-  case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: return algo == SYMCOLL_ALGO_OVERLAP || algo == SYMCOLL_ALGO_SEQUENTIAL;
-  default: return false;
-  }
-}
-
-size_t symcoll__coll_bytes(symcoll_coll_t coll, size_t count, size_t esize, int nranks) {
-  return count * esize * (coll == SYMCOLL_COLL_ALL_REDUCE ? 1 : (size_t)nranks);
-}
-
 /* SYMCOLL_ALGO: "name[,name...]" (each applies to every collective that has it) or
  * "coll:name" / "coll=name" for one collective. */
 void symcoll__algo_from_env(symcoll_comm_t comm) {
@@ -52,9 +29,11 @@ void symcoll__algo_from_env(symcoll_comm_t comm) {
       for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++)
         if (!strcmp(tok, symcoll_coll_name((symcoll_coll_t)c))) only = c;
       if (only < 0) {
-        symcoll__env_warn("SYMCOLL_ALGO", "SYMCOLL_ALGO=%s: '%s' is not all_reduce, all_gather, reduce_scatter, all_gather_matmul or "
-                          "matmul_reduce_scatter; "
-                          "that part is ignored", v, tok);
+        char names[256] = "";
+        for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++)
+          snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", c ? ", " : "",
+                   symcoll_coll_name((symcoll_coll_t)c));
+        symcoll__env_warn("SYMCOLL_ALGO", "SYMCOLL_ALGO=%s: '%s' is none of %s; that part is ignored", v, tok, names);
         continue;
       }
     }
@@ -67,12 +46,14 @@ void symcoll__algo_from_env(symcoll_comm_t comm) {
         comm->forced_algo[c] = (symcoll_algo_t)algo;
         used = true;
       }
-    if (!used)
-      symcoll__env_warn("SYMCOLL_ALGO", "SYMCOLL_ALGO=%s: '%s' is no algorithm of %s; that part is ignored "
-                        "(all_reduce: oneshot, twoshot, oneshot_db, lamport, nccl; all_gather: pull, push, "
-                        "lamport, copy_engine, nccl; reduce_scatter: pull, lamport, nccl; the GEMM ones: overlap, sequential; "
-                        "across nodes: hierarchical, engine)",
-                        v, name, only < 0 ? "any collective" : symcoll_coll_name((symcoll_coll_t)only));
+    if (!used) {
+      char help[1024] = "", list[256];
+      for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++)
+        snprintf(help + strlen(help), sizeof help - strlen(help), "%s%s: %s", c ? "; " : "",
+                 symcoll_coll_name((symcoll_coll_t)c), symcoll__algo_list((symcoll_coll_t)c, list, sizeof list));
+      symcoll__env_warn("SYMCOLL_ALGO", "SYMCOLL_ALGO=%s: '%s' is no algorithm of %s; that part is ignored (%s)", v,
+                        name, only < 0 ? "any collective" : symcoll_coll_name((symcoll_coll_t)only), help);
+    }
   }
 }
 
@@ -145,23 +126,27 @@ static symcoll_status_t check_agreement(symcoll_comm_t comm, const symcoll__coll
 
 /* ---- what every call of a collective derives from its arguments ---------------------------- */
 
-/* NCCL's in-place rules: all_reduce send == recv; all_gather send is rank's block of recv;
- * reduce_scatter recv is rank's block of send. */
-static bool in_place_of(symcoll_coll_t coll, const void *send, const void *recv, size_t block, int rank) {
+/* NCCL's in-place rules, by the row's kind. */
+static bool in_place_of(const symcoll__coll_desc_t *d, const void *send, const void *recv, size_t block, int rank) {
   const char *s = send, *r = recv;
-  return coll == SYMCOLL_COLL_ALL_REDUCE   ? s == r
-         : coll == SYMCOLL_COLL_ALL_GATHER ? s == r + (size_t)rank * block
-                                           : r == s + (size_t)rank * block;
+  switch (d->in_place) {
+  case SYMCOLL__IN_PLACE_SAME: return s == r;
+  case SYMCOLL__IN_PLACE_SEND_IN_RECV: return s == r + (size_t)rank * block;
+  case SYMCOLL__IN_PLACE_RECV_IN_SEND: return r == s + (size_t)rank * block;
+  }
+  return false;
 }
 
-/* Zero-copy: peers read our input where it lies. Not in place for the reductions: writing
- * the result would race with peers' reads. all_gather in place: peers read our block of
- * recv, which we do not write. */
-static void place_symmetric(symcoll_comm_t comm, symcoll__coll_args_t *a, bool in_place) {
+/* Zero-copy: peers read our input where it lies. Not in place when recv is written where
+ * send lies (the reductions: writing the result would race with peers' reads); all_gather in
+ * place: peers read our block of recv, which we do not write. A receive buffer that holds
+ * every rank's block is found too (peers may write into it). */
+static void place_symmetric(symcoll_comm_t comm, const symcoll__coll_desc_t *d, symcoll__coll_args_t *a,
+                            bool in_place) {
   const size_t block = a->count * symcoll_dtype_size(a->dtype), n = (size_t)comm->nranks;
-  if (!in_place || a->coll == SYMCOLL_COLL_ALL_GATHER)
-    a->send_mem = symcoll__mem_find(comm, a->send, block * (a->coll == SYMCOLL_COLL_REDUCE_SCATTER ? n : 1), &a->send_off);
-  if (a->coll == SYMCOLL_COLL_ALL_GATHER) a->recv_mem = symcoll__mem_find(comm, a->recv, block * n, &a->recv_off);
+  if (!in_place || d->in_place == SYMCOLL__IN_PLACE_SEND_IN_RECV)
+    a->send_mem = symcoll__mem_find(comm, a->send, block * (d->send_all ? n : 1), &a->send_off);
+  if (d->recv_all) a->recv_mem = symcoll__mem_find(comm, a->recv, block * n, &a->recv_off);
 }
 
 const symcoll__tune_entry_t *symcoll__coll_entry(symcoll_comm_t comm, symcoll_coll_t coll, size_t count,
@@ -181,6 +166,7 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
                                  size_t count, symcoll_dtype_t dtype, symcoll_op_t op, void *stream,
                                  const symcoll_coll_opts_t *opts) {
   const char *name = symcoll_coll_name(coll);
+  const symcoll__coll_desc_t *d = symcoll__coll_desc(coll);
   if (!comm) SYMCOLL_REFUSE("%s: comm is NULL", name);
   if ((unsigned)dtype >= SYMCOLL_NUM_DTYPES)
     SYMCOLL_REFUSE("%s: unknown dtype %d (0..%d)", name, (int)dtype, SYMCOLL_NUM_DTYPES - 1);
@@ -190,7 +176,7 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   if (count == 0) return SYMCOLL_OK;
   const int n = comm->nranks, me = comm->rank;
   const size_t es = symcoll_dtype_size(dtype);
-  const size_t mult = coll == SYMCOLL_COLL_ALL_REDUCE ? 1 : (size_t)n;
+  const size_t mult = d->moves_all ? (size_t)n : 1;
   if (count > SIZE_MAX / es / mult / 2)
     SYMCOLL_REFUSE("%s: count %zu of %zu-byte elements (x %zu ranks) is too large", name, count, es, mult);
   if (!send) SYMCOLL_REFUSE("%s: send is NULL", name);
@@ -199,24 +185,22 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   if (((uintptr_t)send | (uintptr_t)recv) % es != 0)
     SYMCOLL_REFUSE("%s: send %p or recv %p is not aligned to the %zu-byte %s element", name, send, recv, es,
            symcoll_dtype_name(dtype));
-  const bool in_place = in_place_of(coll, send, recv, block, me);
-  switch (coll) {
-  case SYMCOLL_COLL_ALL_REDUCE:
-    if (!in_place && symcoll__overlap(send, block, recv, block)) SYMCOLL_REFUSE("%s: send and recv overlap without being equal", name);
-    break;
-  case SYMCOLL_COLL_ALL_GATHER:
-    if (!in_place && symcoll__overlap(send, block, recv, block * (size_t)n))
+  const bool in_place = in_place_of(d, send, recv, block, me);
+  const size_t send_bytes = block * (d->send_all ? (size_t)n : 1), recv_bytes = block * (d->recv_all ? (size_t)n : 1);
+  if (!in_place && symcoll__overlap(send, send_bytes, recv, recv_bytes)) {
+    switch (d->in_place) {
+    case SYMCOLL__IN_PLACE_SAME: SYMCOLL_REFUSE("%s: send and recv overlap without being equal", name);
+    case SYMCOLL__IN_PLACE_SEND_IN_RECV:
       SYMCOLL_REFUSE("%s: send overlaps recv without being rank %d's block of it (recv + %zu bytes)", name, me,
-             (size_t)me * block);
-    break;
-  default:
-    if (!in_place && symcoll__overlap(send, block * (size_t)n, recv, block))
+                     (size_t)me * block);
+    case SYMCOLL__IN_PLACE_RECV_IN_SEND:
       SYMCOLL_REFUSE("%s: recv overlaps send without being rank %d's block of it (send + %zu bytes)", name, me,
-             (size_t)me * block);
+                     (size_t)me * block);
+    }
   }
   if (comm->device == SYMCOLL_DEVICE_HOST && stream != NULL)
     SYMCOLL_REFUSE("%s: a CPU communicator takes no stream (got %p)", name, stream);
-  if (coll == SYMCOLL_COLL_ALL_GATHER) op = SYMCOLL_SUM; /* not used: keep signatures equal */
+  if (!d->takes_op) op = SYMCOLL_SUM; /* not used: keep signatures equal */
   SYMCOLL_CHECK(symcoll__comm_status(comm));
 
   symcoll__coll_args_t a = {.coll = coll, .send = send, .recv = recv, .count = count, .dtype = dtype,
@@ -251,7 +235,7 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   a.blocks = opts && opts->blocks ? opts->blocks : t->blocks;
   a.threads = opts && opts->threads ? opts->threads : t->threads;
   a.round_bytes = opt_round ? opt_round : t->round_bytes;
-  place_symmetric(comm, &a, in_place);
+  place_symmetric(comm, d, &a, in_place);
   a.sig = call_signature(&a);
   if (comm->check_args) SYMCOLL_CHECK(check_agreement(comm, &a));
   comm->coll_seq++;
@@ -262,7 +246,7 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   }
   SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: %s #%llu count %zu %s %s%s: %s (%s)%s%s", me, name,
                 (unsigned long long)comm->coll_seq, count, symcoll_dtype_name(dtype),
-                coll == SYMCOLL_COLL_ALL_GATHER ? "" : symcoll_op_name(op), in_place ? " in place" : "",
+                d->takes_op ? symcoll_op_name(op) : "", in_place ? " in place" : "",
                 symcoll_algo_name(a.algo), why, a.send_mem ? ", input symmetric" : "",
                 a.recv_mem ? ", output symmetric" : "");
   symcoll__fault_point(me, "coll");
@@ -273,11 +257,12 @@ symcoll_status_t symcoll__coll_inner(symcoll_comm_t comm, symcoll__coll_args_t *
   const int n = comm->nranks;
   const size_t es = symcoll_dtype_size(a->dtype), block = a->count * es;
   if (n == 1) return a->send == a->recv ? SYMCOLL_OK : comm->tp->copy(comm, a->recv, a->send, block, a->stream);
+  const symcoll__coll_desc_t *d = symcoll__coll_desc(a->coll);
   const symcoll__tune_entry_t *t = symcoll__coll_entry(comm, a->coll, a->count, a->dtype);
   a->algo = symcoll__coll_auto(comm, a->coll, a->count, a->dtype);
-  if (symcoll_coll_algo_supported(comm, a->coll, a->algo) != SYMCOLL_OK) a->algo = SYMCOLL_ALGO_PULL;
+  if (symcoll_coll_algo_supported(comm, a->coll, a->algo) != SYMCOLL_OK) a->algo = d->fallback;
   a->blocks = t->blocks, a->threads = t->threads, a->round_bytes = t->round_bytes;
-  place_symmetric(comm, a, in_place_of(a->coll, a->send, a->recv, block, comm->rank));
+  place_symmetric(comm, d, a, in_place_of(d, a->send, a->recv, block, comm->rank));
   /* The outer call's identity and this step's: ranks in other calls never pair up with it. */
   uint32_t s = a->sig ^ call_signature(a);
   a->sig = s ? s : 1;
@@ -322,7 +307,7 @@ symcoll_status_t symcoll_coll_algo_supported(symcoll_comm_t comm, symcoll_coll_t
   const bool across = algo == SYMCOLL_ALGO_HIERARCHICAL || algo == SYMCOLL_ALGO_ENGINE;
   if (across != (comm->hier != NULL)) return SYMCOLL_ERR_UNSUPPORTED;
   /* The GEMM operations run every algorithm wherever the transport has a GEMM library. */
-  if (coll >= SYMCOLL_NUM_COLLS) return comm->tp->gemm && comm->tp->has_gemm(comm) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
+  if (symcoll__coll_desc(coll)->fused) return comm->tp->gemm && comm->tp->has_gemm(comm) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
   return comm->tp->has_algo(comm, coll, algo) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
 }
 

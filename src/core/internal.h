@@ -438,10 +438,38 @@ SYMCOLL_HIDDEN int symcoll__tune_parse(symcoll_comm_t comm, const char *text, in
 /* Replaces every choice of `algo` by the choice for the next smaller size (the collective's
  * fallback if none). */
 SYMCOLL_HIDDEN void symcoll__tune_drop_algo(symcoll_comm_t comm, symcoll_algo_t algo);
+/* ---- what each collective is (src/core/colls.c: one row per collective) ---- */
+
+/* Where send and recv lie when a call is in place (NCCL's rules). */
+typedef enum {
+  SYMCOLL__IN_PLACE_SAME,         /* send == recv (all_reduce) */
+  SYMCOLL__IN_PLACE_SEND_IN_RECV, /* send is this rank's block of recv (all_gather) */
+  SYMCOLL__IN_PLACE_RECV_IN_SEND, /* recv is this rank's block of send (reduce_scatter) */
+} symcoll__in_place_t;
+
+#define SYMCOLL__ALGO_BIT(a) (1u << (unsigned)(a))
+
+typedef struct {
+  bool fused;    /* fused with a GEMM: its entry point is matmul.c's; the rest are plain */
+  bool takes_op; /* a reduction (else op is ignored and taken as SUM, so signatures agree) */
+  /* Plain collectives: the buffer holds every rank's block (count x nranks elements), else
+   * one block (count). */
+  bool send_all, recv_all;
+  bool moves_all; /* the call's size class: every rank's block (count x nranks) or one */
+  symcoll__in_place_t in_place;
+  uint32_t algos;          /* SYMCOLL__ALGO_BIT of each algorithm on one node */
+  symcoll_algo_t fallback; /* where nothing else is chosen, or the choice is not available */
+  int busbw_factor;        /* bus bandwidth = algbw x busbw_factor x (n - 1) / n (nccl-tests) */
+} symcoll__coll_desc_t;
+
+/* The row of `coll`, or NULL if it is out of range. */
+SYMCOLL_HIDDEN const symcoll__coll_desc_t *symcoll__coll_desc(symcoll_coll_t coll);
 /* Bytes a call's size bucket is taken from (see symcoll__tune_t). */
 SYMCOLL_HIDDEN size_t symcoll__coll_bytes(symcoll_coll_t coll, size_t count, size_t esize, int nranks);
 /* Whether `algo` is one of the collective's algorithms (not whether this comm can run it). */
 SYMCOLL_HIDDEN bool symcoll__algo_of(symcoll_coll_t coll, symcoll_algo_t algo);
+/* The algorithms of `coll`, by name, comma-separated into buf (for messages). */
+SYMCOLL_HIDDEN const char *symcoll__algo_list(symcoll_coll_t coll, char *buf, size_t n);
 /* The tuning table's entry for a call of `coll` with this count (its count argument) and dtype. */
 SYMCOLL_HIDDEN const symcoll__tune_entry_t *symcoll__coll_entry(symcoll_comm_t comm, symcoll_coll_t coll, size_t count,
                                                                 symcoll_dtype_t dtype);

@@ -42,14 +42,12 @@ size_t symcoll_dtype_size(symcoll_dtype_t dtype) {
 }
 
 const char *symcoll_coll_name(symcoll_coll_t coll) {
-  switch (coll) {
-  case SYMCOLL_COLL_ALL_REDUCE: return "all_reduce";
-  case SYMCOLL_COLL_ALL_GATHER: return "all_gather";
-  case SYMCOLL_COLL_REDUCE_SCATTER: return "reduce_scatter";
-  case SYMCOLL_COLL_ALL_GATHER_MATMUL: return "all_gather_matmul";
-  case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: return "matmul_reduce_scatter";
-  default: return "unknown";
-  }
+  static const char *const names[] = {
+#define COLL_NAME(name, value, str) [value] = str,
+      SYMCOLL_COLL_MAP(COLL_NAME)
+#undef COLL_NAME
+  };
+  return (unsigned)coll < SYMCOLL_NUM_COLL_KINDS ? names[coll] : "unknown";
 }
 
 const char *symcoll_op_name(symcoll_op_t op) {
@@ -61,23 +59,19 @@ const char *symcoll_op_name(symcoll_op_t op) {
   }
 }
 
+#define ALGO_STR(name, value, str, help) [value] = str,
+#define ALGO_HELP(name, value, str, help) [value] = help,
+static const char *const algo_names[] = {SYMCOLL_ALGO_MAP(ALGO_STR)};
+static const char *const algo_helps[] = {SYMCOLL_ALGO_MAP(ALGO_HELP)};
+#undef ALGO_STR
+#undef ALGO_HELP
+
 const char *symcoll_algo_name(symcoll_algo_t algo) {
-  switch (algo) {
-  case SYMCOLL_ALGO_AUTO: return "auto";
-  case SYMCOLL_ALGO_ONE_SHOT: return "oneshot";
-  case SYMCOLL_ALGO_TWO_SHOT: return "twoshot";
-  case SYMCOLL_ALGO_ONE_SHOT_DB: return "oneshot_db";
-  case SYMCOLL_ALGO_LAMPORT: return "lamport";
-  case SYMCOLL_ALGO_NCCL: return "nccl";
-  case SYMCOLL_ALGO_PULL: return "pull";
-  case SYMCOLL_ALGO_PUSH: return "push";
-  case SYMCOLL_ALGO_COPY_ENGINE: return "copy_engine";
-  case SYMCOLL_ALGO_OVERLAP: return "overlap";
-  case SYMCOLL_ALGO_SEQUENTIAL: return "sequential";
-  case SYMCOLL_ALGO_HIERARCHICAL: return "hierarchical";
-  case SYMCOLL_ALGO_ENGINE: return "engine";
-  default: return "unknown";
-  }
+  return (unsigned)algo < SYMCOLL_NUM_ALGOS ? algo_names[algo] : "unknown";
+}
+
+const char *symcoll_algo_help(symcoll_algo_t algo) {
+  return (unsigned)algo < SYMCOLL_NUM_ALGOS ? algo_helps[algo] : "unknown";
 }
 
 int symcoll_version(void) { return SYMCOLL_VERSION_CODE; }

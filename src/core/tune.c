@@ -103,9 +103,8 @@ static int cmp_row(const void *a, const void *b) {
 
 /* The algorithm a collective falls back on where nothing else is chosen. */
 static symcoll_algo_t fallback(symcoll_comm_t comm, symcoll_coll_t coll) {
-  if (comm->hier) return SYMCOLL_ALGO_HIERARCHICAL;
-  if (coll == SYMCOLL_COLL_ALL_REDUCE) return SYMCOLL_ALGO_TWO_SHOT;
-  return coll >= SYMCOLL_NUM_COLLS ? SYMCOLL_ALGO_OVERLAP : SYMCOLL_ALGO_PULL;
+  if (comm->hier && !symcoll__coll_desc(coll)->fused) return SYMCOLL_ALGO_HIERARCHICAL;
+  return symcoll__coll_desc(coll)->fallback;
 }
 
 #define MAX_ROWS 64

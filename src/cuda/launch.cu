@@ -45,7 +45,7 @@ extern "C" int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symco
  * for ours: a deadlock until the timeout. */
 extern "C" int symcoll__cuda_preload(void) {
   cudaFuncAttributes attr;
-  for (int coll = 0; coll < SYMCOLL_NUM_COLLS; coll++)
+  for (int coll = 0; coll < SYMCOLL_NUM_COLL_KINDS; coll++)
     for (int algo = SYMCOLL_ALGO_ONE_SHOT; algo < SYMCOLL_NUM_ALGOS; algo++)
       for (int dt = 0; dt < SYMCOLL_NUM_DTYPES; dt++)
         for (int op = 0; op < SYMCOLL_NUM_OPS; op++)

@@ -79,7 +79,7 @@ static bool lib_load(void) {
 
 /* Whether rank 0's table (adopted by all) picks NCCL for some size. */
 static bool table_wants(symcoll_comm_t comm) {
-  for (int c = 0; c < SYMCOLL_NUM_COLLS; c++)
+  for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++)
     for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++)
       for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++)
         if (comm->tune[c][d].bucket[b].algo == SYMCOLL_ALGO_NCCL) return true;
@@ -91,7 +91,7 @@ symcoll_status_t symcoll__nccl_setup(symcoll_comm_t comm, symcoll__nccl_t *nc) {
   pthread_mutex_init(&nc->lock, NULL);
   const int mode = symcoll__env_choice("SYMCOLL_NCCL"); /* auto, 1, 0 */
   bool forced = false;
-  for (int c = 0; c < SYMCOLL_NUM_COLLS; c++) forced |= comm->forced_algo[c] == SYMCOLL_ALGO_NCCL;
+  for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++) forced |= comm->forced_algo[c] == SYMCOLL_ALGO_NCCL;
   int want = mode == 1 || forced ? 1 : mode == 2 ? 0 : table_wants(comm);
   /* Rank 0 decides whether to try; every rank says whether it can. */
   int wants[SYMCOLL_MAX_RANKS];

@@ -177,13 +177,11 @@ symcoll_status_t symcoll__host_wait_all(symcoll_comm_t comm, host_state_t *hs, s
 }
 
 static void describe(char *buf, size_t n, const host_call_t *c) {
+  const symcoll__coll_desc_t *d = symcoll__coll_desc((symcoll_coll_t)c->coll);
   snprintf(buf, n, "%s %s %llu %s%s%s %s", symcoll_coll_name((symcoll_coll_t)c->coll),
-           c->coll >= SYMCOLL_NUM_COLLS ? "m_shard" : "count",
-           (unsigned long long)c->count, symcoll_dtype_name((symcoll_dtype_t)c->dtype),
-           c->coll == SYMCOLL_COLL_ALL_REDUCE || c->coll == SYMCOLL_COLL_REDUCE_SCATTER ? " " : "",
-           c->coll == SYMCOLL_COLL_ALL_REDUCE || c->coll == SYMCOLL_COLL_REDUCE_SCATTER
-               ? symcoll_op_name((symcoll_op_t)c->op) : "",
-           symcoll_algo_name((symcoll_algo_t)c->algo));
+           d && d->fused ? "m_shard" : "count", (unsigned long long)c->count,
+           symcoll_dtype_name((symcoll_dtype_t)c->dtype), d && d->takes_op ? " " : "",
+           d && d->takes_op ? symcoll_op_name((symcoll_op_t)c->op) : "", symcoll_algo_name((symcoll_algo_t)c->algo));
 }
 
 symcoll_status_t symcoll__host_wait_ready(symcoll_comm_t comm, host_state_t *hs, const host_epoch_t *ep, size_t k) {
