@@ -106,6 +106,17 @@ static const symcoll__oob_t hier_oob = {.allgather = hier_allgather, .bcast = hi
 
 /* ---- the collectives ------------------------------------------------------------------------- */
 
+/* A node-local step of call `a` on the node's communicator, through core's inner entry (the
+ * table's algorithm and placement; the outer call's signature folded into the step's); the
+ * outer call's arguments were checked once, at its entry. */
+static symcoll_status_t local_step(symcoll__hier_t *h, const symcoll__coll_args_t *a, symcoll_coll_t coll,
+                                   const void *send, void *recv, size_t count) {
+  symcoll__coll_args_t c = {.coll = coll, .send = send, .recv = recv, .count = count, .dtype = a->dtype,
+                            .op = symcoll__coll_desc(coll)->takes_op ? a->op : SYMCOLL_SUM, .stream = a->stream,
+                            .sig = a->sig};
+  return symcoll__coll_inner(h->local, &c);
+}
+
 #define STEP(call)                                                                                       \
   do {                                                                                                   \
     s = (call);                                                                                          \
@@ -134,13 +145,13 @@ static symcoll_status_t hier_all_reduce(symcoll__hier_t *h, const symcoll__coll_
   if (L == 1) return h->cross.coll(h->cross.ctx, a->coll, send, recv, a->count, a->dtype, a->op, a->stream);
   if (per) {
     char *blk = recv + (size_t)h->lrank * per * es;
-    STEP(symcoll_reduce_scatter(h->local, send, blk, per, a->dtype, a->op, a->stream));
+    STEP(local_step(h, a, SYMCOLL_COLL_REDUCE_SCATTER, send, blk, per));
     STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_ALL_REDUCE, blk, blk, per, a->dtype, a->op, a->stream));
-    STEP(symcoll_all_gather(h->local, blk, recv, per, a->dtype, a->stream));
+    STEP(local_step(h, a, SYMCOLL_COLL_ALL_GATHER, blk, recv, per));
   }
   if (rem) {
     const size_t off = per * L * es;
-    STEP(symcoll_all_reduce(h->local, send + off, recv + off, rem, a->dtype, a->op, a->stream));
+    STEP(local_step(h, a, SYMCOLL_COLL_ALL_REDUCE, send + off, recv + off, rem));
     STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_ALL_REDUCE, recv + off, recv + off, rem, a->dtype, a->op, a->stream));
   }
 out:
@@ -159,10 +170,10 @@ static symcoll_status_t hier_all_gather(symcoll__hier_t *h, const symcoll__coll_
   for (size_t n = 0; n < N; n++) {
     const int *g = &h->grank[n * L];
     if (h->node_major) {
-      STEP(symcoll_all_gather(h->local, tmp + n * blk, recv + (size_t)g[0] * blk, a->count, a->dtype, a->stream));
+      STEP(local_step(h, a, SYMCOLL_COLL_ALL_GATHER, tmp + n * blk, recv + (size_t)g[0] * blk, a->count));
       continue;
     }
-    STEP(symcoll_all_gather(h->local, tmp + n * blk, row, a->count, a->dtype, a->stream));
+    STEP(local_step(h, a, SYMCOLL_COLL_ALL_GATHER, tmp + n * blk, row, a->count));
     for (size_t l = 0; l < L; l++) STEP(copy(h, recv + (size_t)g[l] * blk, row + l * blk, blk, a->stream));
   }
 out:
@@ -185,7 +196,7 @@ static symcoll_status_t hier_reduce_scatter(symcoll__hier_t *h, const symcoll__c
   }
   for (size_t m = 0; m < N; m++) {
     const char *src = h->node_major ? send + (size_t)h->grank[m * L] * blk : ordered + m * L * blk;
-    STEP(symcoll_reduce_scatter(h->local, src, tmp + m * blk, a->count, a->dtype, a->op, a->stream));
+    STEP(local_step(h, a, SYMCOLL_COLL_REDUCE_SCATTER, src, tmp + m * blk, a->count));
   }
   STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_REDUCE_SCATTER, tmp, a->recv, a->count, a->dtype, a->op, a->stream));
 out:
