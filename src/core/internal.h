@@ -250,9 +250,6 @@ typedef struct symcoll__transport {
   /* Makes work already enqueued give up (GPU: raise the device error word with `status`).
    * Called from any thread: by symcoll_comm_abort, and by the peer monitor when a peer dies. */
   void (*abort)(symcoll_comm_t comm, symcoll_status_t status);
-  /* Optional (CPU): dst[i] = op over srcs[0..nsrc) of element i, with the transport's
-   * accumulation; lent to engines between nodes for the types they do not reduce. */
-  void (*reduce)(symcoll_dtype_t dtype, symcoll_op_t op, void *dst, const void *const *srcs, int nsrc, size_t n);
 } symcoll__transport_t;
 
 extern SYMCOLL_HIDDEN const symcoll__transport_t symcoll__host_transport;
@@ -325,7 +322,7 @@ struct symcoll_comm {
   uint64_t coll_seq;             /* collectives issued on this rank */
   uint64_t split_seq;            /* splits of this communicator (names their rendezvous) */
   symcoll_algo_t last_algo[SYMCOLL_NUM_COLL_KINDS]; /* for INFO lines when the choice changes */
-  struct symcoll__hier *hier;    /* non-NULL: this communicator spans nodes (hier.c) */
+  struct symcoll__hier *hier;    /* non-NULL: this communicator spans nodes (src/hier/hier.c) */
 };
 
 /* Bounded waiting for a peer. Spin, yield, check abort, deadline and peers' liveness; a WARN
@@ -370,20 +367,12 @@ SYMCOLL_HIDDEN void symcoll__comm_free(symcoll_comm_t comm);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__comm_create_flat(const symcoll_config_t *cfg, int sharers_floor,
                                                           symcoll_comm_t *comm_p);
 
-/* ---- communicators spanning nodes (hier.c) ------------------------------------------- */
+/* ---- communicators spanning nodes (src/hier/hier.c) ------------------------------------------- */
 extern SYMCOLL_HIDDEN const symcoll__transport_t symcoll__hier_transport;
 /* SYMCOLL_NODE_RANKS=k: a communicator of one host over nranks ranks (a multiple of k)
  * becomes one spanning nranks / k emulated nodes of k ranks (ranks r*k .. r*k+k-1). Takes
  * over `flat` (destroyed on failure too). Collective over flat's ranks. */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__hier_from_flat(symcoll_comm_t flat, int node_ranks, symcoll_comm_t *comm_p);
-#ifdef SYMCOLL_HAVE_CUDA
-struct symcoll__engine;
-/* An NCCL engine (nccl.c) over the ranks passing the same color, ordered by key, of a job of
- * nranks GPU ranks; NCCL's unique ids travel through xchg (an allgather over the job). */
-SYMCOLL_HIDDEN symcoll_status_t symcoll__nccl_engine(int (*xchg)(void *, const void *, void *, size_t), void *xchg_ctx,
-                                                     int rank, int nranks, int device, int color, int key,
-                                                     struct symcoll__engine *out);
-#endif
 /* 0 where SYMCOLL_NODE_RANKS leaves a communicator of nranks ranks alone, else its k. */
 SYMCOLL_HIDDEN int symcoll__hier_node_ranks(int nranks);
 

@@ -18,7 +18,7 @@
 
 #include <cuda_runtime.h>
 
-#include "../core/engine.h"
+#include "../engine/registry.h"
 #include "../core/internal.h"
 #include "nccl_engine.h"
 

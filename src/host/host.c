@@ -261,10 +261,6 @@ static bool host_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo
   return algo != SYMCOLL_ALGO_COPY_ENGINE && algo != SYMCOLL_ALGO_NCCL;
 }
 
-static void host_reduce(symcoll_dtype_t dtype, symcoll_op_t op, void *dst, const void *const *srcs, int nsrc, size_t n) {
-  symcoll__host_reduce_fn(dtype, op)(dst, srcs, nsrc, n);
-}
-
 static const char *host_tune_class(symcoll_comm_t comm) {
   (void)comm;
   return symcoll__host_simd_name();
@@ -288,5 +284,4 @@ const symcoll__transport_t symcoll__host_transport = {
     .matmul = host_matmul,
     .tune_class = host_tune_class,
     .abort = NULL,
-    .reduce = host_reduce,
 };

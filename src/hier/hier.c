@@ -4,19 +4,18 @@
  * the ranks of one host), the cross engine (among the ranks of equal local rank, one per node,
  * engine rank = node index) and the world engine (over all ranks: SYMCOLL_ALGO_ENGINE). The
  * engines are NCCL, MPI (libsymcoll_mpi) or, for nodes emulated on one host, symcoll
- * communicators split from the one-host communicator (engine.h). Every step below is a
+ * communicators split from the one-host communicator (src/engine/registry.h). Every step below is a
  * collective call of one of those parts, so bounded waits, signatures and stream order come
  * from them.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "engine.h"
-#include "internal.h"
+#include "../core/internal.h"
+#include "../engine/registry.h"
 
 typedef struct symcoll__hier {
   symcoll_comm_t local; /* this node's ranks */
@@ -31,40 +30,12 @@ typedef struct symcoll__hier {
   /* The exchange among all ranks that the communicator's set-up, barrier and SYMCOLL_CHECK use. */
   int (*xchg)(void *ctx, const void *send, void *recv, size_t bytes);
   void *xchg_ctx;
-  void *mpi_lib; /* dlopen handle of libsymcoll_mpi, if used */
 } symcoll__hier_t;
 
-/* ---- engines over symcoll communicators (emulated nodes) ----------------------------------- */
-
-static symcoll_status_t sc_coll(void *ctx, symcoll_coll_t coll, const void *send, void *recv, size_t count,
-                                symcoll_dtype_t dtype, symcoll_op_t op, void *stream) {
+/* The exchange over the one-host communicator of emulated nodes. */
+static int flat_xchg(void *ctx, const void *send, void *recv, size_t bytes) {
   symcoll_comm_t c = ctx;
-  switch (coll) {
-  case SYMCOLL_COLL_ALL_REDUCE: return symcoll_all_reduce(c, send, recv, count, dtype, op, stream);
-  case SYMCOLL_COLL_ALL_GATHER: return symcoll_all_gather(c, send, recv, count, dtype, stream);
-  case SYMCOLL_COLL_REDUCE_SCATTER: return symcoll_reduce_scatter(c, send, recv, count, dtype, op, stream);
-  case SYMCOLL_COLL_ALL_GATHER_MATMUL:
-  case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
-  case SYMCOLL_NUM_COLL_KINDS: break;
-  }
-  return SYMCOLL_NO_ENTRY("the symcoll engine between emulated nodes", coll);
-}
-static symcoll_status_t sc_allgather(void *ctx, const void *send, void *recv, size_t bytes) {
-  symcoll_comm_t c = ctx;
-  return c->oob->allgather(c, send, recv, bytes);
-}
-static symcoll_status_t sc_check(void *ctx) { return symcoll_comm_check(ctx); }
-static void sc_abort(void *ctx) { symcoll_comm_abort(ctx); }
-static void sc_destroy(void *ctx) { symcoll_comm_destroy(ctx); }
-static void sc_keep(void *ctx) { (void)ctx; } /* the world engine of emulated nodes is `flat` */
-
-static void sc_engine(symcoll_comm_t c, bool owned, symcoll__engine_t *e) {
-  *e = (symcoll__engine_t){.name = "symcoll", .ctx = c, .rank = c->rank, .nranks = c->nranks, .coll = sc_coll,
-                           .allgather = sc_allgather, .check = sc_check, .abort = sc_abort,
-                           .destroy = owned ? sc_destroy : sc_keep};
-}
-static int sc_xchg(void *ctx, const void *send, void *recv, size_t bytes) {
-  return sc_allgather(ctx, send, recv, bytes) == SYMCOLL_OK ? 0 : -1;
+  return c->oob->allgather(c, send, recv, bytes) == SYMCOLL_OK ? 0 : -1;
 }
 
 /* ---- the exchange of the communicator (its oob) ---------------------------------------------- */
@@ -253,7 +224,6 @@ static void hier_free(symcoll__hier_t *h) {
   if (h->has_world) h->world.destroy(h->world.ctx);
   if (h->has_mpi) h->mpi.destroy(h->mpi.ctx);
   if (h->flat) symcoll_comm_destroy(h->flat);
-  /* libsymcoll_mpi stays loaded: MPI may not be re-initialised in a process. */
   free(h);
 }
 
@@ -398,41 +368,6 @@ static symcoll_status_t lay_out(symcoll__hier_t *h, const place_t *all, int nran
 
 /* ---- creation --------------------------------------------------------------------------------- */
 
-static void engine_log(int level, const char *msg) {
-  SYMCOLL_LOG(level, SYMCOLL_SUBSYS_INIT, "%s", msg);
-}
-static void engine_reduce(symcoll_dtype_t dtype, symcoll_op_t op, void *dst, const void *const *srcs, int nsrc, size_t n) {
-  symcoll__host_transport.reduce(dtype, op, dst, srcs, nsrc, n);
-}
-
-/* libsymcoll_mpi: SYMCOLL_MPI_LIB, else beside libsymcoll, else the loader's search. */
-static symcoll_status_t mpi_open(symcoll__hier_t *h, const symcoll__engine_env_t *env, const void *mpi_comm,
-                                 symcoll__engine_t *out) {
-  char path[4096];
-  const char *names[3] = {symcoll__env_str("SYMCOLL_MPI_LIB", NULL), NULL, "libsymcoll_mpi.so"};
-  Dl_info info;
-  if (dladdr((void *)symcoll_comm_create_job, &info) && info.dli_fname) {
-    snprintf(path, sizeof path, "%s", info.dli_fname);
-    char *slash = strrchr(path, '/');
-    if (slash) {
-      snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "libsymcoll_mpi.so");
-      names[1] = path;
-    }
-  }
-  for (int i = 0; i < 3 && !h->mpi_lib; i++)
-    if (names[i]) h->mpi_lib = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL); /* MPI's own plugins need GLOBAL */
-  if (!h->mpi_lib) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "MPI engine: cannot open libsymcoll_mpi.so (%s); build symcoll with MPI or set "
-                 "SYMCOLL_MPI_LIB", dlerror());
-    return SYMCOLL_ERR_UNSUPPORTED;
-  }
-  symcoll__mpi_open_fn open = (symcoll__mpi_open_fn)(uintptr_t)dlsym(h->mpi_lib, SYMCOLL_MPI_OPEN);
-  if (!open) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "MPI engine: %s not in libsymcoll_mpi", SYMCOLL_MPI_OPEN);
-    return SYMCOLL_ERR_UNSUPPORTED;
-  }
-  return open(env, mpi_comm, out);
-}
 static int engine_xchg(void *ctx, const void *send, void *recv, size_t bytes) {
   symcoll__engine_t *e = ctx;
   return e->allgather(e->ctx, send, recv, bytes) == SYMCOLL_OK ? 0 : -1;
@@ -495,35 +430,24 @@ int symcoll__hier_node_ranks(int nranks) {
   return k;
 }
 
-/* The engine kind SYMCOLL_ENGINE asks for (cfg_engine where it says auto). */
-static symcoll_engine_t engine_kind(symcoll_engine_t cfg_engine, int device, bool emulated) {
-  static const symcoll_engine_t by_choice[] = {SYMCOLL_ENGINE_AUTO, SYMCOLL_ENGINE_NCCL, SYMCOLL_ENGINE_MPI,
-                                               SYMCOLL_ENGINE_SYMCOLL};
-  symcoll_engine_t e = by_choice[symcoll__env_choice("SYMCOLL_ENGINE")];
-  if (e == SYMCOLL_ENGINE_NCCL && device == SYMCOLL_DEVICE_HOST) e = SYMCOLL_ENGINE_AUTO; /* it names GPU ranks' engine */
-  if (e == SYMCOLL_ENGINE_AUTO) e = cfg_engine;
-  if (e == SYMCOLL_ENGINE_AUTO)
-    e = device != SYMCOLL_DEVICE_HOST ? SYMCOLL_ENGINE_NCCL : emulated ? SYMCOLL_ENGINE_SYMCOLL : SYMCOLL_ENGINE_MPI;
-  return e;
-}
-
 /* The NCCL engines (cross and world) through the exchange h->xchg. */
 static symcoll_status_t nccl_engines(symcoll__hier_t *h, int rank, int nranks, int device) {
-#ifdef SYMCOLL_HAVE_CUDA
-  if (device == SYMCOLL_DEVICE_HOST) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "the NCCL engine takes GPU ranks");
-    return SYMCOLL_ERR_UNSUPPORTED;
-  }
-  SYMCOLL_CHECK(symcoll__nccl_engine(h->xchg, h->xchg_ctx, rank, nranks, device, h->lrank, h->node, &h->cross));
+  symcoll__engine_args_t a = {.rank = rank, .nranks = nranks, .device = device, .color = h->lrank, .key = h->node,
+                              .xchg = h->xchg, .xchg_ctx = h->xchg_ctx};
+  SYMCOLL_CHECK(symcoll__engine_open(SYMCOLL_ENGINE_NCCL, &a, &h->cross));
   h->has_cross = true;
-  SYMCOLL_CHECK(symcoll__nccl_engine(h->xchg, h->xchg_ctx, rank, nranks, device, 0, rank, &h->world));
+  a.color = 0, a.key = rank;
+  SYMCOLL_CHECK(symcoll__engine_open(SYMCOLL_ENGINE_NCCL, &a, &h->world));
   h->has_world = true;
   return SYMCOLL_OK;
-#else
-  (void)h, (void)rank, (void)nranks, (void)device;
-  SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "this build of symcoll has no CUDA, so no NCCL engine");
-  return SYMCOLL_ERR_UNSUPPORTED;
-#endif
+}
+
+/* The MPI engine over mpi_comm (NULL: MPI_COMM_WORLD) into h->mpi. */
+static symcoll_status_t mpi_engine(symcoll__hier_t *h, int timeout_ms, const void *mpi_comm) {
+  const symcoll__engine_args_t a = {.timeout_ms = timeout_ms, .mpi_comm = mpi_comm};
+  SYMCOLL_CHECK(symcoll__engine_open(SYMCOLL_ENGINE_MPI, &a, &h->mpi));
+  h->has_mpi = true;
+  return SYMCOLL_OK;
 }
 
 symcoll_status_t symcoll__hier_from_flat(symcoll_comm_t flat, int k, symcoll_comm_t *comm_p) {
@@ -536,11 +460,11 @@ symcoll_status_t symcoll__hier_from_flat(symcoll_comm_t flat, int k, symcoll_com
   const int rank = flat->rank, n = flat->nranks;
   h->nnodes = n / k, h->lsize = k, h->node = rank / k, h->lrank = rank % k, h->node_major = true;
   for (int i = 0; i < n; i++) h->grank[i] = i;
-  h->xchg = sc_xchg, h->xchg_ctx = flat;
+  h->xchg = flat_xchg, h->xchg_ctx = flat;
   symcoll_status_t s;
   symcoll_comm_t cross = NULL;
   SYMCOLL_CHECK_GOTO(symcoll_comm_split(flat, h->node, rank, &h->local), s, err);
-  const symcoll_engine_t kind = engine_kind(SYMCOLL_ENGINE_AUTO, flat->device, true);
+  const symcoll_engine_t kind = symcoll__engine_choice(SYMCOLL_ENGINE_AUTO, flat->device, true);
   if (kind == SYMCOLL_ENGINE_NCCL) {
     SYMCOLL_CHECK_GOTO(nccl_engines(h, rank, n, flat->device), s, err);
   } else {
@@ -548,9 +472,9 @@ symcoll_status_t symcoll__hier_from_flat(symcoll_comm_t flat, int k, symcoll_com
       SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "SYMCOLL_NODE_RANKS emulates nodes with symcoll between them, not MPI: launch "
                    "on real nodes (or network namespaces) for the MPI engine");
     SYMCOLL_CHECK_GOTO(symcoll_comm_split(flat, h->lrank, h->node, &cross), s, err);
-    sc_engine(cross, true, &h->cross);
+    symcoll__engine_open(SYMCOLL_ENGINE_SYMCOLL, &(symcoll__engine_args_t){.comm = cross, .owned = true}, &h->cross);
     h->has_cross = true;
-    sc_engine(flat, false, &h->world);
+    symcoll__engine_open(SYMCOLL_ENGINE_SYMCOLL, &(symcoll__engine_args_t){.comm = flat}, &h->world);
     h->has_world = true;
   }
   SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "SYMCOLL_NODE_RANKS=%d: rank %d of %d on emulated node %d", k, rank, n, h->node);
@@ -588,7 +512,7 @@ symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcol
                  cfg->local_nranks, cfg->device, cfg->timeout_ms);
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   }
-  const symcoll_engine_t kind = engine_kind(cfg->engine, cfg->device, false);
+  const symcoll_engine_t kind = symcoll__engine_choice(cfg->engine, cfg->device, false);
   if (kind == SYMCOLL_ENGINE_SYMCOLL) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "SYMCOLL_ENGINE=symcoll is for nodes emulated with SYMCOLL_NODE_RANKS");
     return SYMCOLL_ERR_INVALID_ARGUMENT;
@@ -596,16 +520,13 @@ symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcol
   symcoll__hier_t *h = calloc(1, sizeof *h);
   if (!h) return SYMCOLL_ERR_NO_MEMORY;
   const int timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : (int)symcoll__env_int("SYMCOLL_TIMEOUT_MS");
-  symcoll__engine_env_t env = {.abi = SYMCOLL_ENGINE_ABI, .timeout_ms = timeout_ms, .reduce = engine_reduce,
-                               .log = engine_log};
   symcoll_status_t s;
   int rank = cfg->rank, nranks = cfg->nranks;
   /* The exchange: the user's, else MPI's (which is also the MPI engine's world). */
   if (cfg->oob_allgather) {
     h->xchg = cfg->oob_allgather, h->xchg_ctx = cfg->oob_ctx;
   } else {
-    SYMCOLL_CHECK_GOTO(mpi_open(h, &env, kind == SYMCOLL_ENGINE_MPI ? cfg->mpi_comm : NULL, &h->mpi), s, err);
-    h->has_mpi = true;
+    SYMCOLL_CHECK_GOTO(mpi_engine(h, timeout_ms, kind == SYMCOLL_ENGINE_MPI ? cfg->mpi_comm : NULL), s, err);
     SYMCOLL_CHECK_GOTO(mpi_matches(&h->mpi, &rank, &nranks), s, err);
     h->xchg = engine_xchg, h->xchg_ctx = &h->mpi;
   }
@@ -647,8 +568,7 @@ symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcol
   }
   if (kind == SYMCOLL_ENGINE_MPI) { /* world: the job's MPI communicator; cross: split from it */
     if (!h->has_mpi) { /* the user's exchange did the layout: MPI only now */
-      SYMCOLL_CHECK_GOTO(mpi_open(h, &env, cfg->mpi_comm, &h->mpi), s, err);
-      h->has_mpi = true;
+      SYMCOLL_CHECK_GOTO(mpi_engine(h, timeout_ms, cfg->mpi_comm), s, err);
       int r = rank, n = nranks;
       SYMCOLL_CHECK_GOTO(mpi_matches(&h->mpi, &r, &n), s, err);
     }
