@@ -1,4 +1,6 @@
-/* Communicators, symmetric memory bookkeeping, bounded waiting. */
+/* Communicators: configuration checks, creation (one rank, all ranks of a process), set-up,
+ * lifetime, status. The peer monitor, launcher discovery, bounded waiting and symmetric memory
+ * are in monitor.c, launcher.c, wait.c and mem.c. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -96,61 +98,8 @@ symcoll_status_t symcoll__comm_new(const symcoll_config_t *cfg, symcoll_comm_t *
   return SYMCOLL_OK;
 }
 
-/* ---- peer monitor (process mode) ------------------------------------------------------ */
-
-static void *monitor_main(void *arg) {
-  symcoll_comm_t c = arg;
-  struct pollfd p[SYMCOLL_MAX_RANKS + 1];
-  int idx[SYMCOLL_MAX_RANKS + 1], n = 0;
-  p[n] = (struct pollfd){.fd = c->monitor_stop_fd, .events = POLLIN};
-  idx[n++] = -1;
-  for (int r = 0; r < c->nranks; r++)
-    if (r != c->rank && c->pidfds[r] >= 0) {
-      p[n] = (struct pollfd){.fd = c->pidfds[r], .events = POLLIN};
-      idx[n++] = r;
-    }
-  for (;;) {
-    /* Peers without a pidfd are looked at every 100 ms. */
-    int rc = poll(p, (nfds_t)n, 100);
-    if (rc < 0 && errno != EINTR) return NULL;
-    if (p[0].revents) return NULL; /* destroy */
-    int lost = -1;
-    for (int i = 1; i < n && lost < 0; i++)
-      if (p[i].revents) lost = idx[i];
-    for (int r = 0; r < c->nranks && lost < 0; r++)
-      if (r != c->rank && c->pidfds[r] < 0 && kill(c->pids[r], 0) != 0 && errno == ESRCH) lost = r;
-    if (lost >= 0) {
-      SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d (pid %d) exited", lost, (int)c->pids[lost]);
-      symcoll__comm_fail(c, SYMCOLL_ERR_PEER_LOST);
-      if (c->tp->abort) c->tp->abort(c, SYMCOLL_ERR_PEER_LOST);
-      return NULL;
-    }
-  }
-}
-
-static void monitor_start(symcoll_comm_t c) {
-  c->monitor_stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (c->monitor_stop_fd < 0) return;
-  if (pthread_create(&c->monitor, NULL, monitor_main, c) == 0) {
-    c->monitor_running = true;
-  } else {
-    close(c->monitor_stop_fd);
-    c->monitor_stop_fd = -1;
-  }
-}
-
-static void monitor_stop(symcoll_comm_t c) {
-  if (!c->monitor_running) return;
-  uint64_t one = 1;
-  if (write(c->monitor_stop_fd, &one, sizeof one) < 0) { /* the join below still ends it */
-  }
-  pthread_join(c->monitor, NULL);
-  close(c->monitor_stop_fd);
-  c->monitor_running = false;
-}
-
 void symcoll__comm_free(symcoll_comm_t c) {
-  monitor_stop(c);
+  symcoll__monitor_stop(c);
   while (c->mems) {
     struct symcoll_mem *m = c->mems;
     c->mems = m->next;
@@ -186,7 +135,7 @@ symcoll_status_t symcoll__comm_setup(symcoll_comm_t c) {
 }
 
 void symcoll__comm_ready(symcoll_comm_t c) {
-  if (c->nranks > 1 && !c->thread_mode) monitor_start(c);
+  if (c->nranks > 1 && !c->thread_mode) symcoll__monitor_start(c);
 }
 
 /* A dummy oob for a communicator of one rank: nothing to exchange. */
@@ -242,102 +191,6 @@ symcoll_status_t symcoll__comm_create_flat(const symcoll_config_t *cfg, int shar
 err_free:
   symcoll__comm_free(c);
   return s;
-}
-
-/* ---- creation from the environment ------------------------------------------------- */
-
-/* A launcher's integer variable: false if unset; *bad set if set but not a whole number in
- * [lo, hi] (and a WARN names it). */
-static bool env_int(const char *name, int *v, int lo, int hi, bool *bad) {
-  const char *s = getenv(name);
-  if (!s || !*s) return false;
-  char *end;
-  errno = 0;
-  long x = strtol(s, &end, 10);
-  if (*end || end == s || errno || x < lo || x > hi) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "%s=%s is not a whole number from %d to %d", name, s, lo, hi);
-    *bad = true;
-    return false;
-  }
-  *v = (int)x;
-  return true;
-}
-
-symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_comm_t *comm_p) {
-  symcoll__log_init();
-  symcoll_config_t cfg;
-  symcoll_config_init(&cfg);
-  char job[SYMCOLL_JOB_ID_MAX + 1] = "";
-  const char *src = NULL;
-  int rank = -1, n = -1, grank = -1, gn = -1; /* on this node; in the whole job */
-  bool bad = false;
-  const int MR = SYMCOLL_MAX_RANKS;
-#define ENV_PAIR(r, nr) (env_int(r, &rank, 0, MR - 1, &bad) & env_int(nr, &n, 1, MR, &bad))
-  if (ENV_PAIR("SYMCOLL_RANK", "SYMCOLL_NRANKS")) {
-    src = "SYMCOLL_*";
-    /* Unnamed: ranks started by one parent (a script, a shell's `&`, a forking launcher)
-     * share its pid, and two such jobs started at once do not. */
-    const char *named = symcoll__env_str("SYMCOLL_JOB_ID", NULL);
-    if (named) snprintf(job, sizeof job, "%s", named);
-    else snprintf(job, sizeof job, "ppid.%d", (int)getppid());
-  } else if (!bad && ENV_PAIR("LOCAL_RANK", "LOCAL_WORLD_SIZE")) {
-    src = "torchrun";
-    const char *run = getenv("TORCHELASTIC_RUN_ID");
-    if (run && *run && strcmp(run, "none") != 0) snprintf(job, sizeof job, "torch.%s", run);
-    else snprintf(job, sizeof job, "torch.%s:%s", symcoll__env_str("MASTER_ADDR", "local"),
-                  symcoll__env_str("MASTER_PORT", "0"));
-    if (!(env_int("RANK", &grank, 0, INT32_MAX - 1, &bad) & env_int("WORLD_SIZE", &gn, 1, INT32_MAX, &bad))) gn = -1;
-  } else if (!bad && ENV_PAIR("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE")) {
-    src = "Open MPI";
-    const char *id = getenv("OMPI_MCA_ess_base_jobid");
-    if (!id) id = getenv("OMPI_MCA_orte_ess_jobid");
-    if (!id) id = getenv("OMPI_MCA_orte_hnp_uri");
-    snprintf(job, sizeof job, "ompi.%s", id ? id : "0");
-    if (!(env_int("OMPI_COMM_WORLD_RANK", &grank, 0, INT32_MAX - 1, &bad) &
-          env_int("OMPI_COMM_WORLD_SIZE", &gn, 1, INT32_MAX, &bad)))
-      gn = -1;
-  } else if (!bad && env_int("SLURM_LOCALID", &rank, 0, MR - 1, &bad)) {
-    src = "Slurm";
-    /* SLURM_NTASKS_PER_NODE may read "4(x2)": its leading number is the tasks on this node. */
-    const char *per = getenv("SLURM_NTASKS_PER_NODE");
-    n = per && *per ? atoi(per) : -1;
-    if (n < 1 && !env_int("SLURM_NTASKS", &n, 1, MR, &bad)) n = -1;
-    snprintf(job, sizeof job, "slurm.%s.%s", symcoll__env_str("SLURM_JOB_ID", "0"),
-             symcoll__env_str("SLURM_STEP_ID", "0"));
-    if (!(env_int("SLURM_PROCID", &grank, 0, INT32_MAX - 1, &bad) & env_int("SLURM_NTASKS", &gn, 1, INT32_MAX, &bad)))
-      gn = -1;
-  }
-#undef ENV_PAIR
-  if (bad) return SYMCOLL_ERR_INVALID_ARGUMENT; /* named above */
-  if (!src || n < 1) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
-                 "no rank in the environment (SYMCOLL_RANK and SYMCOLL_NRANKS, torchrun's LOCAL_RANK and "
-                 "LOCAL_WORLD_SIZE, Open MPI's OMPI_COMM_WORLD_LOCAL_RANK/SIZE, Slurm's SLURM_LOCALID)");
-    return SYMCOLL_ERR_INVALID_ARGUMENT;
-  }
-  if (rank >= n) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "from %s: rank %d is not below the rank count %d", src, rank, n);
-    return SYMCOLL_ERR_INVALID_ARGUMENT;
-  }
-  /* Characters a job id may not hold (e.g. from an Open MPI URI) become '_'. */
-  for (char *p = job; *p; p++)
-    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-          *p == '.' || *p == '_' || *p == '-' || *p == ':'))
-      *p = '_';
-  cfg.job_id = job;
-  cfg.rank = rank;
-  cfg.nranks = n;
-  cfg.device = device == SYMCOLL_DEVICE_LOCAL_RANK ? rank : device;
-  if (gn > n) { /* more ranks in the job than on this node: a job spanning nodes */
-    SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "from %s: rank %d of %d, local rank %d of %d, job %s", src, grank, gn, rank, n, job);
-    symcoll_job_config_t jc;
-    symcoll_job_config_init(&jc);
-    jc.job_id = job, jc.rank = grank, jc.nranks = gn, jc.local_rank = rank, jc.local_nranks = n;
-    jc.device = cfg.device;
-    return symcoll_comm_create_job(&jc, comm_p);
-  }
-  SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "from %s: rank %d of %d, job %s", src, rank, n, job);
-  return symcoll_comm_create(&cfg, comm_p);
 }
 
 /* ---- thread mode --------------------------------------------------------------------- */
@@ -507,154 +360,3 @@ void symcoll__comm_fail(symcoll_comm_t comm, symcoll_status_t status) {
   atomic_compare_exchange_strong(&comm->failed, &expected, (int)status);
 }
 
-/* ---- waiting --------------------------------------------------------------------------- */
-
-void symcoll__waiter_init(symcoll__waiter_t *w, symcoll_comm_t comm, int peer) {
-  w->comm = comm;
-  w->peer = peer;
-  w->spins = 0;
-  uint64_t now = symcoll__now_ns();
-  w->deadline_ns = now + (uint64_t)comm->timeout_ms * 1000000ull;
-  w->next_peer_check_ns = now + 1000000ull;
-  w->start_ns = now;
-  w->next_report_ns = now + SYMCOLL_WAIT_REPORT_NS;
-}
-
-symcoll_status_t symcoll__comm_peers_alive(symcoll_comm_t comm, int peer) {
-  if (comm->thread_mode || comm->nranks == 1) return SYMCOLL_OK;
-  struct pollfd p[SYMCOLL_MAX_RANKS];
-  int idx[SYMCOLL_MAX_RANKS], n = 0;
-  for (int r = 0; r < comm->nranks; r++) {
-    if (r == comm->rank || (peer >= 0 && r != peer)) continue;
-    if (comm->pidfds[r] >= 0) {
-      p[n] = (struct pollfd){.fd = comm->pidfds[r], .events = POLLIN};
-      idx[n++] = r;
-    } else if (kill(comm->pids[r], 0) != 0 && errno == ESRCH) {
-      SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d (pid %d) is gone", r, (int)comm->pids[r]);
-      return SYMCOLL_ERR_PEER_LOST;
-    }
-  }
-  if (n > 0 && poll(p, (nfds_t)n, 0) > 0)
-    for (int i = 0; i < n; i++)
-      if (p[i].revents) {
-        SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d (pid %d) is gone", idx[i],
-                     (int)comm->pids[idx[i]]);
-        return SYMCOLL_ERR_PEER_LOST;
-      }
-  return SYMCOLL_OK;
-}
-
-symcoll_status_t symcoll__waiter_slow(symcoll__waiter_t *w) {
-  symcoll_comm_t c = w->comm;
-  if (atomic_load_explicit(&c->aborted, memory_order_relaxed)) return SYMCOLL_ERR_ABORTED;
-  /* Ranks may outnumber cores: after a short spin, give the core away. */
-  if (w->spins > c->spin_before_yield) sched_yield();
-  uint64_t now = symcoll__now_ns();
-  if (now >= w->next_peer_check_ns) {
-    w->next_peer_check_ns = now + 2000000ull;
-    symcoll_status_t s = symcoll__comm_peers_alive(c, w->peer);
-    if (s != SYMCOLL_OK) return s;
-    s = symcoll__comm_status(c);
-    if (s != SYMCOLL_OK) return s;
-  }
-  if (now >= w->deadline_ns) return SYMCOLL_ERR_TIMEOUT;
-  if (now >= w->next_report_ns) { /* a long wait says whom it waits for */
-    w->next_report_ns = now + 2 * SYMCOLL_WAIT_REPORT_NS;
-    char who[24] = "any rank";
-    if (w->peer >= 0) snprintf(who, sizeof who, "rank %d", w->peer);
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "job %s: rank %d still waiting for %s in call %llu (%.0f s of the %.0f s timeout)",
-                 c->job_id, c->rank, who, (unsigned long long)c->coll_seq, (double)(now - w->start_ns) * 1e-9,
-                 c->timeout_ms * 1e-3);
-  }
-  return SYMCOLL_OK;
-}
-
-/* ---- symmetric memory ------------------------------------------------------------------ */
-
-symcoll_status_t symcoll__mem_alloc_internal(symcoll_comm_t comm, size_t bytes,
-                                             struct symcoll_mem **mem_p) {
-  size_t all[SYMCOLL_MAX_RANKS];
-  SYMCOLL_CHECK(symcoll__comm_status(comm));
-  SYMCOLL_CHECK(comm->oob->allgather(comm, &bytes, all, sizeof bytes));
-  for (int r = 0; r < comm->nranks; r++)
-    if (all[r] != bytes) {
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "rank %d allocates %zu bytes, this rank %zu", r, all[r],
-                   bytes);
-      return SYMCOLL_ERR_MISMATCH;
-    }
-  symcoll__fault_point(comm->rank, "alloc");
-  struct symcoll_mem *m = calloc(1, sizeof *m);
-  if (!m) return SYMCOLL_ERR_NO_MEMORY;
-  m->comm = comm;
-  m->bytes = bytes;
-  m->id = comm->next_mem_id++;
-  symcoll_status_t s = comm->tp->mem_alloc(comm, bytes, m);
-  if (s != SYMCOLL_OK) {
-    free(m);
-    return s;
-  }
-  m->next = comm->mems;
-  comm->mems = m;
-  *mem_p = m;
-  return SYMCOLL_OK;
-}
-
-/* Every rank of comm is past its allocation's (or free's) driver calls. Those can wait for the
- * GPU to go idle, and with ranks sharing a GPU it never does while a peer's kernel waits for
- * this rank: so no rank may start a collective while another is still in them. */
-static symcoll_status_t all_done(symcoll_comm_t comm) {
-  char mine = 1, all[SYMCOLL_MAX_RANKS];
-  return comm->oob->allgather(comm, &mine, all, 1);
-}
-
-symcoll_status_t symcoll_mem_alloc(symcoll_comm_t comm, size_t bytes, symcoll_mem_t *mem_p) {
-  if (!comm || !mem_p || bytes == 0) return SYMCOLL_ERR_INVALID_ARGUMENT;
-  SYMCOLL_CHECK(symcoll__mem_alloc_internal(comm, bytes, mem_p));
-  return all_done(comm);
-}
-
-symcoll_status_t symcoll_mem_free(symcoll_mem_t mem) {
-  if (!mem) return SYMCOLL_ERR_INVALID_ARGUMENT;
-  symcoll_comm_t comm = mem->comm;
-  if (mem == comm->workspace) return SYMCOLL_ERR_INVALID_ARGUMENT;
-  /* No peer may still use it: a barrier first. After a failure, free locally anyway. */
-  int id = mem->id, ids[SYMCOLL_MAX_RANKS];
-  symcoll_status_t s = symcoll__comm_status(comm);
-  if (s == SYMCOLL_OK) s = comm->oob->allgather(comm, &id, ids, sizeof id);
-  for (int r = 0; s == SYMCOLL_OK && r < comm->nranks; r++)
-    if (ids[r] != id) s = SYMCOLL_ERR_MISMATCH;
-  for (struct symcoll_mem **pp = &comm->mems; *pp; pp = &(*pp)->next)
-    if (*pp == mem) {
-      *pp = mem->next;
-      break;
-    }
-  comm->tp->mem_free(mem);
-  free(mem);
-  return s == SYMCOLL_OK ? all_done(comm) : s;
-}
-
-void *symcoll_mem_ptr(symcoll_mem_t mem, int rank) {
-  if (!mem || rank < 0 || rank >= mem->comm->nranks) return NULL;
-  return mem->ptrs[rank];
-}
-
-size_t symcoll_mem_size(symcoll_mem_t mem) { return mem ? mem->bytes : 0; }
-
-symcoll_status_t symcoll_mem_device_view(symcoll_mem_t mem, symcoll_device_view_t *view_p) {
-  if (!mem || !view_p) return SYMCOLL_ERR_INVALID_ARGUMENT;
-  if (!mem->comm->tp->mem_device_view) return SYMCOLL_ERR_UNSUPPORTED;
-  return mem->comm->tp->mem_device_view(mem, view_p);
-}
-
-struct symcoll_mem *symcoll__mem_find(symcoll_comm_t comm, const void *p, size_t bytes,
-                                      size_t *off_p) {
-  uintptr_t a = (uintptr_t)p;
-  for (struct symcoll_mem *m = comm->mems; m; m = m->next) {
-    uintptr_t base = (uintptr_t)m->ptrs[comm->rank];
-    if (m != comm->workspace && a >= base && a - base <= m->bytes && bytes <= m->bytes - (a - base)) {
-      *off_p = a - base;
-      return m;
-    }
-  }
-  return NULL;
-}

@@ -125,6 +125,10 @@ SYMCOLL_HIDDEN struct symcoll_mem *symcoll__mem_find(symcoll_comm_t comm, const 
 SYMCOLL_HIDDEN symcoll_status_t symcoll__mem_alloc_internal(symcoll_comm_t comm, size_t bytes,
                                                             struct symcoll_mem **mem_p);
 
+/* ---- the peer monitor (monitor.c) ---- */
+SYMCOLL_HIDDEN void symcoll__monitor_start(symcoll_comm_t c);
+SYMCOLL_HIDDEN void symcoll__monitor_stop(symcoll_comm_t c);
+
 /* ---- communicator creation shared with split.c (comm.c) -------------------------------- */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__comm_new(const symcoll_config_t *cfg, symcoll_comm_t *comm_p);
 /* The per-rank half of creation once the oob exists: transport, workspace, tuning. */
