@@ -85,16 +85,7 @@ static symcoll_status_t drv_load(void) {
   return drv_status;
 }
 
-/* Border conversions: log the call, file and line once; return a symcoll status. */
-#define CUDA_GOTO(call, status, label)                                                     \
-  do {                                                                                     \
-    cudaError_t e_ = (call);                                                               \
-    if (e_ != cudaSuccess) {                                                               \
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_ALL, "%s failed: %s", #call, cudaGetErrorString(e_));    \
-      (status) = e_ == cudaErrorMemoryAllocation ? SYMCOLL_ERR_NO_MEMORY : SYMCOLL_ERR_CUDA; \
-      goto label;                                                                          \
-    }                                                                                      \
-  } while (0)
+/* The driver API's errors, as cuda_check.h does the runtime's. */
 #define CU_GOTO(call, status, label)                                                       \
   do {                                                                                     \
     CUresult r_ = (call);                                                                  \

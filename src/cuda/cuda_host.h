@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include "../core/internal.h"
+#include "cuda_check.h"
 #include "cuda_internal.h"
 #include "nccl_engine.h"
 

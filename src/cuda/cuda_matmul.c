@@ -26,14 +26,6 @@
 
 #include "cuda_host.h"
 
-#define CUDA_TRY(call)                                                                                   \
-  do {                                                                                                   \
-    cudaError_t e_ = (call);                                                                             \
-    if (e_ != cudaSuccess) {                                                                             \
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "%s failed: %s", #call, cudaGetErrorString(e_));                 \
-      return SYMCOLL_ERR_CUDA;                                                                           \
-    }                                                                                                    \
-  } while (0)
 
 static symcoll_status_t gemm_rows(symcoll_comm_t comm, const void *a, const void *b, void *c, size_t m, size_t n,
                                   size_t k, symcoll_dtype_t dt, void *stream) {
