@@ -276,6 +276,126 @@ out:
   return s;
 }
 
+/* Which ranks share our GPU and whether every pair of GPUs can reach each other (bus ids and
+ * peer access), then the geometry every rank sizes its kernels from: the fewest SMs and the
+ * smallest L2 of all, and the most ranks on one GPU (a split's parent's too, since its groups
+ * run at once). Collective: every rank learns every rank's verdict. */
+static symcoll_status_t place_ranks(symcoll_comm_t comm, cuda_state_t *cs, char bus[32]) {
+  symcoll_status_t s = SYMCOLL_OK;
+  char buses[SYMCOLL_MAX_RANKS][32];
+  CUDA_TRY(cudaDeviceGetPCIBusId(bus, 32, comm->device));
+  SYMCOLL_CHECK(comm->oob->allgather(comm, bus, buses, 32));
+  SYMCOLL_CHECK(comm->oob->allgather(comm, &comm->device, cs->devs, sizeof(int)));
+  comm->ranks_on_my_device = 0;
+  for (int r = 0; r < comm->nranks; r++) {
+    if (!strcmp(buses[r], bus)) {
+      comm->ranks_on_my_device++;
+      continue;
+    }
+    int peer = -1, can = 0;
+    if (cudaDeviceGetByPCIBusId(&peer, buses[r]) == cudaSuccess)
+      cudaDeviceCanAccessPeer(&can, comm->device, peer);
+    else
+      can = 1; /* not visible to this process: the probe decides */
+    if (!can) {
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "GPU %s (rank %d) cannot access GPU %s (rank %d): no peer access",
+                   bus, comm->rank, buses[r], r);
+      s = SYMCOLL_ERR_UNSUPPORTED;
+    }
+  }
+  /* [SMs, L2 bytes, ranks of a parent communicator on this GPU] */
+  int geo[3] = {cs->sms, 0, comm->sharers_floor}, geos[SYMCOLL_MAX_RANKS][3];
+  if (cudaDeviceGetAttribute(&geo[1], cudaDevAttrL2CacheSize, comm->device) != cudaSuccess) geo[1] = 0;
+  SYMCOLL_CHECK(comm->oob->allgather(comm, geo, geos, sizeof geo));
+  cs->l2 = geo[1];
+  cs->share = 0;
+  for (int r = 0; r < comm->nranks; r++) {
+    int same = 0;
+    for (int q = 0; q < comm->nranks; q++) same += !strcmp(buses[q], buses[r]);
+    if (same > cs->share) cs->share = same;
+    if (geos[r][2] > cs->share) cs->share = geos[r][2];
+    if (geos[r][0] < cs->sms) cs->sms = geos[r][0];
+    if (geos[r][1] < cs->l2) cs->l2 = geos[r][1];
+  }
+  int verdict = s, verdicts[SYMCOLL_MAX_RANKS];
+  SYMCOLL_CHECK(comm->oob->allgather(comm, &verdict, verdicts, sizeof(int)));
+  for (int r = 0; r < comm->nranks; r++)
+    if (verdicts[r] != SYMCOLL_OK) s = SYMCOLL_ERR_UNSUPPORTED;
+  return s;
+}
+
+/* Offsets of the workspace's parts past the staging buffer (see cuda_host.h). */
+typedef struct {
+  size_t lp_off, lp_bytes, ll_off, ll_slot, ll_bytes;
+} ws_layout_t;
+
+/* The workspace: [staging of ONE_SHOT / TWO_SHOT | two halves of a quarter each for
+ * ONE_SHOT_DB | three LAMPORT buffers of nranks slots | two LL buffers of nranks slots],
+ * allocated symmetric, LAMPORT's buffers cleared; and the rounds each algorithm stages. */
+static symcoll_status_t workspace_setup(symcoll_comm_t comm, cuda_state_t *cs, ws_layout_t *w) {
+  symcoll_status_t s = SYMCOLL_OK;
+  cs->ws_bytes = (comm->workspace_bytes ? comm->workspace_bytes : CUDA_DEFAULT_WS) & ~(size_t)255;
+  if (cs->ws_bytes < 4096) cs->ws_bytes = 4096;
+  cs->db_half = (cs->ws_bytes / 4) & ~(size_t)255;
+  cs->lp_slot = cs->db_half < SYMCOLL_CUDA_LAMPORT_SLOT ? cs->db_half : SYMCOLL_CUDA_LAMPORT_SLOT;
+  w->lp_off = cs->ws_bytes + 2 * cs->db_half;
+  w->lp_bytes = 3 * (size_t)comm->nranks * cs->lp_slot;
+  w->ll_off = w->lp_off + w->lp_bytes, w->ll_slot = (SYMCOLL_CUDA_LL_SLOT + 255) & ~(size_t)255;
+  w->ll_bytes = 2 * (size_t)comm->nranks * w->ll_slot;
+  SYMCOLL_CHECK(symcoll__mem_alloc_internal(comm, w->ll_off + w->ll_bytes, &cs->ws));
+  /* LAMPORT buffers start cleared; the probe's exchange after this orders it before any
+   * peer's first write. */
+  CU_GOTO(drv.MemsetD32Async((CUdeviceptr)cs->ws->ptrs[comm->rank] + w->lp_off, 0x80008000u, w->lp_bytes / 4,
+                             (CUstream)cs->side), s, out);
+  CUDA_TRY(cudaStreamSynchronize(cs->side));
+  /* A one-shot round streams its input in, stages it, reads every rank's staging back and
+   * streams the result out: when a quarter of L2 per rank on this GPU holds the staged round,
+   * the read-back hits L2 instead of HBM (H200, world 1, 32 MB: 31 us in 16 MB rounds against
+   * 39 us in 25 MB ones). */
+  size_t l2_round = ((size_t)cs->l2 / 4 / (size_t)cs->share) & ~(size_t)255;
+  if (l2_round < ((size_t)1 << 20)) l2_round = (size_t)1 << 20;
+  /* A round is at most the algorithm's staging buffer (LAMPORT: a slot, per launch); two-shot
+   * and LAMPORT use all of it, the one-shots at most l2_round. */
+  cs->round_cap[SYMCOLL_ALGO_ONE_SHOT] = cs->round_cap[SYMCOLL_ALGO_TWO_SHOT] = cs->ws_bytes;
+  cs->round_cap[SYMCOLL_ALGO_ONE_SHOT_DB] = cs->db_half;
+  cs->round_cap[SYMCOLL_ALGO_LAMPORT] = cs->lp_slot;
+  cs->round_cap[SYMCOLL_ALGO_PULL] = cs->round_cap[SYMCOLL_ALGO_PUSH] = cs->db_half;
+  cs->round_cap[SYMCOLL_ALGO_COPY_ENGINE] = cs->ws_bytes;
+  for (int x = 0; x < SYMCOLL_NUM_ALGOS; x++) {
+    const bool one_shot = x == SYMCOLL_ALGO_ONE_SHOT || x == SYMCOLL_ALGO_ONE_SHOT_DB;
+    cs->round_bytes[x] = one_shot && l2_round < cs->round_cap[x] ? l2_round : cs->round_cap[x];
+  }
+out:
+  return s;
+}
+
+/* The kernels' arguments every launch starts from: peers' workspace parts and pads, this
+ * rank's state words, the error word and its host copy, the timeout. */
+static symcoll_status_t fill_args(symcoll_comm_t comm, cuda_state_t *cs, const ws_layout_t *w) {
+  cuda_mem_t *cm = cs->ws->tp;
+  char *aux = (char *)cs->ws->ptrs[comm->rank] + cm->aux_off;
+  symcoll__cuda_args_t *a = &cs->args;
+  for (int r = 0; r < comm->nranks; r++) {
+    a->ws[r] = cs->ws->ptrs[r];
+    a->db[r] = (char *)cs->ws->ptrs[r] + cs->ws_bytes;
+    a->pad[r] = (uint32_t *)((char *)cs->ws->ptrs[r] + cm->pad_off);
+  }
+  a->db_half_bytes = cs->db_half;
+  a->lp_off = w->lp_off;
+  a->lp_slot_bytes = cs->lp_slot;
+  a->lp_state = (uint32_t *)(aux + AUX_LP_STATE);
+  a->db_epoch = (uint32_t *)(aux + AUX_DB_STATE);
+  a->ll_off = w->ll_off; /* zeroed at allocation: no packet there carries a call number */
+  a->ll_slot_bytes = w->ll_slot;
+  a->ll_epoch = (uint32_t *)(aux + AUX_LL_STATE);
+  a->error = cs->err;
+  CUDA_TRY(cudaHostGetDevicePointer((void **)&a->host_error, cs->host_err, 0));
+  a->timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
+  a->rank = comm->rank;
+  a->nranks = comm->nranks;
+  return SYMCOLL_OK;
+}
+
 static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   if (comm->nranks > SYMCOLL_CUDA_MAX_RANKS) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "a CUDA communicator has at most %d ranks (one NVLink node); asked for %d",
@@ -305,103 +425,14 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
             s, out);
   *cs->host_err = 0;
   CUDA_GOTO(cudaDeviceGetAttribute(&cs->sms, cudaDevAttrMultiProcessorCount, comm->device), s, out);
-  /* Which ranks share our GPU, and can every pair of GPUs reach each other? */
-  char bus[32] = {0}, buses[SYMCOLL_MAX_RANKS][32];
-  CUDA_GOTO(cudaDeviceGetPCIBusId(bus, sizeof bus, comm->device), s, out);
-  SYMCOLL_CHECK_GOTO(comm->oob->allgather(comm, bus, buses, sizeof bus), s, out);
-  SYMCOLL_CHECK_GOTO(comm->oob->allgather(comm, &comm->device, cs->devs, sizeof(int)), s, out);
-  comm->ranks_on_my_device = 0;
-  for (int r = 0; r < comm->nranks; r++) {
-    if (!strcmp(buses[r], bus)) {
-      comm->ranks_on_my_device++;
-      continue;
-    }
-    int peer = -1, can = 0;
-    if (cudaDeviceGetByPCIBusId(&peer, buses[r]) == cudaSuccess)
-      cudaDeviceCanAccessPeer(&can, comm->device, peer);
-    else
-      can = 1; /* not visible to this process: the probe below decides */
-    if (!can) {
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "GPU %s (rank %d) cannot access GPU %s (rank %d): no peer access",
-                   bus, comm->rank, buses[r], r);
-      s = SYMCOLL_ERR_UNSUPPORTED;
-    }
-  }
-  /* [SMs, L2 bytes, ranks of a parent communicator on this GPU (a split's groups run at once)] */
-  int geo[3] = {cs->sms, 0, comm->sharers_floor}, geos[SYMCOLL_MAX_RANKS][3];
-  if (cudaDeviceGetAttribute(&geo[1], cudaDevAttrL2CacheSize, comm->device) != cudaSuccess) geo[1] = 0;
-  SYMCOLL_CHECK_GOTO(comm->oob->allgather(comm, geo, geos, sizeof geo), s, out);
-  cs->l2 = geo[1];
-  cs->share = 0;
-  for (int r = 0; r < comm->nranks; r++) {
-    int same = 0;
-    for (int q = 0; q < comm->nranks; q++) same += !strcmp(buses[q], buses[r]);
-    if (same > cs->share) cs->share = same;
-    if (geos[r][2] > cs->share) cs->share = geos[r][2];
-    if (geos[r][0] < cs->sms) cs->sms = geos[r][0];
-    if (geos[r][1] < cs->l2) cs->l2 = geos[r][1];
-  }
-  int verdict = s, verdicts[SYMCOLL_MAX_RANKS];
-  SYMCOLL_CHECK_GOTO(comm->oob->allgather(comm, &verdict, verdicts, sizeof(int)), s, out);
-  for (int r = 0; r < comm->nranks; r++)
-    if (verdicts[r] != SYMCOLL_OK) s = SYMCOLL_ERR_UNSUPPORTED;
-  if (s != SYMCOLL_OK) goto out;
-  cs->ws_bytes = (comm->workspace_bytes ? comm->workspace_bytes : CUDA_DEFAULT_WS) & ~(size_t)255;
-  if (cs->ws_bytes < 4096) cs->ws_bytes = 4096;
-  /* [staging of ONE_SHOT / TWO_SHOT | two halves of a quarter each for ONE_SHOT_DB |
-   *  three LAMPORT buffers of nranks slots] */
-  cs->db_half = (cs->ws_bytes / 4) & ~(size_t)255;
-  cs->lp_slot = cs->db_half < SYMCOLL_CUDA_LAMPORT_SLOT ? cs->db_half : SYMCOLL_CUDA_LAMPORT_SLOT;
-  const size_t lp_off = cs->ws_bytes + 2 * cs->db_half;
-  const size_t lp_bytes = 3 * (size_t)comm->nranks * cs->lp_slot;
-  const size_t ll_off = lp_off + lp_bytes, ll_slot = (SYMCOLL_CUDA_LL_SLOT + 255) & ~(size_t)255;
-  const size_t ll_bytes = 2 * (size_t)comm->nranks * ll_slot;
-  SYMCOLL_CHECK_GOTO(symcoll__mem_alloc_internal(comm, ll_off + ll_bytes, &cs->ws), s, out);
-  /* LAMPORT buffers start cleared; the probe's exchange below orders this before any peer's
-   * first write. */
-  CU_GOTO(drv.MemsetD32Async((CUdeviceptr)cs->ws->ptrs[comm->rank] + lp_off, 0x80008000u, lp_bytes / 4,
-                             (CUstream)cs->side), s, out);
-  CUDA_GOTO(cudaStreamSynchronize(cs->side), s, out);
-  /* A one-shot round streams its input in, stages it, reads every rank's staging back and
-   * streams the result out: when a quarter of L2 per rank on this GPU holds the staged round,
-   * the read-back hits L2 instead of HBM (H200, world 1, 32 MB: 31 us in 16 MB rounds against
-   * 39 us in 25 MB ones). */
-  size_t l2_round = ((size_t)cs->l2 / 4 / (size_t)cs->share) & ~(size_t)255;
-  if (l2_round < ((size_t)1 << 20)) l2_round = (size_t)1 << 20;
-  /* A round is at most the algorithm's staging buffer (LAMPORT: a slot, per launch); two-shot
-   * and LAMPORT use all of it, the one-shots at most l2_round. */
-  cs->round_cap[SYMCOLL_ALGO_ONE_SHOT] = cs->round_cap[SYMCOLL_ALGO_TWO_SHOT] = cs->ws_bytes;
-  cs->round_cap[SYMCOLL_ALGO_ONE_SHOT_DB] = cs->db_half;
-  cs->round_cap[SYMCOLL_ALGO_LAMPORT] = cs->lp_slot;
-  cs->round_cap[SYMCOLL_ALGO_PULL] = cs->round_cap[SYMCOLL_ALGO_PUSH] = cs->db_half;
-  cs->round_cap[SYMCOLL_ALGO_COPY_ENGINE] = cs->ws_bytes;
-  for (int x = 0; x < SYMCOLL_NUM_ALGOS; x++) {
-    const bool one_shot = x == SYMCOLL_ALGO_ONE_SHOT || x == SYMCOLL_ALGO_ONE_SHOT_DB;
-    cs->round_bytes[x] = one_shot && l2_round < cs->round_cap[x] ? l2_round : cs->round_cap[x];
-  }
+  char bus[32] = {0};
+  SYMCOLL_CHECK_GOTO(place_ranks(comm, cs, bus), s, out);
+  ws_layout_t w;
+  SYMCOLL_CHECK_GOTO(workspace_setup(comm, cs, &w), s, out);
   comm->workspace = cs->ws;
-  cuda_mem_t *cm = cs->ws->tp;
-  cs->err = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_ERR);
+  cs->err = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + ((cuda_mem_t *)cs->ws->tp)->aux_off + AUX_ERR);
   SYMCOLL_CHECK_GOTO(probe_peers(comm, cs), s, out);
-  symcoll__cuda_args_t *a = &cs->args;
-  for (int r = 0; r < comm->nranks; r++) {
-    a->ws[r] = cs->ws->ptrs[r];
-    a->db[r] = (char *)cs->ws->ptrs[r] + cs->ws_bytes;
-    a->pad[r] = (uint32_t *)((char *)cs->ws->ptrs[r] + cm->pad_off);
-  }
-  a->db_half_bytes = cs->db_half;
-  a->lp_off = lp_off;
-  a->lp_slot_bytes = cs->lp_slot;
-  a->lp_state = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_LP_STATE);
-  a->db_epoch = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_DB_STATE);
-  a->ll_off = ll_off; /* zeroed at allocation: no packet there carries a call number */
-  a->ll_slot_bytes = ll_slot;
-  a->ll_epoch = (uint32_t *)((char *)cs->ws->ptrs[comm->rank] + cm->aux_off + AUX_LL_STATE);
-  a->error = cs->err;
-  CUDA_GOTO(cudaHostGetDevicePointer((void **)&a->host_error, cs->host_err, 0), s, out);
-  a->timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
-  a->rank = comm->rank;
-  a->nranks = comm->nranks;
+  SYMCOLL_CHECK_GOTO(fill_args(comm, cs, &w), s, out);
   SYMCOLL_CHECK_GOTO(symcoll__cuda_gemm_init(comm), s, out);
   const char *loading = getenv("CUDA_MODULE_LOADING");
   static atomic_int warned_loading; /* once per process, not per communicator */
