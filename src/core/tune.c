@@ -109,19 +109,91 @@ static symcoll_algo_t fallback(symcoll_comm_t comm, symcoll_coll_t coll) {
 
 #define MAX_ROWS 64
 
+/* One parsed line: [collective] backend[:class] nranks dtype max_bytes algo [blocks threads round]. */
+typedef struct {
+  int coll;
+  char backend[48], nr[16], dt[16];
+  row_t row;
+} line_t;
+
+/* Parses one line (comments cut): 1 a row, 0 blank, -1 a syntax error. */
+static int parse_line(char *buf, line_t *l) {
+  char *hash = strchr(buf, '#');
+  if (hash) *hash = 0;
+  /* An optional leading collective; rows of 0.2 tables have none and mean all_reduce. */
+  char first[32], mb[32], algo[32];
+  int skip = 0;
+  if (sscanf(buf, "%31s%n", first, &skip) <= 0) return 0;
+  const char *rest = buf;
+  l->coll = SYMCOLL_COLL_ALL_REDUCE;
+  for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++)
+    if (!strcmp(first, symcoll_coll_name((symcoll_coll_t)c))) l->coll = c, rest = buf + skip;
+  int blocks = 0, threads = 0;
+  unsigned long long round = 0;
+  if (sscanf(rest, "%47s %15s %15s %31s %31s %d %d %llu", l->backend, l->nr, l->dt, mb, algo, &blocks, &threads,
+             &round) < 5)
+    return -1;
+  symcoll_algo_t a = SYMCOLL_NUM_ALGOS;
+  for (int i = 1; i < SYMCOLL_NUM_ALGOS; i++)
+    if (!strcmp(algo, symcoll_algo_name((symcoll_algo_t)i))) a = (symcoll_algo_t)i;
+  if (a == SYMCOLL_NUM_ALGOS || !symcoll__algo_of((symcoll_coll_t)l->coll, a) || blocks < 0 || threads < 0 ||
+      threads > 1024 || threads % 32 || round % 256)
+    return -1;
+  size_t max_bytes = SIZE_MAX;
+  if (strcmp(mb, "inf") != 0) {
+    char *end;
+    max_bytes = strtoull(mb, &end, 10);
+    if (*end) return -1;
+  }
+  l->row = (row_t){max_bytes, {a, blocks, threads, (size_t)round}};
+  return 1;
+}
+
+/* What a row is matched against. A communicator spanning nodes takes rows of its node-local
+ * communicator's backend and class whose nranks field is "NxL" (nodes x ranks per node,
+ * either may be *). */
+typedef struct {
+  const char *backend, *cls;
+  int nranks, nodes, local_nranks;
+  bool spans_nodes;
+} machine_t;
+
+/* How specific a row is for this communicator (naming its class: 2, its rank count: 1), or
+ * -1 if the row is not for it. */
+static int row_score(const machine_t *m, line_t *l) {
+  char *colon = strchr(l->backend, ':'); /* backend, or backend:class (host:avx2) */
+  const bool has_class = colon != NULL;
+  if (colon) *colon = 0;
+  if (strcmp(l->backend, m->backend) != 0) return -1;
+  if (has_class && (!m->cls || strcmp(colon + 1, m->cls) != 0)) return -1;
+  char *x = strchr(l->nr, 'x');
+  if ((x != NULL) != m->spans_nodes) return -1;
+  bool is_exact;
+  if (x) {
+    *x = 0;
+    const bool nodes_exact = strcmp(l->nr, "*") != 0, local_exact = strcmp(x + 1, "*") != 0;
+    if ((nodes_exact && atoi(l->nr) != m->nodes) || (local_exact && atoi(x + 1) != m->local_nranks)) return -1;
+    is_exact = nodes_exact || local_exact;
+  } else {
+    is_exact = strcmp(l->nr, "*") != 0;
+    if (is_exact && atoi(l->nr) != m->nranks) return -1;
+  }
+  return (has_class ? 2 : 0) + (is_exact ? 1 : 0);
+}
+
 int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
   row_t(*rows)[SYMCOLL_NUM_DTYPES][MAX_ROWS] = malloc(sizeof(row_t) * SYMCOLL_NUM_COLL_KINDS * SYMCOLL_NUM_DTYPES * MAX_ROWS);
   if (!rows) return -1;
   int nrows[SYMCOLL_NUM_COLL_KINDS][SYMCOLL_NUM_DTYPES] = {{0}};
   int used = 0, line = 0;
-  /* A communicator spanning nodes takes rows of its node-local communicator's backend and
-   * class whose nranks field is "NxL" (nodes x ranks per node, either may be *). */
   const symcoll_comm_t on_node = symcoll_comm_local(comm);
-  const char *my_backend = on_node->tp->name;
-  const char *my_class = on_node->tp->tune_class ? on_node->tp->tune_class(on_node) : NULL;
-  const int my_nodes = symcoll_comm_nnodes(comm);
+  const machine_t m = {.backend = on_node->tp->name,
+                       .cls = on_node->tp->tune_class ? on_node->tp->tune_class(on_node) : NULL,
+                       .nranks = comm->nranks, .nodes = symcoll_comm_nnodes(comm), .local_nranks = on_node->nranks,
+                       .spans_nodes = comm->hier != NULL};
   /* The most specific rows win: for each collective and dtype, only rows naming this machine
-   * class (then: naming our nranks) are used, if there are any. */
+   * class (then: naming our nranks) are used, if there are any. Pass 0 finds the best score,
+   * pass 1 keeps the rows that have it. */
   int best[SYMCOLL_NUM_COLL_KINDS][SYMCOLL_NUM_DTYPES];
   memset(best, -1, sizeof best);
   for (int pass = 0; pass < 2; pass++) {
@@ -134,60 +206,19 @@ int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
       line++;
       snprintf(buf, sizeof buf, "%.*s", (int)(len < 255 ? len : 255), p);
       p = nl ? nl + 1 : NULL;
-      char *hash = strchr(buf, '#');
-      if (hash) *hash = 0;
-      /* An optional leading collective; rows of 0.2 tables have none and mean all_reduce. */
-      char first[32];
-      int coll = SYMCOLL_COLL_ALL_REDUCE, skip = 0;
-      if (sscanf(buf, "%31s%n", first, &skip) <= 0) continue;
-      const char *rest = buf;
-      for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++)
-        if (!strcmp(first, symcoll_coll_name((symcoll_coll_t)c))) coll = c, rest = buf + skip;
-      char backend[48], nr[16], dt[16], mb[32], algo[32];
-      int blocks = 0, threads = 0;
-      unsigned long long round = 0;
-      int k = sscanf(rest, "%47s %15s %15s %31s %31s %d %d %llu", backend, nr, dt, mb, algo, &blocks,
-                     &threads, &round);
-      if (k < 5) goto syntax;
-      symcoll_algo_t a = SYMCOLL_NUM_ALGOS;
-      for (int i = 1; i < SYMCOLL_NUM_ALGOS; i++)
-        if (!strcmp(algo, symcoll_algo_name((symcoll_algo_t)i))) a = (symcoll_algo_t)i;
-      if (a == SYMCOLL_NUM_ALGOS || !symcoll__algo_of((symcoll_coll_t)coll, a) || blocks < 0 || threads < 0 ||
-          threads > 1024 || threads % 32 || round % 256)
-        goto syntax;
-      size_t max_bytes = SIZE_MAX;
-      if (strcmp(mb, "inf") != 0) {
-        char *end;
-        max_bytes = strtoull(mb, &end, 10);
-        if (*end) goto syntax;
-      }
-      /* backend, or backend:class (host:avx2): rows for another class are skipped */
-      char *colon = strchr(backend, ':');
-      bool has_class = colon != NULL;
-      if (colon) *colon = 0;
-      if (strcmp(backend, my_backend) != 0) continue;
-      if (has_class && (!my_class || strcmp(colon + 1, my_class) != 0)) continue;
-      char *x = strchr(nr, 'x');
-      if ((x != NULL) != (comm->hier != NULL)) continue;
-      bool is_exact;
-      if (x) {
-        *x = 0;
-        const bool nodes_exact = strcmp(nr, "*") != 0, local_exact = strcmp(x + 1, "*") != 0;
-        if ((nodes_exact && atoi(nr) != my_nodes) || (local_exact && atoi(x + 1) != on_node->nranks)) continue;
-        is_exact = nodes_exact || local_exact;
-      } else {
-        is_exact = strcmp(nr, "*") != 0;
-        if (is_exact && atoi(nr) != comm->nranks) continue;
-      }
-      const int score = (has_class ? 2 : 0) + (is_exact ? 1 : 0);
+      line_t l;
+      const int k = parse_line(buf, &l);
+      if (k < 0) goto syntax;
+      const int score = k ? row_score(&m, &l) : -1;
+      if (score < 0) continue;
       for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
-        if (strcmp(dt, "*") != 0 && strcmp(dt, symcoll_dtype_name((symcoll_dtype_t)d)) != 0) continue;
+        if (strcmp(l.dt, "*") != 0 && strcmp(l.dt, symcoll_dtype_name((symcoll_dtype_t)d)) != 0) continue;
         if (pass == 0) {
-          if (score > best[coll][d]) best[coll][d] = score;
+          if (score > best[l.coll][d]) best[l.coll][d] = score;
           continue;
         }
-        if (score != best[coll][d] || nrows[coll][d] >= MAX_ROWS) continue;
-        rows[coll][d][nrows[coll][d]++] = (row_t){max_bytes, {a, blocks, threads, (size_t)round}};
+        if (score != best[l.coll][d] || nrows[l.coll][d] >= MAX_ROWS) continue;
+        rows[l.coll][d][nrows[l.coll][d]++] = l.row;
         used++;
       }
     }
