@@ -309,6 +309,8 @@ typedef enum {
   SYMCOLL_ENGINE_MPI = 2,     /* libsymcoll_mpi (SYMCOLL_MPI_LIB), CPU ranks */
   SYMCOLL_ENGINE_SYMCOLL = 3  /* nodes emulated on one host: a symcoll communicator (tests) */
 } symcoll_engine_t;
+/** "auto", "nccl", "mpi", "symcoll" (the names SYMCOLL_ENGINE takes); "unknown" if out of range. */
+SYMCOLL_API const char *symcoll_engine_name(symcoll_engine_t engine);
 
 /** Configuration of a communicator spanning nodes. Initialise with symcoll_job_config_init(). */
 typedef struct {

@@ -106,7 +106,6 @@ MAX_RANKS = 64
 
 # DTYPES, OPS, COLLS, ALGOS: read from the library below (its name functions), so they cannot
 # drift from the header.
-ENGINES = {"auto": 0, "nccl": 1, "mpi": 2, "symcoll": 3}  # symcoll_engine_t
 
 # int oob_allgather(void *ctx, const void *send, void *recv, size_t bytes)
 OobAllgather = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
@@ -180,6 +179,7 @@ _SIG = {
     "symcoll_op_name": (_c.c_char_p, [_c.c_int]),
     "symcoll_coll_name": (_c.c_char_p, [_c.c_int]),
     "symcoll_algo_name": (_c.c_char_p, [_c.c_int]),
+    "symcoll_engine_name": (_c.c_char_p, [_c.c_int]),
 }
 for _name, (_res, _args) in _SIG.items():
     _f = getattr(lib, _name)
@@ -199,3 +199,4 @@ DTYPES = _names(lib.symcoll_dtype_name)
 OPS = {name: i for i, name in enumerate(_names(lib.symcoll_op_name))}
 COLLS = {name: i for i, name in enumerate(_names(lib.symcoll_coll_name))}
 ALGOS = _names(lib.symcoll_algo_name)
+ENGINES = {name: i for i, name in enumerate(_names(lib.symcoll_engine_name))}  # symcoll_engine_t

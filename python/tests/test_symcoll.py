@@ -59,6 +59,20 @@ def test_structs_match_the_library():
     assert _lib.DTYPES[:3] == ["fp32", "fp16", "bf16"] and len(_lib.DTYPES) == 12
     assert _lib.ALGOS[0] == "auto" and "copy_engine" in _lib.ALGOS
     assert _lib.COLLS["all_reduce"] == 0 and _lib.OPS == {"sum": 0, "max": 1, "min": 2}
+    assert _lib.ENGINES == {"auto": 0, "nccl": 1, "mpi": 2, "symcoll": 3}
+
+
+def test_errors_match_the_library():
+    """Every failing status of the library has its exception class, named after it."""
+    from symcoll import _lib
+
+    status = -1
+    while not (text := _lib.lib.symcoll_status_string(status).decode()).startswith("SYMCOLL_ERR_UNKNOWN"):
+        cls = _lib._ERRORS[status]
+        words = text.split(":")[0][len("SYMCOLL_ERR_"):].split("_")
+        assert cls.__name__.lower().startswith("".join(words).lower()[:5]), (status, text, cls.__name__)
+        status -= 1
+    assert status == -11 and len(_lib._ERRORS) == 10
 
 
 # ---- collectives on CPU ranks, numpy ----------------------------------------------------------------

@@ -11,7 +11,7 @@ static void engine_reduce(symcoll_dtype_t dtype, symcoll_op_t op, void *dst, con
   symcoll__host_reduce_fn(dtype, op)(dst, srcs, nsrc, n);
 }
 
-const char *symcoll__engine_name(symcoll_engine_t kind) {
+const char *symcoll_engine_name(symcoll_engine_t kind) {
   switch (kind) {
   case SYMCOLL_ENGINE_AUTO: return "auto";
   case SYMCOLL_ENGINE_NCCL: return "nccl";
@@ -55,6 +55,6 @@ symcoll_status_t symcoll__engine_open(symcoll_engine_t kind, const symcoll__engi
     return SYMCOLL_OK;
   case SYMCOLL_ENGINE_AUTO: break;
   }
-  SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "no engine of kind %d (%s)", (int)kind, symcoll__engine_name(kind));
+  SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "no engine of kind %d (%s)", (int)kind, symcoll_engine_name(kind));
   return SYMCOLL_ERR_INVALID_ARGUMENT;
 }

@@ -27,7 +27,6 @@ SYMCOLL_HIDDEN symcoll_status_t symcoll__engine_open(symcoll_engine_t kind, cons
 /* The kind SYMCOLL_ENGINE asks for (`cfg` where it says auto; then NCCL for GPU ranks, the
  * symcoll engine for emulated nodes, MPI for CPU ranks). */
 SYMCOLL_HIDDEN symcoll_engine_t symcoll__engine_choice(symcoll_engine_t cfg, int device, bool emulated);
-SYMCOLL_HIDDEN const char *symcoll__engine_name(symcoll_engine_t kind);
 
 /* The engines, one function each (registry.c picks). */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__mpi_engine_load(const symcoll__engine_env_t *env, const void *mpi_comm,
