@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 CUDA ?= AUTO
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build test test-all test-asan bench install clean fuzz
+.PHONY: all deps build test test-all test-asan bench install clean fuzz format format-check
 
 all: build
 
@@ -63,6 +63,12 @@ fuzz:
 	@scripts/setup-deps fuzz
 	mkdir -p $(BUILD)-fuzz/corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -DSYMCOLL_BUILDING \
-	  tests/fuzz_boot.c src/core/bootstrap.c src/core/log.c src/core/env.c src/core/status.c \
+	  tests/fuzz_boot.c src/core/bootstrap.c src/core/log.c src/core/clock.c src/core/fault.c src/core/env.c src/core/status.c \
 	  -o $(BUILD)-fuzz/fuzz_boot -lpthread
 	$(BUILD)-fuzz/fuzz_boot -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)-fuzz/corpus 2>&1 | tail -15
+
+# .clang-format over every C, CUDA and header file: check, or rewrite in place.
+format-check:
+	@scripts/format-check
+format:
+	@scripts/format-check --fix
