@@ -15,13 +15,12 @@
 #include <symcoll.h>
 #include <symcoll_device.cuh>
 
-__global__ void scale_and_allreduce(symcoll_device_view_t v, const float *in, float *out, size_t n,
-                                    float scale) {
+__global__ void scale_and_allreduce(symcoll_device_view_t v, const float *in, float *out, size_t n, float scale) {
   float *mine = static_cast<float *>(v.buf[v.rank]);
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   for (size_t i = first; i < n; i += stride) mine[i] = in[i] * scale; /* the fused compute */
-  if (!symcoll_dev_barrier_block(v, /*slot=*/blockIdx.x)) return;   /* timed out: give up */
+  if (!symcoll_dev_barrier_block(v, /*slot=*/blockIdx.x)) return;     /* timed out: give up */
   for (size_t i = first; i < n; i += stride) {
     float acc = 0;
     for (int r = 0; r < v.nranks; r++) acc += __ldcg(static_cast<const float *>(v.buf[r]) + i);
@@ -99,7 +98,6 @@ int main(int argc, char **argv) {
     all &= ok[r];
     symcoll_comm_destroy(comms[r]);
   }
-  printf("fused scale+all-reduce across %d ranks on %d GPU(s): %s\n", nranks, ngpu,
-         all ? "correct" : "WRONG");
+  printf("fused scale+all-reduce across %d ranks on %d GPU(s): %s\n", nranks, ngpu, all ? "correct" : "WRONG");
   return all ? 0 : 1;
 }

@@ -24,8 +24,7 @@ extern "C" {
 #define SYMCOLL_VERSION_MAJOR 0
 #define SYMCOLL_VERSION_MINOR 5
 #define SYMCOLL_VERSION_PATCH 0
-#define SYMCOLL_VERSION_CODE \
-  (SYMCOLL_VERSION_MAJOR * 10000 + SYMCOLL_VERSION_MINOR * 100 + SYMCOLL_VERSION_PATCH)
+#define SYMCOLL_VERSION_CODE (SYMCOLL_VERSION_MAJOR * 10000 + SYMCOLL_VERSION_MINOR * 100 + SYMCOLL_VERSION_PATCH)
 
 /** Most ranks one communicator may have, all its nodes together (a CUDA communicator of one
  * node: at most 16, see symcoll_comm_create). */
@@ -37,16 +36,16 @@ extern "C" {
  * Status codes, as one list: X(name, value, description).
  * The string table behind symcoll_status_string() is generated from it.
  */
-#define SYMCOLL_STATUS_MAP(X)                                                        \
-  X(OK, 0, "success")                                                                \
-  X(ERR_INVALID_ARGUMENT, -1, "invalid argument")                                    \
-  X(ERR_UNSUPPORTED, -2, "operation not supported on this communicator or machine")  \
-  X(ERR_SYSTEM, -3, "system call failed")                                            \
-  X(ERR_CUDA, -4, "CUDA error")                                                      \
-  X(ERR_NO_MEMORY, -5, "out of memory")                                              \
-  X(ERR_TIMEOUT, -6, "timed out waiting for a peer")                                 \
-  X(ERR_PEER_LOST, -7, "a peer rank exited or closed its connection")                \
-  X(ERR_ABORTED, -8, "communicator was aborted")                                     \
+#define SYMCOLL_STATUS_MAP(X)                                                                 \
+  X(OK, 0, "success")                                                                         \
+  X(ERR_INVALID_ARGUMENT, -1, "invalid argument")                                             \
+  X(ERR_UNSUPPORTED, -2, "operation not supported on this communicator or machine")           \
+  X(ERR_SYSTEM, -3, "system call failed")                                                     \
+  X(ERR_CUDA, -4, "CUDA error")                                                               \
+  X(ERR_NO_MEMORY, -5, "out of memory")                                                       \
+  X(ERR_TIMEOUT, -6, "timed out waiting for a peer")                                          \
+  X(ERR_PEER_LOST, -7, "a peer rank exited or closed its connection")                         \
+  X(ERR_ABORTED, -8, "communicator was aborted")                                              \
   X(ERR_MISMATCH, -9, "ranks disagree: on a collective's arguments, or on who is in the job") \
   X(ERR_INTERNAL, -10, "internal error")
 
@@ -90,6 +89,7 @@ typedef enum { SYMCOLL_SUM = 0, SYMCOLL_MAX = 1, SYMCOLL_MIN = 2, SYMCOLL_NUM_OP
   X(ALL_GATHER_MATMUL, 3, "all_gather_matmul")         /* symcoll_all_gather_matmul */ \
   X(MATMUL_REDUCE_SCATTER, 4, "matmul_reduce_scatter") /* symcoll_matmul_reduce_scatter */
 
+/* clang-format off */
 #define SYMCOLL__COLL_ENUM(name, value, str) SYMCOLL_COLL_##name = value,
 #define SYMCOLL__COLL_COUNT(name, value, str) +1
 typedef enum {
@@ -100,30 +100,35 @@ typedef enum {
 } symcoll_coll_t;
 #undef SYMCOLL__COLL_ENUM
 #undef SYMCOLL__COLL_COUNT
+/* clang-format on */
 
 /*
  * The algorithms, as one list: X(name, value, string, what it is). Values are ABI, appended
  * only; symcoll_algo_name() and symcoll_algo_help() are generated from it. Which collective
  * runs which: symcoll_coll_algo_supported(); the protocols: docs/protocols.md.
  */
-#define SYMCOLL_ALGO_MAP(X)                                                                                 \
-  X(AUTO, 0, "auto", "chosen per size from the tuning table")                                               \
-  X(ONE_SHOT, 1, "oneshot", "all_reduce: every rank reads every peer's staged input and reduces")           \
-  X(TWO_SHOT, 2, "twoshot", "all_reduce: reduce-scatter, then all-gather (2 x S traffic)")                  \
-  X(ONE_SHOT_DB, 3, "oneshot_db", "all_reduce: one-shot through two alternating staging halves, no "       \
-                                  "trailing barrier (GPU; on CPU ranks oneshot)")                           \
-  X(LAMPORT, 4, "lamport", "barrier-free (GPU): the data carries its own arrival (sentinel-cleared "        \
-                           "buffers for all_reduce, 16-byte LL packets otherwise; CPU ranks: oneshot/pull)") \
-  X(NCCL, 5, "nccl", "through the NCCL communicator this one holds (SYMCOLL_NCCL)")                         \
-  X(PULL, 6, "pull", "all_gather, reduce_scatter: each rank reads its peers' blocks")                       \
-  X(PUSH, 7, "push", "all_gather: each rank stores its block into every peer")                              \
-  X(COPY_ENGINE, 8, "copy_engine", "all_gather (GPU): cudaMemcpyAsync from peers' symmetric buffers, "      \
-                                   "no SM used")                                                            \
-  X(OVERLAP, 9, "overlap", "GEMM operations: one chunk's communication beside another's GEMM")             \
-  X(SEQUENTIAL, 10, "sequential", "GEMM operations: the collective, then one GEMM (or the reverse)")       \
-  X(HIERARCHICAL, 11, "hierarchical", "across nodes: node-local steps and the engine between nodes")       \
+#define SYMCOLL_ALGO_MAP(X)                                                                          \
+  X(AUTO, 0, "auto", "chosen per size from the tuning table")                                        \
+  X(ONE_SHOT, 1, "oneshot", "all_reduce: every rank reads every peer's staged input and reduces")    \
+  X(TWO_SHOT, 2, "twoshot", "all_reduce: reduce-scatter, then all-gather (2 x S traffic)")           \
+  X(ONE_SHOT_DB, 3, "oneshot_db",                                                                    \
+    "all_reduce: one-shot through two alternating staging halves, no "                               \
+    "trailing barrier (GPU; on CPU ranks oneshot)")                                                  \
+  X(LAMPORT, 4, "lamport",                                                                           \
+    "barrier-free (GPU): the data carries its own arrival (sentinel-cleared "                        \
+    "buffers for all_reduce, 16-byte LL packets otherwise; CPU ranks: oneshot/pull)")                \
+  X(NCCL, 5, "nccl", "through the NCCL communicator this one holds (SYMCOLL_NCCL)")                  \
+  X(PULL, 6, "pull", "all_gather, reduce_scatter: each rank reads its peers' blocks")                \
+  X(PUSH, 7, "push", "all_gather: each rank stores its block into every peer")                       \
+  X(COPY_ENGINE, 8, "copy_engine",                                                                   \
+    "all_gather (GPU): cudaMemcpyAsync from peers' symmetric buffers, "                              \
+    "no SM used")                                                                                    \
+  X(OVERLAP, 9, "overlap", "GEMM operations: one chunk's communication beside another's GEMM")       \
+  X(SEQUENTIAL, 10, "sequential", "GEMM operations: the collective, then one GEMM (or the reverse)") \
+  X(HIERARCHICAL, 11, "hierarchical", "across nodes: node-local steps and the engine between nodes") \
   X(ENGINE, 12, "engine", "across nodes: the whole call through the engine")
 
+/* clang-format off */
 #define SYMCOLL__ALGO_ENUM(name, value, str, help) SYMCOLL_ALGO_##name = value,
 #define SYMCOLL__ALGO_COUNT(name, value, str, help) +1
 typedef enum {
@@ -132,6 +137,7 @@ typedef enum {
 } symcoll_algo_t;
 #undef SYMCOLL__ALGO_ENUM
 #undef SYMCOLL__ALGO_COUNT
+/* clang-format on */
 /* What LAMPORT's all_reduce changes: one 4-byte pattern marks an empty word, so an fp16/bf16
  * input of -0.0 arrives as +0.0, and an fp32 input of bits 0x80008000 (-4.6e-41) as -0.0. */
 
@@ -140,26 +146,26 @@ typedef struct symcoll_mem *symcoll_mem_t;   /* opaque */
 
 /** Communicator configuration. Initialise with symcoll_config_init(). */
 typedef struct {
-  size_t struct_size;       /* sizeof(symcoll_config_t); lets the struct grow compatibly */
-  const char *job_id;       /* names the rendezvous; identical on every rank (<= 64 chars) */
-  int rank;                 /* 0 <= rank < nranks */
-  int nranks;               /* 1 <= nranks <= SYMCOLL_MAX_RANKS */
-  int device;               /* CUDA ordinal, or SYMCOLL_DEVICE_HOST for a CPU rank */
-  size_t workspace_bytes;   /* symmetric scratch for non-symmetric inputs; 0 = default */
-  int timeout_ms;           /* bound on every wait for a peer; 0 = SYMCOLL_TIMEOUT_MS (30000) */
+  size_t struct_size;     /* sizeof(symcoll_config_t); lets the struct grow compatibly */
+  const char *job_id;     /* names the rendezvous; identical on every rank (<= 64 chars) */
+  int rank;               /* 0 <= rank < nranks */
+  int nranks;             /* 1 <= nranks <= SYMCOLL_MAX_RANKS */
+  int device;             /* CUDA ordinal, or SYMCOLL_DEVICE_HOST for a CPU rank */
+  size_t workspace_bytes; /* symmetric scratch for non-symmetric inputs; 0 = default */
+  int timeout_ms;         /* bound on every wait for a peer; 0 = SYMCOLL_TIMEOUT_MS (30000) */
 } symcoll_config_t;
 
 /** Per-call options of every collective's _ex variant. Initialise with symcoll_coll_opts_init(). */
 typedef struct {
-  size_t struct_size;       /* sizeof(symcoll_coll_opts_t) */
-  symcoll_algo_t algo;      /* SYMCOLL_ALGO_AUTO: the tuning table decides; else one of the
-                               collective's algorithms (symcoll_coll_algo_supported) */
-  int blocks;               /* GPU: grid size, 0 = tuned; ignored on CPU */
-  int threads;              /* GPU: threads per block, 0 = tuned; ignored on CPU */
-  size_t round_bytes;       /* GPU: bytes per rank a kernel stages per round (a multiple of 256,
-                               capped by the algorithm's buffer), 0 = tuned; ignored on CPU.
-                               Added in 0.2: callers built with the older, shorter struct
-                               (struct_size without it) keep working. */
+  size_t struct_size;  /* sizeof(symcoll_coll_opts_t) */
+  symcoll_algo_t algo; /* SYMCOLL_ALGO_AUTO: the tuning table decides; else one of the
+                          collective's algorithms (symcoll_coll_algo_supported) */
+  int blocks;          /* GPU: grid size, 0 = tuned; ignored on CPU */
+  int threads;         /* GPU: threads per block, 0 = tuned; ignored on CPU */
+  size_t round_bytes;  /* GPU: bytes per rank a kernel stages per round (a multiple of 256,
+                          capped by the algorithm's buffer), 0 = tuned; ignored on CPU.
+                          Added in 0.2: callers built with the older, shorter struct
+                          (struct_size without it) keep working. */
 } symcoll_coll_opts_t;
 
 /* ---- status and version ------------------------------------------------ */
@@ -195,8 +201,7 @@ SYMCOLL_API void symcoll_config_init(symcoll_config_t *cfg);
  * nranks or device kind, or two ranks claim one rank), TIMEOUT, PEER_LOST, SYSTEM,
  * UNSUPPORTED (devices that cannot reach each other), CUDA.
  */
-SYMCOLL_API symcoll_status_t symcoll_comm_create(const symcoll_config_t *cfg,
-                                                 symcoll_comm_t *comm_p);
+SYMCOLL_API symcoll_status_t symcoll_comm_create(const symcoll_config_t *cfg, symcoll_comm_t *comm_p);
 
 /**
  * Like symcoll_comm_create, with rank/nranks/job id read from the environment:
@@ -220,8 +225,7 @@ SYMCOLL_API symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_co
  * CUDA: with the default 8 hardware queues, two ranks' streams can share one, and a rank's
  * work then waits behind a peer's waiting kernel until it times out (a WARN says so).
  */
-SYMCOLL_API symcoll_status_t symcoll_comm_create_all(int nranks, const int *devices,
-                                                     symcoll_comm_t *comms);
+SYMCOLL_API symcoll_status_t symcoll_comm_create_all(int nranks, const int *devices, symcoll_comm_t *comms);
 
 /** Releases the communicator. Not collective; frees any symcoll_mem still allocated on it.
  * Destroy a rank only once its peers no longer run collectives with it (or after an abort):
@@ -276,8 +280,7 @@ SYMCOLL_API symcoll_status_t symcoll_comm_barrier(symcoll_comm_t comm);
  * rank's thread calls it, as for every collective); a new communicator may be split again.
  * Errors: INVALID_ARGUMENT (color < -1, NULL newcomm_p), and those of symcoll_comm_create.
  */
-SYMCOLL_API symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, int key,
-                                                symcoll_comm_t *newcomm_p);
+SYMCOLL_API symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, int key, symcoll_comm_t *newcomm_p);
 
 SYMCOLL_API int symcoll_comm_rank(symcoll_comm_t comm);
 SYMCOLL_API int symcoll_comm_nranks(symcoll_comm_t comm);
@@ -304,23 +307,23 @@ SYMCOLL_API int symcoll_comm_device(symcoll_comm_t comm);
  * ranks; at most SYMCOLL_MAX_RANKS ranks in all.
  */
 typedef enum {
-  SYMCOLL_ENGINE_AUTO = 0,    /* NCCL for GPU ranks, MPI for CPU ranks */
-  SYMCOLL_ENGINE_NCCL = 1,    /* libnccl.so.2, as SYMCOLL_ALGO_NCCL (GPU ranks only) */
-  SYMCOLL_ENGINE_MPI = 2,     /* libsymcoll_mpi (SYMCOLL_MPI_LIB), CPU ranks */
-  SYMCOLL_ENGINE_SYMCOLL = 3  /* nodes emulated on one host: a symcoll communicator (tests) */
+  SYMCOLL_ENGINE_AUTO = 0,   /* NCCL for GPU ranks, MPI for CPU ranks */
+  SYMCOLL_ENGINE_NCCL = 1,   /* libnccl.so.2, as SYMCOLL_ALGO_NCCL (GPU ranks only) */
+  SYMCOLL_ENGINE_MPI = 2,    /* libsymcoll_mpi (SYMCOLL_MPI_LIB), CPU ranks */
+  SYMCOLL_ENGINE_SYMCOLL = 3 /* nodes emulated on one host: a symcoll communicator (tests) */
 } symcoll_engine_t;
 /** "auto", "nccl", "mpi", "symcoll" (the names SYMCOLL_ENGINE takes); "unknown" if out of range. */
 SYMCOLL_API const char *symcoll_engine_name(symcoll_engine_t engine);
 
 /** Configuration of a communicator spanning nodes. Initialise with symcoll_job_config_init(). */
 typedef struct {
-  size_t struct_size;       /* sizeof(symcoll_job_config_t) */
-  const char *job_id;       /* names the node-local rendezvous; identical on every rank */
-  int rank, nranks;         /* in the whole job (MPI engine: -1 takes them from the MPI communicator) */
+  size_t struct_size;           /* sizeof(symcoll_job_config_t) */
+  const char *job_id;           /* names the node-local rendezvous; identical on every rank */
+  int rank, nranks;             /* in the whole job (MPI engine: -1 takes them from the MPI communicator) */
   int local_rank, local_nranks; /* on this node */
-  int device;               /* CUDA ordinal, or SYMCOLL_DEVICE_HOST */
-  size_t workspace_bytes;   /* as in symcoll_config_t */
-  int timeout_ms;           /* as in symcoll_config_t; also bounds every wait for the engine */
+  int device;                   /* CUDA ordinal, or SYMCOLL_DEVICE_HOST */
+  size_t workspace_bytes;       /* as in symcoll_config_t */
+  int timeout_ms;               /* as in symcoll_config_t; also bounds every wait for the engine */
   symcoll_engine_t engine;
   /* MPI engine: the address of the MPI_Comm holding the job's ranks, in rank order (NULL:
    * MPI_COMM_WORLD; MPI is initialised if nobody has, and finalised at the last destroy). */
@@ -359,8 +362,7 @@ SYMCOLL_API int symcoll_comm_nnodes(symcoll_comm_t comm);
  * Collective: every rank allocates `bytes` (the same on every rank) that every peer maps.
  * CPU ranks: memfd shared memory; GPU ranks: CUDA VMM memory. Memory is zeroed.
  */
-SYMCOLL_API symcoll_status_t symcoll_mem_alloc(symcoll_comm_t comm, size_t bytes,
-                                               symcoll_mem_t *mem_p);
+SYMCOLL_API symcoll_status_t symcoll_mem_alloc(symcoll_comm_t comm, size_t bytes, symcoll_mem_t *mem_p);
 /** Collective: unmaps and releases the allocation on every rank. */
 SYMCOLL_API symcoll_status_t symcoll_mem_free(symcoll_mem_t mem);
 /** This rank's (rank == own rank) or a peer's mapping of mem; NULL if rank is out of range. */
@@ -373,22 +375,21 @@ SYMCOLL_API size_t symcoll_mem_size(symcoll_mem_t mem);
  */
 typedef struct {
   int rank, nranks;
-  void *buf[SYMCOLL_MAX_RANKS];      /* peer r's buffer, as mapped in this rank */
-  uint32_t *pad[SYMCOLL_MAX_RANKS];  /* peer r's signal pad: pad_slots x SYMCOLL_MAX_RANKS words */
-  uint32_t pad_slots;                /* barrier slots (blocks) available */
-  uint32_t *error;                   /* communicator's async error word (host-mapped) */
-  uint64_t timeout_ns;               /* bound for the *_timeout waits */
+  void *buf[SYMCOLL_MAX_RANKS];     /* peer r's buffer, as mapped in this rank */
+  uint32_t *pad[SYMCOLL_MAX_RANKS]; /* peer r's signal pad: pad_slots x SYMCOLL_MAX_RANKS words */
+  uint32_t pad_slots;               /* barrier slots (blocks) available */
+  uint32_t *error;                  /* communicator's async error word (host-mapped) */
+  uint64_t timeout_ns;              /* bound for the *_timeout waits */
 } symcoll_device_view_t;
 
 /* The async error word of view.error: zero while no error; else bit 31 set, bits 0..7 =
  * -status, 8..15 = the rank waited for, 16..23 = the rank that gave up (0xff: not a wait). */
-#define SYMCOLL_DEV_ERR_WORD(status, peer, rank) \
-  (0x80000000u | ((uint32_t)(-(int)(status)) & 0xffu) | (((uint32_t)(peer) & 0xffu) << 8) | \
-   (((uint32_t)(rank) & 0xffu) << 16))
+#define SYMCOLL_DEV_ERR_WORD(status, peer, rank)                                          \
+  (0x80000000u | ((uint32_t)(-(int)(status)) & 0xffu) | (((uint32_t)(peer)&0xffu) << 8) | \
+   (((uint32_t)(rank)&0xffu) << 16))
 
 /** Fills *view_p for a GPU allocation. UNSUPPORTED for CPU communicators. */
-SYMCOLL_API symcoll_status_t symcoll_mem_device_view(symcoll_mem_t mem,
-                                                     symcoll_device_view_t *view_p);
+SYMCOLL_API symcoll_status_t symcoll_mem_device_view(symcoll_mem_t mem, symcoll_device_view_t *view_p);
 
 /* ---- collectives ---------------------------------------------------------------------- *
  *
@@ -413,10 +414,8 @@ SYMCOLL_API symcoll_status_t symcoll_mem_device_view(symcoll_mem_t mem,
  * CPU: stream must be NULL; returns when recv holds the result.
  * count == 0 returns SYMCOLL_OK and does nothing. On an error nothing is written.
  */
-SYMCOLL_API symcoll_status_t symcoll_all_reduce(symcoll_comm_t comm, const void *send,
-                                                void *recv, size_t count,
-                                                symcoll_dtype_t dtype, symcoll_op_t op,
-                                                void *stream);
+SYMCOLL_API symcoll_status_t symcoll_all_reduce(symcoll_comm_t comm, const void *send, void *recv, size_t count,
+                                                symcoll_dtype_t dtype, symcoll_op_t op, void *stream);
 
 SYMCOLL_API void symcoll_coll_opts_init(symcoll_coll_opts_t *opts);
 /**
@@ -424,10 +423,8 @@ SYMCOLL_API void symcoll_coll_opts_init(symcoll_coll_opts_t *opts);
  * be NULL. Every rank must pass the same options for the same call.
  * UNSUPPORTED (nothing written) for an algorithm symcoll_coll_algo_supported refuses.
  */
-SYMCOLL_API symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send,
-                                                   void *recv, size_t count,
-                                                   symcoll_dtype_t dtype, symcoll_op_t op,
-                                                   void *stream,
+SYMCOLL_API symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send, void *recv, size_t count,
+                                                   symcoll_dtype_t dtype, symcoll_op_t op, void *stream,
                                                    const symcoll_coll_opts_t *opts);
 
 /**
@@ -437,11 +434,9 @@ SYMCOLL_API symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const vo
  * (copy_engine: copies only, no kernel), capturable; CPU: stream must be NULL.
  * sendcount == 0 returns SYMCOLL_OK and does nothing. On an error nothing is written.
  */
-SYMCOLL_API symcoll_status_t symcoll_all_gather(symcoll_comm_t comm, const void *send,
-                                                void *recv, size_t sendcount,
+SYMCOLL_API symcoll_status_t symcoll_all_gather(symcoll_comm_t comm, const void *send, void *recv, size_t sendcount,
                                                 symcoll_dtype_t dtype, void *stream);
-SYMCOLL_API symcoll_status_t symcoll_all_gather_ex(symcoll_comm_t comm, const void *send,
-                                                   void *recv, size_t sendcount,
+SYMCOLL_API symcoll_status_t symcoll_all_gather_ex(symcoll_comm_t comm, const void *send, void *recv, size_t sendcount,
                                                    symcoll_dtype_t dtype, void *stream,
                                                    const symcoll_coll_opts_t *opts);
 
@@ -451,15 +446,11 @@ SYMCOLL_API symcoll_status_t symcoll_all_gather_ex(symcoll_comm_t comm, const vo
  * recv == send + rank * recvcount. Combined in rank order with the accumulation of
  * symcoll_dtype_t, so every rank's block is what symcoll_all_reduce would give there.
  */
-SYMCOLL_API symcoll_status_t symcoll_reduce_scatter(symcoll_comm_t comm, const void *send,
-                                                    void *recv, size_t recvcount,
-                                                    symcoll_dtype_t dtype, symcoll_op_t op,
-                                                    void *stream);
-SYMCOLL_API symcoll_status_t symcoll_reduce_scatter_ex(symcoll_comm_t comm, const void *send,
-                                                       void *recv, size_t recvcount,
-                                                       symcoll_dtype_t dtype, symcoll_op_t op,
-                                                       void *stream,
-                                                       const symcoll_coll_opts_t *opts);
+SYMCOLL_API symcoll_status_t symcoll_reduce_scatter(symcoll_comm_t comm, const void *send, void *recv, size_t recvcount,
+                                                    symcoll_dtype_t dtype, symcoll_op_t op, void *stream);
+SYMCOLL_API symcoll_status_t symcoll_reduce_scatter_ex(symcoll_comm_t comm, const void *send, void *recv,
+                                                       size_t recvcount, symcoll_dtype_t dtype, symcoll_op_t op,
+                                                       void *stream, const symcoll_coll_opts_t *opts);
 
 /** "all_reduce", "all_gather", "reduce_scatter", "all_gather_matmul", "matmul_reduce_scatter"
  * (SYMCOLL_COLL_MAP); "unknown" if out of range. */
@@ -474,21 +465,18 @@ SYMCOLL_API int symcoll_coll_is_fused(symcoll_coll_t coll);
  * this communicator, written to *algo_p. The same on every rank (all ranks use rank 0's
  * tuning table); SYMCOLL_ALGO, when set, is taken into account.
  */
-SYMCOLL_API symcoll_status_t symcoll_coll_algo(symcoll_comm_t comm, symcoll_coll_t coll,
-                                               size_t count, symcoll_dtype_t dtype,
-                                               symcoll_algo_t *algo_p);
+SYMCOLL_API symcoll_status_t symcoll_coll_algo(symcoll_comm_t comm, symcoll_coll_t coll, size_t count,
+                                               symcoll_dtype_t dtype, symcoll_algo_t *algo_p);
 
 /**
  * Whether this communicator can run `algo` for `coll`: SYMCOLL_OK, or SYMCOLL_ERR_UNSUPPORTED
  * (an algorithm of another collective; NCCL where no NCCL communicator is held; copy_engine
  * on CPU ranks), or INVALID_ARGUMENT for an unknown value. The same on every rank.
  */
-SYMCOLL_API symcoll_status_t symcoll_coll_algo_supported(symcoll_comm_t comm, symcoll_coll_t coll,
-                                                         symcoll_algo_t algo);
+SYMCOLL_API symcoll_status_t symcoll_coll_algo_supported(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo);
 
 /** symcoll_coll_algo for all_reduce (kept from 0.2). */
-SYMCOLL_API symcoll_status_t symcoll_all_reduce_algo(symcoll_comm_t comm, size_t count,
-                                                     symcoll_dtype_t dtype,
+SYMCOLL_API symcoll_status_t symcoll_all_reduce_algo(symcoll_comm_t comm, size_t count, symcoll_dtype_t dtype,
                                                      symcoll_algo_t *algo_p);
 
 /** symcoll_coll_algo_supported for all_reduce (kept from 0.2). */
@@ -543,10 +531,9 @@ SYMCOLL_API void symcoll_matmul_opts_init(symcoll_matmul_opts_t *opts);
  * Errors: INVALID_ARGUMENT (and the log line naming what was wrong), UNSUPPORTED (no GEMM
  * library, or an algorithm this communicator does not run), and those of the collectives.
  */
-SYMCOLL_API symcoll_status_t symcoll_all_gather_matmul(symcoll_comm_t comm, const void *a_shard, const void *b,
-                                                       void *c, size_t m_shard, size_t n, size_t k,
-                                                       symcoll_dtype_t dtype, const symcoll_matmul_opts_t *opts,
-                                                       void *stream);
+SYMCOLL_API symcoll_status_t symcoll_all_gather_matmul(symcoll_comm_t comm, const void *a_shard, const void *b, void *c,
+                                                       size_t m_shard, size_t n, size_t k, symcoll_dtype_t dtype,
+                                                       const symcoll_matmul_opts_t *opts, void *stream);
 
 /**
  * C_shard = reduce_scatter(A @ B), the row-parallel layer: a is this rank's m x k activation
@@ -556,14 +543,13 @@ SYMCOLL_API symcoll_status_t symcoll_all_gather_matmul(symcoll_comm_t comm, cons
  */
 SYMCOLL_API symcoll_status_t symcoll_matmul_reduce_scatter(symcoll_comm_t comm, const void *a, const void *b,
                                                            void *c_shard, size_t m, size_t n, size_t k,
-                                                           symcoll_dtype_t dtype,
-                                                           const symcoll_matmul_opts_t *opts, void *stream);
+                                                           symcoll_dtype_t dtype, const symcoll_matmul_opts_t *opts,
+                                                           void *stream);
 
 /* ---- environment knobs ------------------------------------------------------------------- */
 
 /** Calls fn once per SYMCOLL_* knob with its name, default and help text. */
-SYMCOLL_API void symcoll_env_foreach(void (*fn)(const char *name, const char *dflt,
-                                                const char *help, void *arg),
+SYMCOLL_API void symcoll_env_foreach(void (*fn)(const char *name, const char *dflt, const char *help, void *arg),
                                      void *arg);
 
 #ifdef __cplusplus

@@ -55,14 +55,14 @@
 /* Signal `peer` on `slot`. Prior writes of the calling thread (and, after a __syncthreads,
  * of its block) become visible to the peer before it sees the signal. */
 __device__ inline bool symcoll_dev_signal(const symcoll_device_view_t &v, uint32_t slot, int peer) {
-  return symcoll_impl::put_signal(v.pad[peer] + (size_t)slot * SYMCOLL_MAX_RANKS + v.rank,
-                                  v.timeout_ns, v.error, peer, v.rank);
+  return symcoll_impl::put_signal(v.pad[peer] + (size_t)slot * SYMCOLL_MAX_RANKS + v.rank, v.timeout_ns, v.error, peer,
+                                  v.rank);
 }
 
 /* Wait until `peer` signals this rank on `slot`; its prior writes are then visible. */
 __device__ inline bool symcoll_dev_wait(const symcoll_device_view_t &v, uint32_t slot, int peer) {
-  return symcoll_impl::wait_signal(v.pad[v.rank] + (size_t)slot * SYMCOLL_MAX_RANKS + peer,
-                                   v.timeout_ns, v.error, peer, v.rank);
+  return symcoll_impl::wait_signal(v.pad[v.rank] + (size_t)slot * SYMCOLL_MAX_RANKS + peer, v.timeout_ns, v.error, peer,
+                                   v.rank);
 }
 
 /* Block-wise barrier across ranks: call from every thread of the block. */
@@ -78,16 +78,15 @@ __device__ inline void symcoll_dev_signal_value(const symcoll_device_view_t &v, 
 
 /* Wait until this rank's slot [slot][peer] holds at least `value`; the peer's writes before
  * its signal are then visible to this thread. */
-__device__ inline bool symcoll_dev_wait_value(const symcoll_device_view_t &v, uint32_t slot, int peer,
-                                              uint32_t value) {
+__device__ inline bool symcoll_dev_wait_value(const symcoll_device_view_t &v, uint32_t slot, int peer, uint32_t value) {
   const uint32_t *p = v.pad[v.rank] + (size_t)slot * SYMCOLL_MAX_RANKS + peer;
   return symcoll_impl::spin([&] { return symcoll_impl::ld_acquire_sys(p) >= value; }, v.timeout_ns, v.error, peer,
                             v.rank);
 }
 
 /* Copy `bytes` from this rank's `src` into `peer`'s buffer at `dst_off` (whole block). */
-__device__ inline void symcoll_dev_put_block(const symcoll_device_view_t &v, int peer, size_t dst_off,
-                                             const void *src, size_t bytes) {
+__device__ inline void symcoll_dev_put_block(const symcoll_device_view_t &v, int peer, size_t dst_off, const void *src,
+                                             size_t bytes) {
   symcoll_impl::block_copy((char *)v.buf[peer] + dst_off, (const char *)src, bytes);
 }
 

@@ -29,12 +29,23 @@ void th_job_id(char *buf, size_t n, const char *tag) {
 
 /* ---- buffers ------------------------------------------------------------------------- */
 
-static void *h_alloc(size_t b) { return malloc(b); }
-static void h_free(void *p) { free(p); }
-static void h_copy(void *d, const void *s, size_t b) { memcpy(d, s, b); }
-static void *h_stream(void) { return NULL; }
+static void *h_alloc(size_t b) {
+  return malloc(b);
+}
+static void h_free(void *p) {
+  free(p);
+}
+static void h_copy(void *d, const void *s, size_t b) {
+  memcpy(d, s, b);
+}
+static void *h_stream(void) {
+  return NULL;
+}
 static void h_sync(void) {}
-static int h_bind(int d) { (void)d; return 0; }
+static int h_bind(int d) {
+  (void)d;
+  return 0;
+}
 const th_buf_ops_t th_host_ops = {"host", h_alloc, h_free, h_copy, h_copy, h_stream, h_sync, h_bind};
 
 #ifdef SYMCOLL_HAVE_CUDA
@@ -45,8 +56,13 @@ static __thread cudaStream_t tls_stream;
 #define BOUNCE_BYTES ((size_t)4 << 20)
 static __thread char *tls_bounce;
 static bool use_bounce; /* thread mode only: rank processes copy from pageable memory */
-static void *c_alloc(size_t b) { void *p = NULL; return cudaMalloc(&p, b) == cudaSuccess ? p : NULL; }
-static void c_free(void *p) { cudaFree(p); }
+static void *c_alloc(size_t b) {
+  void *p = NULL;
+  return cudaMalloc(&p, b) == cudaSuccess ? p : NULL;
+}
+static void c_free(void *p) {
+  cudaFree(p);
+}
 static void c_check(cudaError_t e, const char *what) {
   if (e != cudaSuccess) fprintf(stderr, "harness: %s: %s\n", what, cudaGetErrorString(e));
 }
@@ -66,10 +82,18 @@ static void c_copy(char *d, const char *s, size_t b, bool to_dev) {
     if (tls_bounce && !to_dev) memcpy(d + o, tls_bounce, n);
   }
 }
-static void c_to_dev(void *d, const void *s, size_t b) { c_copy(d, s, b, true); }
-static void c_to_host(void *d, const void *s, size_t b) { c_copy(d, s, b, false); }
-static void *c_stream(void) { return tls_stream; }
-static void c_sync(void) { c_check(cudaStreamSynchronize(tls_stream), "stream synchronize"); }
+static void c_to_dev(void *d, const void *s, size_t b) {
+  c_copy(d, s, b, true);
+}
+static void c_to_host(void *d, const void *s, size_t b) {
+  c_copy(d, s, b, false);
+}
+static void *c_stream(void) {
+  return tls_stream;
+}
+static void c_sync(void) {
+  c_check(cudaStreamSynchronize(tls_stream), "stream synchronize");
+}
 static int c_bind(int d) {
   if (cudaSetDevice(d) != cudaSuccess) return -1;
   if (use_bounce && !tls_bounce && cudaMallocHost((void **)&tls_bounce, BOUNCE_BYTES) != cudaSuccess) return -1;
@@ -86,7 +110,11 @@ static void probe_cuda(void) {
 #ifdef SYMCOLL_HAVE_CUDA
   if (probe_count != -2) return;
   int fds[2];
-  if (pipe(fds) != 0) { probe_count = 0; snprintf(probe_why, sizeof probe_why, "pipe failed"); return; }
+  if (pipe(fds) != 0) {
+    probe_count = 0;
+    snprintf(probe_why, sizeof probe_why, "pipe failed");
+    return;
+  }
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
@@ -96,9 +124,10 @@ static void probe_cuda(void) {
     char msg[128];
     /* Without a GPU the runtime says "CUDA driver version is insufficient" (no driver) or
      * "no CUDA-capable device": both mean no GPU here. */
-    snprintf(msg, sizeof msg, "%d %s%s%s", e == cudaSuccess ? n : 0,
-             e == cudaSuccess ? (n ? "ok" : "no GPU on this machine") : "no GPU on this machine (the CUDA runtime says: ",
-             e == cudaSuccess ? "" : cudaGetErrorString(e), e == cudaSuccess ? "" : ")");
+    snprintf(
+        msg, sizeof msg, "%d %s%s%s", e == cudaSuccess ? n : 0,
+        e == cudaSuccess ? (n ? "ok" : "no GPU on this machine") : "no GPU on this machine (the CUDA runtime says: ",
+        e == cudaSuccess ? "" : cudaGetErrorString(e), e == cudaSuccess ? "" : ")");
     if (write(fds[1], msg, strlen(msg) + 1) < 0) _exit(1);
     _exit(0);
   }
@@ -184,8 +213,12 @@ uint32_t th_seed(void) {
 }
 
 static const char *g_mode = "process";
-bool th_launched_by_env(void) { return strcmp(g_mode, "env") == 0; }
-void th_set_mode(const char *mode) { g_mode = mode; }
+bool th_launched_by_env(void) {
+  return strcmp(g_mode, "env") == 0;
+}
+void th_set_mode(const char *mode) {
+  g_mode = mode;
+}
 
 int th_run(const th_launch_t *l, th_rank_fn fn, void *arg) {
   const char *why = NULL;
@@ -202,7 +235,8 @@ int th_run(const th_launch_t *l, th_rank_fn fn, void *arg) {
     if (gpu && ops->bind(symcoll_comm_device(comm)) != 0) return -1;
     int f = fn(comm, ops, arg);
     s = symcoll_comm_barrier(comm); /* no peer sees this one leave early */
-    if (s != SYMCOLL_OK) fprintf(stderr, "rank %d: final barrier: %s\n", symcoll_comm_rank(comm), symcoll_status_string(s));
+    if (s != SYMCOLL_OK)
+      fprintf(stderr, "rank %d: final barrier: %s\n", symcoll_comm_rank(comm), symcoll_status_string(s));
     symcoll_comm_destroy(comm);
     return s == SYMCOLL_OK ? f : f + 1;
   }
@@ -271,8 +305,10 @@ int th_run(const th_launch_t *l, th_rank_fn fn, void *arg) {
     pid_t p = waitpid(-1, &st, WNOHANG);
     if (p > 0) {
       left--;
-      if (WIFEXITED(st)) failures += WEXITSTATUS(st);
-      else failures = -1000000;
+      if (WIFEXITED(st))
+        failures += WEXITSTATUS(st);
+      else
+        failures = -1000000;
       continue;
     }
     if (th_now() > end) {

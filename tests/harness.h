@@ -21,8 +21,8 @@ typedef struct th_buf_ops {
   void (*to_dev)(void *dst, const void *src, size_t bytes);
   void (*to_host)(void *dst, const void *src, size_t bytes);
   void *(*stream)(void);   /* the stream collectives go on (NULL on the host) */
-  void (*sync)(void);       /* waits for the stream */
-  int (*bind)(int device);  /* makes device current in this thread; 0 on success */
+  void (*sync)(void);      /* waits for the stream */
+  int (*bind)(int device); /* makes device current in this thread; 0 on success */
 } th_buf_ops_t;
 
 extern const th_buf_ops_t th_host_ops;
@@ -37,8 +37,8 @@ typedef struct th_launch {
   const char *backend; /* "host" or "cuda" */
   const char *mode;    /* "process" or "thread" */
   int nranks;
-  int timeout_ms;      /* communicator timeout; 0 = default */
-  int wall_s;          /* the whole run is killed after this */
+  int timeout_ms; /* communicator timeout; 0 = default */
+  int wall_s;     /* the whole run is killed after this */
 } th_launch_t;
 
 /* Runs fn on every rank; returns the total failures, or -1 if ranks crashed or hung.

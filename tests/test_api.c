@@ -17,10 +17,10 @@
 
 static void test_status_strings(void **state) {
   (void)state;
-  symcoll_status_t all[] = {SYMCOLL_OK, SYMCOLL_ERR_INVALID_ARGUMENT, SYMCOLL_ERR_UNSUPPORTED,
-                            SYMCOLL_ERR_SYSTEM, SYMCOLL_ERR_CUDA, SYMCOLL_ERR_NO_MEMORY,
-                            SYMCOLL_ERR_TIMEOUT, SYMCOLL_ERR_PEER_LOST, SYMCOLL_ERR_ABORTED,
-                            SYMCOLL_ERR_MISMATCH, SYMCOLL_ERR_INTERNAL};
+  symcoll_status_t all[] = {
+      SYMCOLL_OK,          SYMCOLL_ERR_INVALID_ARGUMENT, SYMCOLL_ERR_UNSUPPORTED, SYMCOLL_ERR_SYSTEM,
+      SYMCOLL_ERR_CUDA,    SYMCOLL_ERR_NO_MEMORY,        SYMCOLL_ERR_TIMEOUT,     SYMCOLL_ERR_PEER_LOST,
+      SYMCOLL_ERR_ABORTED, SYMCOLL_ERR_MISMATCH,         SYMCOLL_ERR_INTERNAL};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
     const char *s = symcoll_status_string(all[i]);
     assert_non_null(s);
@@ -60,19 +60,40 @@ static void expect_create(symcoll_status_t want, void (*edit)(symcoll_config_t *
   assert_int_equal(symcoll_comm_create(&cfg, &comm), want);
   assert_ptr_equal(comm, (symcoll_comm_t)0x1234); /* output untouched on error */
 }
-static void e_size(symcoll_config_t *c) { c->struct_size = sizeof *c - 8; }
-static void e_size_big(symcoll_config_t *c) { c->struct_size = sizeof *c + 8; }
-static void e_n0(symcoll_config_t *c) { c->nranks = 0; c->rank = 0; }
-static void e_nbig(symcoll_config_t *c) { c->nranks = SYMCOLL_MAX_RANKS + 1; }
-static void e_rank_neg(symcoll_config_t *c) { c->rank = -1; }
-static void e_rank_big(symcoll_config_t *c) { c->rank = 2; }
-static void e_job_null(symcoll_config_t *c) { c->job_id = NULL; }
-static void e_job_bad(symcoll_config_t *c) { c->job_id = "a/b"; }
+static void e_size(symcoll_config_t *c) {
+  c->struct_size = sizeof *c - 8;
+}
+static void e_size_big(symcoll_config_t *c) {
+  c->struct_size = sizeof *c + 8;
+}
+static void e_n0(symcoll_config_t *c) {
+  c->nranks = 0;
+  c->rank = 0;
+}
+static void e_nbig(symcoll_config_t *c) {
+  c->nranks = SYMCOLL_MAX_RANKS + 1;
+}
+static void e_rank_neg(symcoll_config_t *c) {
+  c->rank = -1;
+}
+static void e_rank_big(symcoll_config_t *c) {
+  c->rank = 2;
+}
+static void e_job_null(symcoll_config_t *c) {
+  c->job_id = NULL;
+}
+static void e_job_bad(symcoll_config_t *c) {
+  c->job_id = "a/b";
+}
 static void e_job_long(symcoll_config_t *c) {
   c->job_id = "0123456789012345678901234567890123456789012345678901234567890123456789";
 }
-static void e_dev(symcoll_config_t *c) { c->device = -5; }
-static void e_timeout(symcoll_config_t *c) { c->timeout_ms = -1; }
+static void e_dev(symcoll_config_t *c) {
+  c->device = -5;
+}
+static void e_timeout(symcoll_config_t *c) {
+  c->timeout_ms = -1;
+}
 
 static void test_config_errors(void **state) {
   (void)state;
@@ -81,10 +102,9 @@ static void test_config_errors(void **state) {
   symcoll_config_t cfg;
   symcoll_config_init(&cfg);
   assert_int_equal(symcoll_comm_create(&cfg, NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
-  void (*edits[])(symcoll_config_t *) = {e_size, e_size_big, e_n0, e_nbig, e_rank_neg, e_rank_big,
-                                          e_job_null, e_job_bad, e_job_long, e_dev, e_timeout};
-  for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++)
-    expect_create(SYMCOLL_ERR_INVALID_ARGUMENT, edits[i]);
+  void (*edits[])(symcoll_config_t *) = {e_size,     e_size_big, e_n0,       e_nbig, e_rank_neg, e_rank_big,
+                                         e_job_null, e_job_bad,  e_job_long, e_dev,  e_timeout};
+  for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) expect_create(SYMCOLL_ERR_INVALID_ARGUMENT, edits[i]);
   assert_int_equal(symcoll_comm_create_all(0, NULL, &comm), SYMCOLL_ERR_INVALID_ARGUMENT);
   assert_int_equal(symcoll_comm_create_all(SYMCOLL_MAX_RANKS + 1, NULL, &comm), SYMCOLL_ERR_INVALID_ARGUMENT);
   assert_int_equal(symcoll_comm_create_all(2, NULL, NULL), SYMCOLL_ERR_INVALID_ARGUMENT);
@@ -127,8 +147,10 @@ static void test_bad_collective_args(void **state) {
   assert_ptr_equal(symcoll_comm_local(comm), comm); /* one host: its own node-local communicator */
   assert_int_equal(symcoll_comm_nnodes(comm), 1);
   /* algorithms of communicators spanning nodes only */
-  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_ENGINE), SYMCOLL_ERR_UNSUPPORTED);
-  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_HIERARCHICAL), SYMCOLL_ERR_UNSUPPORTED);
+  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_ENGINE),
+                   SYMCOLL_ERR_UNSUPPORTED);
+  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_HIERARCHICAL),
+                   SYMCOLL_ERR_UNSUPPORTED);
   enum { N = 64 };
   float send[N + 4], recv[N + 4], poison[N + 4];
   for (int i = 0; i < N + 4; i++) send[i] = (float)i;
@@ -136,10 +158,10 @@ static void test_bad_collective_args(void **state) {
   memcpy(recv, poison, sizeof recv);
   symcoll_coll_opts_t o;
   symcoll_coll_opts_init(&o);
-#define EXPECT_BAD(call)                                     \
-  do {                                                       \
-    assert_int_equal((call), SYMCOLL_ERR_INVALID_ARGUMENT);  \
-    assert_memory_equal(recv, poison, sizeof recv);          \
+#define EXPECT_BAD(call)                                    \
+  do {                                                      \
+    assert_int_equal((call), SYMCOLL_ERR_INVALID_ARGUMENT); \
+    assert_memory_equal(recv, poison, sizeof recv);         \
   } while (0)
   EXPECT_BAD(symcoll_all_reduce(NULL, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
   EXPECT_BAD(symcoll_all_reduce(comm, NULL, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
@@ -171,8 +193,10 @@ static void test_bad_collective_args(void **state) {
   assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_PUSH), SYMCOLL_OK);
   assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_REDUCE_SCATTER, SYMCOLL_ALGO_PUSH),
                    SYMCOLL_ERR_UNSUPPORTED);
-  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_NUM_COLL_KINDS, SYMCOLL_ALGO_PUSH), SYMCOLL_ERR_INVALID_ARGUMENT);
-  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_ALL_GATHER_MATMUL, SYMCOLL_ALGO_PUSH), SYMCOLL_ERR_UNSUPPORTED);
+  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_NUM_COLL_KINDS, SYMCOLL_ALGO_PUSH),
+                   SYMCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(symcoll_coll_algo_supported(comm, SYMCOLL_COLL_ALL_GATHER_MATMUL, SYMCOLL_ALGO_PUSH),
+                   SYMCOLL_ERR_UNSUPPORTED);
   assert_memory_equal(recv, poison, sizeof recv);
   /* In place with one rank: the result is the input, in every collective. */
   assert_int_equal(symcoll_all_gather(comm, recv, recv, 4, SYMCOLL_FLOAT32, NULL), SYMCOLL_OK);
@@ -227,9 +251,16 @@ static void test_bad_collective_args(void **state) {
 }
 
 static void clear_env(void) {
-  const char *vars[] = {"SYMCOLL_RANK", "SYMCOLL_NRANKS", "SYMCOLL_JOB_ID", "LOCAL_RANK",
-                        "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_LOCAL_RANK",
-                        "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_LOCALID", "SLURM_NTASKS"};
+  const char *vars[] = {"SYMCOLL_RANK",
+                        "SYMCOLL_NRANKS",
+                        "SYMCOLL_JOB_ID",
+                        "LOCAL_RANK",
+                        "LOCAL_WORLD_SIZE",
+                        "TORCHELASTIC_RUN_ID",
+                        "OMPI_COMM_WORLD_LOCAL_RANK",
+                        "OMPI_COMM_WORLD_LOCAL_SIZE",
+                        "SLURM_LOCALID",
+                        "SLURM_NTASKS"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }
 
@@ -392,21 +423,35 @@ static void refuse(void *p) {
   refusal_arg_t *a = p;
   float x[8];
   switch (a->which) {
-  case 0: symcoll_all_reduce(NULL, x, x, 8, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL); break;
-  case 1: symcoll_all_reduce(a->comm, NULL, x, 8, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL); break;
-  case 2: symcoll_all_reduce(a->comm, x, x, 8, (symcoll_dtype_t)99, SYMCOLL_SUM, NULL); break;
-  case 3: symcoll_all_reduce(a->comm, x, x, 8, SYMCOLL_FLOAT32, (symcoll_op_t)7, NULL); break;
-  case 4: symcoll_all_reduce(a->comm, x, x, SIZE_MAX / 2, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL); break;
-  case 5: symcoll_reduce_scatter(a->comm, x, x + 1, 4, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL); break;
-  default: symcoll_all_gather(a->comm, x, x, 8, SYMCOLL_FLOAT32, (void *)x); break;
+    case 0:
+      symcoll_all_reduce(NULL, x, x, 8, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
+      break;
+    case 1:
+      symcoll_all_reduce(a->comm, NULL, x, 8, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
+      break;
+    case 2:
+      symcoll_all_reduce(a->comm, x, x, 8, (symcoll_dtype_t)99, SYMCOLL_SUM, NULL);
+      break;
+    case 3:
+      symcoll_all_reduce(a->comm, x, x, 8, SYMCOLL_FLOAT32, (symcoll_op_t)7, NULL);
+      break;
+    case 4:
+      symcoll_all_reduce(a->comm, x, x, SIZE_MAX / 2, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
+      break;
+    case 5:
+      symcoll_reduce_scatter(a->comm, x, x + 1, 4, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
+      break;
+    default:
+      symcoll_all_gather(a->comm, x, x, 8, SYMCOLL_FLOAT32, (void *)x);
+      break;
   }
 }
 
 static void test_refusals_say_why(void **state) {
   (void)state;
   symcoll_comm_t comm = solo();
-  static const char *const want[] = {"comm is NULL", "send is NULL", "unknown dtype 99", "unknown op 7",
-                                     "too large", "recv overlaps send", "takes no stream"};
+  static const char *const want[] = {"comm is NULL", "send is NULL",       "unknown dtype 99", "unknown op 7",
+                                     "too large",    "recv overlaps send", "takes no stream"};
   for (int i = 0; i < 7; i++) {
     refusal_arg_t a = {comm, i};
     const char *text = stderr_of(refuse, &a);
@@ -434,15 +479,17 @@ static void *skew_rank(void *p) {
   memcpy(out, poison, sizeof out);
   symcoll_status_t s;
   if (rank == a->refused) {
-    a->bad += symcoll_all_reduce(a->comm, NULL, out, 8, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL) != SYMCOLL_ERR_INVALID_ARGUMENT;
-    s = a->variant == 0 ? symcoll_all_reduce(a->comm, in, out, 4, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL)
+    a->bad +=
+        symcoll_all_reduce(a->comm, NULL, out, 8, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL) != SYMCOLL_ERR_INVALID_ARGUMENT;
+    s = a->variant == 0   ? symcoll_all_reduce(a->comm, in, out, 4, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL)
         : a->variant == 1 ? symcoll_all_gather(a->comm, in, out, 8, SYMCOLL_FLOAT32, NULL)
                           : symcoll_all_reduce(a->comm, in, out, 8, SYMCOLL_FLOAT32, SYMCOLL_MAX, NULL);
   } else {
     s = symcoll_all_reduce(a->comm, in, out, 8, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
   }
   if (s != SYMCOLL_ERR_MISMATCH) {
-    fprintf(stderr, "rank %d (variant %d, rank %d refused): %s\n", rank, a->variant, a->refused, symcoll_status_string(s));
+    fprintf(stderr, "rank %d (variant %d, rank %d refused): %s\n", rank, a->variant, a->refused,
+            symcoll_status_string(s));
     a->bad++;
   }
   a->bad += memcmp(out, poison, sizeof out) != 0; /* nothing written */
@@ -682,8 +729,9 @@ static void test_tuning_table(void **state) {
   char good[64], bad[64];
   snprintf(good, sizeof good, "/tmp/symcoll-tune-good.%d", (int)getpid());
   snprintf(bad, sizeof bad, "/tmp/symcoll-tune-bad.%d", (int)getpid());
-  write_file(good, "# test table\nhost * fp32 4096 twoshot\nhost * fp32 65536 oneshot\n"
-                   "host * fp32 inf twoshot\nhost 1 bf16 inf twoshot\ncuda * * inf oneshot\n");
+  write_file(good,
+             "# test table\nhost * fp32 4096 twoshot\nhost * fp32 65536 oneshot\n"
+             "host * fp32 inf twoshot\nhost 1 bf16 inf twoshot\ncuda * * inf oneshot\n");
   write_file(bad, "host * fp32 4096 twoshot\nhost * fp32 banana oneshot\n");
   symcoll_algo_t a;
   symcoll_comm_t comm;
@@ -809,8 +857,9 @@ static void test_tuning_classes(void **state) {
   assert_int_equal(class_pick("auto", NULL, SYMCOLL_COLL_ALL_REDUCE), SYMCOLL_ALGO_ONE_SHOT);
   char path[64];
   snprintf(path, sizeof path, "/tmp/symcoll-tune-class.%d", (int)getpid());
-  write_file(path, "host * * inf twoshot\nhost:scalar * * inf oneshot\n"
-                   "all_gather host * * inf push\nreduce_scatter host:scalar * * inf lamport\n");
+  write_file(path,
+             "host * * inf twoshot\nhost:scalar * * inf oneshot\n"
+             "all_gather host * * inf push\nreduce_scatter host:scalar * * inf lamport\n");
   assert_int_equal(class_pick("scalar", path, SYMCOLL_COLL_ALL_REDUCE), SYMCOLL_ALGO_ONE_SHOT);
   assert_int_equal(class_pick("auto", path, SYMCOLL_COLL_ALL_REDUCE), SYMCOLL_ALGO_TWO_SHOT);
   assert_int_equal(class_pick("auto", path, SYMCOLL_COLL_ALL_GATHER), SYMCOLL_ALGO_PUSH);
@@ -843,8 +892,7 @@ static void *mixed_rank(void *p) {
     symcoll_coll_opts_t o;
     symcoll_coll_opts_init(&o);
     o.algo = SYMCOLL_ALGO_ONE_SHOT;
-    if (symcoll_all_reduce_ex(a->comm, in, out, n, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o) != SYMCOLL_OK)
-      a->bad = 1;
+    if (symcoll_all_reduce_ex(a->comm, in, out, n, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o) != SYMCOLL_OK) a->bad = 1;
     for (size_t i = 0; i < n && !a->bad; i++)
       if (out[i] != (float)((i + (size_t)call) % 13) * 3.0f) a->bad = 1;
   }
@@ -885,15 +933,23 @@ int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--class-pick")) return class_pick_main(atoi(argv[2]));
   if (!realpath("/proc/self/exe", self_path)) snprintf(self_path, sizeof self_path, "%s", argv[0]);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_status_strings), cmocka_unit_test(test_config_errors),
-      cmocka_unit_test(test_bad_collective_args), cmocka_unit_test(test_from_env),
-      cmocka_unit_test(test_rank_conflicts), cmocka_unit_test(test_check_mismatch),
-      cmocka_unit_test(test_env_table), cmocka_unit_test(test_two_jobs_at_once),
-      cmocka_unit_test(test_strangers_refused), cmocka_unit_test(test_tuning_table),
+      cmocka_unit_test(test_status_strings),
+      cmocka_unit_test(test_config_errors),
+      cmocka_unit_test(test_bad_collective_args),
+      cmocka_unit_test(test_from_env),
+      cmocka_unit_test(test_rank_conflicts),
+      cmocka_unit_test(test_check_mismatch),
+      cmocka_unit_test(test_env_table),
+      cmocka_unit_test(test_two_jobs_at_once),
+      cmocka_unit_test(test_strangers_refused),
+      cmocka_unit_test(test_tuning_table),
       cmocka_unit_test(test_nccl_without_engine),
-      cmocka_unit_test(test_mixed_zero_copy), cmocka_unit_test(test_barrier),
-      cmocka_unit_test(test_refusals_say_why), cmocka_unit_test(test_calls_out_of_step),
-      cmocka_unit_test(test_split), cmocka_unit_test(test_tuning_classes),
+      cmocka_unit_test(test_mixed_zero_copy),
+      cmocka_unit_test(test_barrier),
+      cmocka_unit_test(test_refusals_say_why),
+      cmocka_unit_test(test_calls_out_of_step),
+      cmocka_unit_test(test_split),
+      cmocka_unit_test(test_tuning_classes),
   };
   return cmocka_run_group_tests_name("api", tests, NULL, NULL);
 }

@@ -29,18 +29,31 @@ static int only_dtype = -1; /* --dtype NAME: one dtype only */
 
 #define GUARD 16
 
-enum { OUT_OF_PLACE, IN_PLACE, MISALIGNED, MISALIGNED_IN_PLACE, SYMMETRIC_SEND, SYMMETRIC_RECV,
-       SYMMETRIC_IN_PLACE, NUM_PLACEMENTS };
-static const char *const placement_names[] = {"out-of-place", "in-place", "misaligned out-of-place",
-                                              "misaligned in-place", "zero-copy symmetric send",
-                                              "symmetric recv", "in place in a symmetric recv"};
+enum {
+  OUT_OF_PLACE,
+  IN_PLACE,
+  MISALIGNED,
+  MISALIGNED_IN_PLACE,
+  SYMMETRIC_SEND,
+  SYMMETRIC_RECV,
+  SYMMETRIC_IN_PLACE,
+  NUM_PLACEMENTS
+};
+static const char *const placement_names[] = {"out-of-place",
+                                              "in-place",
+                                              "misaligned out-of-place",
+                                              "misaligned in-place",
+                                              "zero-copy symmetric send",
+                                              "symmetric recv",
+                                              "in place in a symmetric recv"};
 
 /* Each collective's algorithms; those a communicator cannot run (e.g. hierarchical and engine
  * on one node, the one-node ones on a communicator spanning nodes) are skipped. */
 #define MAX_ALGOS 8
 static const symcoll_algo_t algos_of[SYMCOLL_NUM_COLLS][MAX_ALGOS] = {
     [SYMCOLL_COLL_ALL_REDUCE] = {SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_ONE_SHOT_DB,
-                                 SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_HIERARCHICAL, SYMCOLL_ALGO_ENGINE, SYMCOLL_ALGO_AUTO},
+                                 SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_HIERARCHICAL, SYMCOLL_ALGO_ENGINE,
+                                 SYMCOLL_ALGO_AUTO},
     [SYMCOLL_COLL_ALL_GATHER] = {SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_COPY_ENGINE,
                                  SYMCOLL_ALGO_HIERARCHICAL, SYMCOLL_ALGO_ENGINE, SYMCOLL_ALGO_AUTO},
     [SYMCOLL_COLL_REDUCE_SCATTER] = {SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_HIERARCHICAL,
@@ -82,16 +95,18 @@ static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, size_t co
   } else {
     recv = region + off * es;
     region_n = recv_n;
-    send = !in_place                                       ? (pl == SYMMETRIC_SEND ? c->dsym : c->dsend) + GUARD * es
-           : coll == SYMCOLL_COLL_ALL_GATHER               ? recv + me * count * es
-                                                           : recv;
+    send = !in_place                         ? (pl == SYMMETRIC_SEND ? c->dsym : c->dsend) + GUARD * es
+           : coll == SYMCOLL_COLL_ALL_GATHER ? recv + me * count * es
+                                             : recv;
   }
   if (pl == MISALIGNED) send = c->dsend + 2 * es;
   const size_t span = (off + region_n + GUARD) * es;
   /* Poison the region, then place the input (in place: inside it). */
   c->ops->to_dev(region, c->hpoison, span);
-  if (coll == SYMCOLL_COLL_ALL_GATHER) exact_fill(c->hsend, dt, count, c->rank, seed);
-  else exact_fill(c->hsend, dt, send_n, c->rank, seed);
+  if (coll == SYMCOLL_COLL_ALL_GATHER)
+    exact_fill(c->hsend, dt, count, c->rank, seed);
+  else
+    exact_fill(c->hsend, dt, send_n, c->rank, seed);
   c->ops->to_dev(send, c->hsend, send_n * es);
   /* The expected region: poison, the input where in place, the result. */
   memcpy(c->hexp, c->hpoison, span);
@@ -100,8 +115,10 @@ static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, size_t co
     memcpy(want, c->hsend, send_n * es);
     want += me * count * es;
   }
-  if (coll == SYMCOLL_COLL_ALL_REDUCE) exact_expect(want, dt, op, count, c->n, seed);
-  else if (coll == SYMCOLL_COLL_REDUCE_SCATTER) exact_expect_range(want, dt, op, me * count, count, c->n, seed);
+  if (coll == SYMCOLL_COLL_ALL_REDUCE)
+    exact_expect(want, dt, op, count, c->n, seed);
+  else if (coll == SYMCOLL_COLL_REDUCE_SCATTER)
+    exact_expect_range(want, dt, op, me * count, count, c->n, seed);
   else
     for (size_t r = 0; r < n; r++) exact_fill(want + r * count * es, dt, count, (int)r, seed);
   symcoll_coll_opts_t o;
@@ -109,13 +126,17 @@ static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, size_t co
   o.algo = algo;
   symcoll_status_t s;
   void *stream = c->ops->stream();
-  if (coll == SYMCOLL_COLL_ALL_REDUCE) s = symcoll_all_reduce_ex(c->comm, send, recv, count, dt, op, stream, &o);
-  else if (coll == SYMCOLL_COLL_ALL_GATHER) s = symcoll_all_gather_ex(c->comm, send, recv, count, dt, stream, &o);
-  else s = symcoll_reduce_scatter_ex(c->comm, send, recv, count, dt, op, stream, &o);
+  if (coll == SYMCOLL_COLL_ALL_REDUCE)
+    s = symcoll_all_reduce_ex(c->comm, send, recv, count, dt, op, stream, &o);
+  else if (coll == SYMCOLL_COLL_ALL_GATHER)
+    s = symcoll_all_gather_ex(c->comm, send, recv, count, dt, stream, &o);
+  else
+    s = symcoll_reduce_scatter_ex(c->comm, send, recv, count, dt, op, stream, &o);
   c->calls++;
   const char *what_fmt = "rank %d: %s %s %s %s count %zu %s";
-#define WHAT c->rank, symcoll_coll_name(coll), symcoll_dtype_name(dt), coll == SYMCOLL_COLL_ALL_GATHER ? "-" : symcoll_op_name(op), \
-             symcoll_algo_name(algo), count, placement_names[pl]
+#define WHAT                                                \
+  c->rank, symcoll_coll_name(coll), symcoll_dtype_name(dt), \
+      coll == SYMCOLL_COLL_ALL_GATHER ? "-" : symcoll_op_name(op), symcoll_algo_name(algo), count, placement_names[pl]
   if (s != SYMCOLL_OK) {
     fprintf(stderr, what_fmt, WHAT);
     fprintf(stderr, ": %s\n", symcoll_status_string(s));
@@ -141,8 +162,9 @@ static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, size_t co
   const bool inside = first >= off && first < off + region_n;
   fprintf(stderr, what_fmt, WHAT);
   fprintf(stderr, ": %zu wrong; first at element %zd of the %s: got %g want %g (this rank's input there: %g)\n", bad,
-          (ssize_t)first - (ssize_t)off, inside ? "result" : "guard, must stay untouched", exact_load(c->hrecv, dt, first),
-          exact_load(c->hexp, dt, first), inside && first - off < send_n ? exact_load(c->hsend, dt, first - off) : NAN);
+          (ssize_t)first - (ssize_t)off, inside ? "result" : "guard, must stay untouched",
+          exact_load(c->hrecv, dt, first), exact_load(c->hexp, dt, first),
+          inside && first - off < send_n ? exact_load(c->hsend, dt, first - off) : NAN);
   return 1;
 #undef WHAT
 }
@@ -213,16 +235,19 @@ static void test_matrix(void **state) {
 
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--backend") && i + 1 < argc) launch.backend = argv[++i];
-    else if (!strcmp(argv[i], "--mode") && i + 1 < argc) launch.mode = argv[++i];
-    else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) launch.nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--quick")) quick = true;
+    if (!strcmp(argv[i], "--backend") && i + 1 < argc)
+      launch.backend = argv[++i];
+    else if (!strcmp(argv[i], "--mode") && i + 1 < argc)
+      launch.mode = argv[++i];
+    else if (!strcmp(argv[i], "--ranks") && i + 1 < argc)
+      launch.nranks = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--quick"))
+      quick = true;
     else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
       const char *d = argv[++i];
       for (int k = 0; k < SYMCOLL_NUM_DTYPES; k++)
         if (!strcmp(d, symcoll_dtype_name((symcoll_dtype_t)k))) only_dtype = k;
-    }
-    else if (!strcmp(argv[i], "--coll") && i + 1 < argc) {
+    } else if (!strcmp(argv[i], "--coll") && i + 1 < argc) {
       const char *c = argv[++i];
       for (int k = 0; k < SYMCOLL_NUM_COLLS; k++)
         if (!strcmp(c, symcoll_coll_name((symcoll_coll_t)k))) only_coll = k;
@@ -243,8 +268,9 @@ int main(int argc, char **argv) {
   base_seed = th_seed();
   printf("seed %u\n", base_seed);
   char name[128];
-  snprintf(name, sizeof name, "%s_%s_%s_%dranks", only_coll < 0 ? "collectives" : symcoll_coll_name((symcoll_coll_t)only_coll),
-           launch.backend, launch.mode, launch.nranks);
+  snprintf(name, sizeof name, "%s_%s_%s_%dranks",
+           only_coll < 0 ? "collectives" : symcoll_coll_name((symcoll_coll_t)only_coll), launch.backend, launch.mode,
+           launch.nranks);
   const struct CMUnitTest tests[] = {{name, test_matrix, NULL, NULL, NULL}};
   return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

@@ -124,10 +124,11 @@ static void graph_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
     if (symcoll_coll_algo_supported(comm, coll, o.algo) != SYMCOLL_OK) o.algo = SYMCOLL_ALGO_AUTO;
     const size_t count = count_of(i);
     char *x = in + i * slot, *y = out + i * slot;
-    symcoll_status_t st =
-        coll == SYMCOLL_COLL_ALL_REDUCE ? symcoll_all_reduce_ex(comm, x, y, count, SYMCOLL_BFLOAT16, SYMCOLL_SUM, s, &o)
-        : coll == SYMCOLL_COLL_ALL_GATHER ? symcoll_all_gather_ex(comm, x, y, count, SYMCOLL_BFLOAT16, s, &o)
-                                          : symcoll_reduce_scatter_ex(comm, x, y, count, SYMCOLL_BFLOAT16, SYMCOLL_SUM, s, &o);
+    symcoll_status_t st = coll == SYMCOLL_COLL_ALL_REDUCE
+                              ? symcoll_all_reduce_ex(comm, x, y, count, SYMCOLL_BFLOAT16, SYMCOLL_SUM, s, &o)
+                          : coll == SYMCOLL_COLL_ALL_GATHER
+                              ? symcoll_all_gather_ex(comm, x, y, count, SYMCOLL_BFLOAT16, s, &o)
+                              : symcoll_reduce_scatter_ex(comm, x, y, count, SYMCOLL_BFLOAT16, SYMCOLL_SUM, s, &o);
     if (st != SYMCOLL_OK) fprintf(stderr, "capture %d: %s\n", i, symcoll_status_string(st));
   }
   CK(cudaStreamEndCapture(s, &graph));
@@ -137,8 +138,8 @@ static void graph_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
   for (int rep = 0; rep < 2; rep++) {
     uint32_t seed = seed0 + rep * 7919;
     for (int i = 0; i < calls; i++)
-      exact_fill(h.data() + i * slot, SYMCOLL_BFLOAT16, count_of(i) * (coll_of(i) == SYMCOLL_COLL_REDUCE_SCATTER ? n : 1),
-              rank, seed + i);
+      exact_fill(h.data() + i * slot, SYMCOLL_BFLOAT16,
+                 count_of(i) * (coll_of(i) == SYMCOLL_COLL_REDUCE_SCATTER ? n : 1), rank, seed + i);
     cudaMemcpyAsync(in, h.data(), h.size(), cudaMemcpyHostToDevice, s);
     cudaMemsetAsync(out, 0xff, h.size(), s);
     CK(cudaGraphLaunch(exec, s));
@@ -148,13 +149,16 @@ static void graph_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
       const size_t count = count_of(i);
       size_t got_n = count;
       switch (coll_of(i)) {
-      case SYMCOLL_COLL_ALL_REDUCE: exact_expect(want.data(), SYMCOLL_BFLOAT16, SYMCOLL_SUM, count, n, seed + i); break;
-      case SYMCOLL_COLL_ALL_GATHER:
-        for (int r = 0; r < n; r++) exact_fill(want.data() + (size_t)r * count * 2, SYMCOLL_BFLOAT16, count, r, seed + i);
-        got_n = count * (size_t)n;
-        break;
-      default:
-        exact_expect_range(want.data(), SYMCOLL_BFLOAT16, SYMCOLL_SUM, (size_t)rank * count, count, n, seed + i);
+        case SYMCOLL_COLL_ALL_REDUCE:
+          exact_expect(want.data(), SYMCOLL_BFLOAT16, SYMCOLL_SUM, count, n, seed + i);
+          break;
+        case SYMCOLL_COLL_ALL_GATHER:
+          for (int r = 0; r < n; r++)
+            exact_fill(want.data() + (size_t)r * count * 2, SYMCOLL_BFLOAT16, count, r, seed + i);
+          got_n = count * (size_t)n;
+          break;
+        default:
+          exact_expect_range(want.data(), SYMCOLL_BFLOAT16, SYMCOLL_SUM, (size_t)rank * count, count, n, seed + i);
       }
       if (memcmp(want.data(), h.data() + i * slot, got_n * 2) != 0) {
         if (wrong++ < 3)
@@ -198,8 +202,12 @@ static void test_graph_replay(void **state) {
 /* The GEMM operations captured in one graph with plain collectives (overlap, sequential,
  * auto), replayed twice with fresh small-integer inputs: bf16 results exact, checked bit for
  * bit against a host reference. */
-static float mm_a(int r, size_t i, size_t j, uint32_t s) { return (float)((int)((i * 7 + j * 3 + r * 5 + s) % 5) - 2); }
-static float mm_b(int r, size_t j, size_t l, uint32_t s) { return (float)((int)((j * 5 + l * 11 + r * 3 + s) % 3) - 1); }
+static float mm_a(int r, size_t i, size_t j, uint32_t s) {
+  return (float)((int)((i * 7 + j * 3 + r * 5 + s) % 5) - 2);
+}
+static float mm_b(int r, size_t j, size_t l, uint32_t s) {
+  return (float)((int)((j * 5 + l * 11 + r * 3 + s) % 3) - 1);
+}
 
 static void graph_matmul_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
   cudaSetDevice(symcoll_comm_device(comm));
@@ -265,8 +273,10 @@ static void graph_matmul_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
     up(rs_b, 0, kk, nn, mm_b);
     CK(cudaStreamSynchronize(s));
     CK(symcoll_comm_barrier(comm));
-    if (rep == 0) enqueue();
-    else CK(cudaGraphLaunch(exec, s));
+    if (rep == 0)
+      enqueue();
+    else
+      CK(cudaGraphLaunch(exec, s));
     CK(cudaStreamSynchronize(s));
     for (size_t i = 0; i < rows; i++) /* all_gather_matmul: A's row i from rank i / ms */
       for (size_t l = 0; l < nn; l++) {
@@ -329,9 +339,12 @@ static void mismatch_rank(symcoll_comm_t comm, mismatch_case c, int refused, int
   o.algo = c.algo;
   auto call = [&](const void *x, size_t count) {
     switch (c.coll) {
-    case SYMCOLL_COLL_ALL_REDUCE: return symcoll_all_reduce_ex(comm, x, out, count, SYMCOLL_FLOAT32, SYMCOLL_SUM, s, &o);
-    case SYMCOLL_COLL_ALL_GATHER: return symcoll_all_gather_ex(comm, x, out, count, SYMCOLL_FLOAT32, s, &o);
-    default: return symcoll_reduce_scatter_ex(comm, x, out, count, SYMCOLL_FLOAT32, SYMCOLL_SUM, s, &o);
+      case SYMCOLL_COLL_ALL_REDUCE:
+        return symcoll_all_reduce_ex(comm, x, out, count, SYMCOLL_FLOAT32, SYMCOLL_SUM, s, &o);
+      case SYMCOLL_COLL_ALL_GATHER:
+        return symcoll_all_gather_ex(comm, x, out, count, SYMCOLL_FLOAT32, s, &o);
+      default:
+        return symcoll_reduce_scatter_ex(comm, x, out, count, SYMCOLL_FLOAT32, SYMCOLL_SUM, s, &o);
     }
   };
   int wrong = 0;
@@ -353,8 +366,8 @@ static void mismatch_rank(symcoll_comm_t comm, mismatch_case c, int refused, int
   size_t written = 0;
   for (unsigned char b : h) written += b != TH_POISON;
   if (written && c.algo != SYMCOLL_ALGO_COPY_ENGINE) {
-    fprintf(stderr, "rank %d, %s %s: %zu output bytes written by a mismatched call\n", rank,
-            symcoll_coll_name(c.coll), symcoll_algo_name(c.algo), written);
+    fprintf(stderr, "rank %d, %s %s: %zu output bytes written by a mismatched call\n", rank, symcoll_coll_name(c.coll),
+            symcoll_algo_name(c.algo), written);
     wrong++;
   }
   *bad = wrong;
@@ -366,10 +379,10 @@ static void mismatch_rank(symcoll_comm_t comm, mismatch_case c, int refused, int
 static void test_mismatch_gpu(void **state) {
   (void)state;
   const mismatch_case cases[] = {
-      {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_ONE_SHOT},      {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_TWO_SHOT},
-      {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_ONE_SHOT_DB},   {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_PULL},
-      {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_PUSH},          {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_LAMPORT},
-      {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_COPY_ENGINE},   {SYMCOLL_COLL_REDUCE_SCATTER, SYMCOLL_ALGO_PULL},
+      {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_ONE_SHOT},    {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_TWO_SHOT},
+      {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_ONE_SHOT_DB}, {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_PULL},
+      {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_PUSH},        {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_LAMPORT},
+      {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_COPY_ENGINE}, {SYMCOLL_COLL_REDUCE_SCATTER, SYMCOLL_ALGO_PULL},
       {SYMCOLL_COLL_REDUCE_SCATTER, SYMCOLL_ALGO_LAMPORT},
   };
   setenv("SYMCOLL_TIMEOUT_MS", "3000", 1);
@@ -423,8 +436,8 @@ static void sentinel_rank(symcoll_comm_t comm, int *bad) {
   for (size_t i = 0; i < count; i++) {
     if (h16[i] != want16[i % 3] || h32[i] != want32[i % 3]) {
       if (wrong++ < 3)
-        fprintf(stderr, "rank %d element %zu: bf16 %#06x (want %#06x), fp32 %#010x (want %#010x)\n", rank, i,
-                h16[i], want16[i % 3], h32[i], want32[i % 3]);
+        fprintf(stderr, "rank %d element %zu: bf16 %#06x (want %#06x), fp32 %#010x (want %#010x)\n", rank, i, h16[i],
+                want16[i % 3], h32[i], want32[i % 3]);
     }
   }
   *bad = wrong != 0 || symcoll_comm_check(comm) != SYMCOLL_OK;
@@ -462,19 +475,25 @@ static void test_one_rank_copy(void **state) {
   CK(cudaMallocHost(&pinned, maxc * 4 + 64));
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CK(cudaMemcpyAsync(in, h.data(), maxc * 4, cudaMemcpyHostToDevice, s));
-  struct { size_t count, src_off, dst_off; bool to_pinned; } cases[] = {
-      {1u << 18, 0, 0, false},          /* 1 MiB */
-      {(1u << 20) + 4, 0, 16, false},   /* 4 MiB + 16 B */
-      {(1u << 20) + 3, 0, 0, false},    /* not whole 16-byte vectors */
-      {(1u << 18) + 8, 4, 8, false},    /* misaligned */
-      {1u << 19, 0, 0, true},           /* into pinned host memory */
+  struct {
+    size_t count, src_off, dst_off;
+    bool to_pinned;
+  } cases[] = {
+      {1u << 18, 0, 0, false},        /* 1 MiB */
+      {(1u << 20) + 4, 0, 16, false}, /* 4 MiB + 16 B */
+      {(1u << 20) + 3, 0, 0, false},  /* not whole 16-byte vectors */
+      {(1u << 18) + 8, 4, 8, false},  /* misaligned */
+      {1u << 19, 0, 0, true},         /* into pinned host memory */
   };
   for (auto &c : cases) {
     char *dst = (c.to_pinned ? pinned : out) + c.dst_off;
     const size_t span = c.count * 4 + 32;
-    if (c.to_pinned) memset(dst, 0xff, span);
-    else CK(cudaMemsetAsync(dst, 0xff, span, s));
-    assert_int_equal(symcoll_all_reduce(one, in + c.src_off, dst, c.count, SYMCOLL_FLOAT32, SYMCOLL_SUM, s), SYMCOLL_OK);
+    if (c.to_pinned)
+      memset(dst, 0xff, span);
+    else
+      CK(cudaMemsetAsync(dst, 0xff, span, s));
+    assert_int_equal(symcoll_all_reduce(one, in + c.src_off, dst, c.count, SYMCOLL_FLOAT32, SYMCOLL_SUM, s),
+                     SYMCOLL_OK);
     CK(cudaStreamSynchronize(s));
     std::vector<char> got(span);
     CK(cudaMemcpy(got.data(), dst, span, cudaMemcpyDefault));
@@ -682,16 +701,11 @@ int main() {
     cudaFuncGetAttributes(&attr, many_barriers);
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_pads_at_rest),
-      cmocka_unit_test(test_graph_replay),
-      cmocka_unit_test(test_graph_matmul),
-      cmocka_unit_test(test_mismatch_gpu),
-      cmocka_unit_test(test_lamport_sentinel),
-      cmocka_unit_test(test_nccl_engine),
-      cmocka_unit_test(test_one_rank_copy),
-      cmocka_unit_test(test_peer_never_launches),
-      cmocka_unit_test(test_abort_gpu),
-      cmocka_unit_test(test_too_many_ranks),
+      cmocka_unit_test(test_pads_at_rest),     cmocka_unit_test(test_graph_replay),
+      cmocka_unit_test(test_graph_matmul),     cmocka_unit_test(test_mismatch_gpu),
+      cmocka_unit_test(test_lamport_sentinel), cmocka_unit_test(test_nccl_engine),
+      cmocka_unit_test(test_one_rank_copy),    cmocka_unit_test(test_peer_never_launches),
+      cmocka_unit_test(test_abort_gpu),        cmocka_unit_test(test_too_many_ranks),
   };
   return cmocka_run_group_tests_name("device_api", tests, NULL, NULL);
 }

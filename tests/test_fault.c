@@ -47,15 +47,17 @@ static symcoll_status_t one_call(symcoll_comm_t comm, symcoll_coll_t coll, float
   symcoll_matmul_opts_init(&mo);
   mo.algo = SYMCOLL_ALGO_OVERLAP;
   switch (coll) {
-  case SYMCOLL_COLL_ALL_GATHER_MATMUL: /* 8 x 32 shard, 32 x 16 B, 8n x 16 C */
-    return symcoll_all_gather_matmul(comm, buf, buf + 1024, buf + 2048, 8, 16, 32, SYMCOLL_FLOAT32, &mo, stream);
-  case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* 8n x 16 A, 16 x 16 B, 8 x 16 C */
-    return symcoll_matmul_reduce_scatter(comm, buf, buf + 1024, buf + 2048, 8 * (size_t)n, 16, 16, SYMCOLL_FLOAT32, &mo,
-                                         stream);
-  case SYMCOLL_COLL_ALL_GATHER: return symcoll_all_gather(comm, buf + r * 1024, buf, 1024, SYMCOLL_FLOAT32, stream);
-  case SYMCOLL_COLL_REDUCE_SCATTER:
-    return symcoll_reduce_scatter(comm, buf, buf + r * 1024, 1024, SYMCOLL_FLOAT32, SYMCOLL_SUM, stream);
-  default: return symcoll_all_reduce(comm, buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, stream);
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL: /* 8 x 32 shard, 32 x 16 B, 8n x 16 C */
+      return symcoll_all_gather_matmul(comm, buf, buf + 1024, buf + 2048, 8, 16, 32, SYMCOLL_FLOAT32, &mo, stream);
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* 8n x 16 A, 16 x 16 B, 8 x 16 C */
+      return symcoll_matmul_reduce_scatter(comm, buf, buf + 1024, buf + 2048, 8 * (size_t)n, 16, 16, SYMCOLL_FLOAT32,
+                                           &mo, stream);
+    case SYMCOLL_COLL_ALL_GATHER:
+      return symcoll_all_gather(comm, buf + r * 1024, buf, 1024, SYMCOLL_FLOAT32, stream);
+    case SYMCOLL_COLL_REDUCE_SCATTER:
+      return symcoll_reduce_scatter(comm, buf, buf + r * 1024, 1024, SYMCOLL_FLOAT32, SYMCOLL_SUM, stream);
+    default:
+      return symcoll_all_reduce(comm, buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, stream);
   }
 }
 
@@ -321,12 +323,17 @@ int main(int argc, char **argv) {
     }
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_killed_in_bootstrap), cmocka_unit_test(test_never_joins),
-      cmocka_unit_test(test_killed_in_alloc), cmocka_unit_test(test_killed_between_collectives),
-      cmocka_unit_test(test_rank_never_calls), cmocka_unit_test(test_abort_from_thread),
+      cmocka_unit_test(test_killed_in_bootstrap),
+      cmocka_unit_test(test_never_joins),
+      cmocka_unit_test(test_killed_in_alloc),
+      cmocka_unit_test(test_killed_between_collectives),
+      cmocka_unit_test(test_rank_never_calls),
+      cmocka_unit_test(test_abort_from_thread),
       cmocka_unit_test(test_check_reports_dead_peer),
-      cmocka_unit_test(test_killed_in_all_gather), cmocka_unit_test(test_never_calls_reduce_scatter),
-      cmocka_unit_test(test_killed_in_all_gather_matmul), cmocka_unit_test(test_never_calls_matmul_reduce_scatter),
+      cmocka_unit_test(test_killed_in_all_gather),
+      cmocka_unit_test(test_never_calls_reduce_scatter),
+      cmocka_unit_test(test_killed_in_all_gather_matmul),
+      cmocka_unit_test(test_never_calls_matmul_reduce_scatter),
   };
   return cmocka_run_group_tests_name("fault", tests, NULL, NULL);
 }

@@ -69,8 +69,9 @@ static void test_reduce_builds_agree(void **state) {
                        tables[0]->name, tables[t]->name, i);
             }
             if (out[t][n * es] != 0x5a) /* nothing past the end */
-              fail_msg("%s %s, %d sources, %zu elements: %s wrote past the end", symcoll_dtype_name((symcoll_dtype_t)dt),
-                       symcoll_op_name((symcoll_op_t)op), nsrc, n, tables[t]->name);
+              fail_msg("%s %s, %d sources, %zu elements: %s wrote past the end",
+                       symcoll_dtype_name((symcoll_dtype_t)dt), symcoll_op_name((symcoll_op_t)op), nsrc, n,
+                       tables[t]->name);
           }
           checked++;
         }
@@ -102,7 +103,8 @@ static void test_half_conversions(void **state) {
     for (int i = 0; i < 65536; i++) {
       const bool nan = (i & 0x7c00) == 0x7c00 && (i & 0x3ff);
       if (!nan && back[i] != all[i]) fail_msg("%s: half %#06x comes back as %#06x", tables[t]->name, i, back[i]);
-      if (nan && ((back[i] & 0x7e00) != 0x7e00)) fail_msg("%s: NaN %#06x comes back as %#06x", tables[t]->name, i, back[i]);
+      if (nan && ((back[i] & 0x7e00) != 0x7e00))
+        fail_msg("%s: NaN %#06x comes back as %#06x", tables[t]->name, i, back[i]);
     }
     tables[t]->fn[SYMCOLL_BFLOAT16][SYMCOLL_MAX](back, srcs, 1, 65536);
     for (int i = 0; i < 65536; i++) {
@@ -141,10 +143,13 @@ static void test_fp8_conversions(void **state) {
 /* Environment knobs: units, ranges, malformed values. */
 static void test_env_parsing(void **state) {
   (void)state;
-  static const struct { const char *value; long long want; } timeouts[] = {
-      {"2500", 2500}, {"10s", 10000},  {"500ms", 500},       {"2min", 120000}, {"1e3", 30000},
-      {"abc", 30000}, {"0", 30000},    {"-5", 30000},        {"99999999999", 86400000},
-      {"10 s", 30000}, {"", 30000},
+  static const struct {
+    const char *value;
+    long long want;
+  } timeouts[] = {
+      {"2500", 2500}, {"10s", 10000}, {"500ms", 500}, {"2min", 120000},          {"1e3", 30000},
+      {"abc", 30000}, {"0", 30000},   {"-5", 30000},  {"99999999999", 86400000}, {"10 s", 30000},
+      {"", 30000},
   };
   for (size_t i = 0; i < sizeof timeouts / sizeof timeouts[0]; i++) {
     setenv("SYMCOLL_TIMEOUT_MS", timeouts[i].value, 1);
@@ -174,7 +179,8 @@ static void test_env_parsing(void **state) {
   assert_int_equal(symcoll__env_choice("SYMCOLL_HOST_SIMD"), 0); /* auto */
   unsetenv("SYMCOLL_HOST_SIMD");
   setenv("SYMCOLL_DEBUG_SUBSYS", "COLL,bogus,TUNE", 1);
-  assert_int_equal(symcoll__env_list("SYMCOLL_DEBUG_SUBSYS", SYMCOLL_SUBSYS_ALL), SYMCOLL_SUBSYS_COLL | SYMCOLL_SUBSYS_TUNE);
+  assert_int_equal(symcoll__env_list("SYMCOLL_DEBUG_SUBSYS", SYMCOLL_SUBSYS_ALL),
+                   SYMCOLL_SUBSYS_COLL | SYMCOLL_SUBSYS_TUNE);
   unsetenv("SYMCOLL_DEBUG_SUBSYS");
 }
 
@@ -210,10 +216,8 @@ static void test_coll_table(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_reduce_builds_agree),
-      cmocka_unit_test(test_half_conversions),
-      cmocka_unit_test(test_fp8_conversions),
-      cmocka_unit_test(test_env_parsing),
+      cmocka_unit_test(test_reduce_builds_agree), cmocka_unit_test(test_half_conversions),
+      cmocka_unit_test(test_fp8_conversions),     cmocka_unit_test(test_env_parsing),
       cmocka_unit_test(test_coll_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,9 +26,12 @@ static double now(void) {
 int main(int argc, char **argv) {
   int kill_rank = -1, at = 10, calls = 200;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--kill") && i + 1 < argc) kill_rank = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--at") && i + 1 < argc) at = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
+    if (!strcmp(argv[i], "--kill") && i + 1 < argc)
+      kill_rank = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--at") && i + 1 < argc)
+      at = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--calls") && i + 1 < argc)
+      calls = atoi(argv[++i]);
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
   symcoll_comm_t comm;

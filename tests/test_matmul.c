@@ -28,7 +28,9 @@ static uint32_t base_seed;
 
 #define GUARD 8
 
-typedef struct { size_t m, n, k; } shape_t;
+typedef struct {
+  size_t m, n, k;
+} shape_t;
 /* |A| <= 2, |B| <= 1: an all_gather_matmul entry is at most 2k (bf16 holds integers to 256:
  * k <= 100), a matmul_reduce_scatter sum at most nranks * 2k (k <= 16 for 8 ranks). */
 static const shape_t ag_shapes[] = {{1, 1, 1}, {3, 5, 7}, {17, 33, 29}, {65, 48, 100}};
@@ -69,8 +71,9 @@ static int check(ctx_t *c, const char *what, const char *dev, const char *want, 
   size_t bad = 0, first = SIZE_MAX;
   for (size_t i = 0; i < count + 2 * GUARD; i++) {
     const bool inside = i >= GUARD && i < GUARD + count;
-    const bool ok = inside ? !memcmp(c->h3 + i * es, want + (i - GUARD) * es, es)
-                           : ((unsigned char)c->h3[i * es] == TH_POISON && (unsigned char)c->h3[i * es + es - 1] == TH_POISON);
+    const bool ok =
+        inside ? !memcmp(c->h3 + i * es, want + (i - GUARD) * es, es)
+               : ((unsigned char)c->h3[i * es] == TH_POISON && (unsigned char)c->h3[i * es + es - 1] == TH_POISON);
     if (!ok && bad++ == 0) first = i;
   }
   if (!bad) return 0;
@@ -117,8 +120,8 @@ static int ag_case(ctx_t *c, symcoll_dtype_t dt, shape_t sh, symcoll_algo_t algo
   o.algo = algo;
   if (pl == A_OUT || pl == A_OUT_IN_PLACE) o.a_out = g_dev;
   if (symcoll_comm_barrier(c->comm) != SYMCOLL_OK) return -1; /* every rank's inputs are in place */
-  if (finish(c, what, symcoll_all_gather_matmul(c->comm, a_dev, c->db, c_dev, sh.m, sh.n, sh.k, dt, &o,
-                                                c->ops->stream())) < 0)
+  if (finish(c, what,
+             symcoll_all_gather_matmul(c->comm, a_dev, c->db, c_dev, sh.m, sh.n, sh.k, dt, &o, c->ops->stream())) < 0)
     return -1;
   /* C = A @ B_me, A's row i from rank i / m. */
   for (size_t i = 0; i < rows; i++)
@@ -149,8 +152,8 @@ static int rs_case(ctx_t *c, symcoll_dtype_t dt, shape_t sh, symcoll_algo_t algo
   symcoll_matmul_opts_init(&o);
   o.algo = algo;
   if (symcoll_comm_barrier(c->comm) != SYMCOLL_OK) return -1;
-  if (finish(c, what, symcoll_matmul_reduce_scatter(c->comm, c->da, c->db, c_dev, m, sh.n, sh.k, dt, &o,
-                                                    c->ops->stream())) < 0)
+  if (finish(c, what,
+             symcoll_matmul_reduce_scatter(c->comm, c->da, c->db, c_dev, m, sh.n, sh.k, dt, &o, c->ops->stream())) < 0)
     return -1;
   for (size_t i = 0; i < sh.m; i++)
     for (size_t l = 0; l < sh.n; l++) {
@@ -170,14 +173,18 @@ static int contract_cases(ctx_t *c) {
   poison(c, c->dc, (64 + 2 * GUARD) * es);
   memset(c->h2, TH_POISON, 64 * es);
   /* The same bad argument on every rank: refused everywhere, nothing written. */
-  struct { symcoll_status_t s; const char *what; } bad[] = {
+  struct {
+    symcoll_status_t s;
+    const char *what;
+  } bad[] = {
       {symcoll_all_gather_matmul(c->comm, c->da, c->db, c_dev, 2, 2, 2, SYMCOLL_INT8, NULL, NULL), "int8"},
       {symcoll_all_gather_matmul(c->comm, c->da, NULL, c_dev, 2, 2, 2, SYMCOLL_FLOAT32, NULL, NULL), "NULL b"},
       {symcoll_all_gather_matmul(c->comm, c->da, c->db, c->da, 2, 2, 2, SYMCOLL_FLOAT32, NULL, NULL), "c == a"},
       {symcoll_all_gather_matmul(c->comm, c->da, c->db, c_dev, 2, 2, 0, SYMCOLL_FLOAT32, NULL, NULL), "k 0"},
       {c->n == 1 ? SYMCOLL_ERR_INVALID_ARGUMENT /* every m is a multiple of 1 */
                  : symcoll_matmul_reduce_scatter(c->comm, c->da, c->db, c_dev, (size_t)c->n + 1, 2, 2, SYMCOLL_FLOAT32,
-                                                 NULL, NULL), "m not a multiple"},
+                                                 NULL, NULL),
+       "m not a multiple"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     if (bad[i].s != SYMCOLL_ERR_INVALID_ARGUMENT) {
@@ -193,12 +200,14 @@ static int contract_cases(ctx_t *c) {
   o.algo = SYMCOLL_ALGO_OVERLAP;
   upload(c, c->da, SYMCOLL_FLOAT32, 4, 2, 0, c->rank, a_val, 1);
   upload(c, c->db, SYMCOLL_FLOAT32, 2, 2, 0, c->rank, b_val, 1);
-  symcoll_status_t s = symcoll_all_gather_matmul(c->comm, c->da, c->db, c_dev, c->rank == 0 ? 3 : 4, 2, 2,
-                                                 SYMCOLL_FLOAT32, &o, NULL);
-  if (s != SYMCOLL_ERR_MISMATCH) fprintf(stderr, "rank %d: shapes differ: %s\n", c->rank, symcoll_status_string(s)), f++;
+  symcoll_status_t s =
+      symcoll_all_gather_matmul(c->comm, c->da, c->db, c_dev, c->rank == 0 ? 3 : 4, 2, 2, SYMCOLL_FLOAT32, &o, NULL);
+  if (s != SYMCOLL_ERR_MISMATCH)
+    fprintf(stderr, "rank %d: shapes differ: %s\n", c->rank, symcoll_status_string(s)), f++;
   s = c->rank == 0 ? symcoll_all_gather(c->comm, c->da, c_dev, 8, SYMCOLL_FLOAT32, NULL)
                    : symcoll_all_gather_matmul(c->comm, c->da, c->db, c_dev, 4, 2, 2, SYMCOLL_FLOAT32, &o, NULL);
-  if (s != SYMCOLL_ERR_MISMATCH) fprintf(stderr, "rank %d: all_gather vs all_gather_matmul: %s\n", c->rank, symcoll_status_string(s)), f++;
+  if (s != SYMCOLL_ERR_MISMATCH)
+    fprintf(stderr, "rank %d: all_gather vs all_gather_matmul: %s\n", c->rank, symcoll_status_string(s)), f++;
   f += check(c, "output after mismatched calls", c_dev, c->h2, SYMCOLL_FLOAT32, 16);
   return f;
 }
@@ -210,7 +219,8 @@ static int rank_main(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
   c.h1 = malloc(c.maxb), c.h2 = malloc(c.maxb), c.h3 = malloc(c.maxb);
   c.da = ops->alloc(c.maxb), c.db = ops->alloc(c.maxb), c.dc = ops->alloc(c.maxb), c.dg = ops->alloc(c.maxb);
   symcoll_mem_t mem = NULL;
-  if (!c.h1 || !c.h2 || !c.h3 || !c.da || !c.db || !c.dc || !c.dg || symcoll_mem_alloc(comm, c.maxb, &mem) != SYMCOLL_OK) {
+  if (!c.h1 || !c.h2 || !c.h3 || !c.da || !c.db || !c.dc || !c.dg ||
+      symcoll_mem_alloc(comm, c.maxb, &mem) != SYMCOLL_OK) {
     fprintf(stderr, "rank %d: allocation failed\n", c.rank);
     return 1;
   }
@@ -254,9 +264,12 @@ static void test_matmul(void **state) {
 
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--backend") && i + 1 < argc) launch.backend = argv[++i];
-    else if (!strcmp(argv[i], "--mode") && i + 1 < argc) launch.mode = argv[++i];
-    else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) launch.nranks = atoi(argv[++i]);
+    if (!strcmp(argv[i], "--backend") && i + 1 < argc)
+      launch.backend = argv[++i];
+    else if (!strcmp(argv[i], "--mode") && i + 1 < argc)
+      launch.mode = argv[++i];
+    else if (!strcmp(argv[i], "--ranks") && i + 1 < argc)
+      launch.nranks = atoi(argv[++i]);
   }
   if (!strcmp(launch.mode, "thread")) th_cuda_env(); /* before anything starts CUDA */
   if (!strcmp(launch.backend, "cuda")) {

@@ -1,7 +1,7 @@
 /*
  * Soak: many calls of all three collectives, of random sizes, dtypes, ops, algorithms and
- * placements (the same draw on every rank), every result checked, with file descriptors and resident memory sampled: they must
- * not grow.   test_soak --backend host|cuda --mode process|thread --ranks N --calls K
+ * placements (the same draw on every rank), every result checked, with file descriptors and resident memory sampled:
+ * they must not grow.   test_soak --backend host|cuda --mode process|thread --ranks N --calls K
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -71,7 +71,8 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
     symcoll_coll_opts_t o;
     symcoll_coll_opts_init(&o);
     o.algo = soak_algos[coll][next(&rng) % 5];
-    if (symcoll_coll_algo_supported(comm, coll, o.algo) != SYMCOLL_OK) o.algo = SYMCOLL_ALGO_AUTO; /* same on every rank */
+    if (symcoll_coll_algo_supported(comm, coll, o.algo) != SYMCOLL_OK)
+      o.algo = SYMCOLL_ALGO_AUTO; /* same on every rank */
     /* Now and then a round of 256 B ... 1 MiB (GPU; CPU ranks ignore it). */
     if (next(&rng) % 4 == 0) o.round_bytes = (size_t)256 << (next(&rng) % 13);
     const int inplace = next(&rng) % 2;
@@ -82,23 +83,29 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
     exact_fill(hs, dt, sn, rank, seed);
     char *send = ds + off * es, *recv = dr + off * es;
     if (inplace) {
-      if (coll == SYMCOLL_COLL_ALL_REDUCE) recv = send;
-      else if (coll == SYMCOLL_COLL_ALL_GATHER) recv = ds + off * es, send = recv + (size_t)rank * count * es;
-      else recv = send + (size_t)rank * count * es;
+      if (coll == SYMCOLL_COLL_ALL_REDUCE)
+        recv = send;
+      else if (coll == SYMCOLL_COLL_ALL_GATHER)
+        recv = ds + off * es, send = recv + (size_t)rank * count * es;
+      else
+        recv = send + (size_t)rank * count * es;
     }
     ops->to_dev(send, hs, sn * es);
-    symcoll_status_t s =
-        coll == SYMCOLL_COLL_ALL_REDUCE   ? symcoll_all_reduce_ex(comm, send, recv, count, dt, op, ops->stream(), &o)
-        : coll == SYMCOLL_COLL_ALL_GATHER ? symcoll_all_gather_ex(comm, send, recv, count, dt, ops->stream(), &o)
-                                          : symcoll_reduce_scatter_ex(comm, send, recv, count, dt, op, ops->stream(), &o);
+    symcoll_status_t s = coll == SYMCOLL_COLL_ALL_REDUCE
+                             ? symcoll_all_reduce_ex(comm, send, recv, count, dt, op, ops->stream(), &o)
+                         : coll == SYMCOLL_COLL_ALL_GATHER
+                             ? symcoll_all_gather_ex(comm, send, recv, count, dt, ops->stream(), &o)
+                             : symcoll_reduce_scatter_ex(comm, send, recv, count, dt, op, ops->stream(), &o);
     if (s != SYMCOLL_OK) {
       fprintf(stderr, "rank %d call %ld: %s: %s\n", rank, i, symcoll_coll_name(coll), symcoll_status_string(s));
       wrong = 1000;
       break;
     }
     ops->to_host(hr, recv, rn * es);
-    if (coll == SYMCOLL_COLL_ALL_REDUCE) exact_expect(hw, dt, op, count, n, seed);
-    else if (coll == SYMCOLL_COLL_REDUCE_SCATTER) exact_expect_range(hw, dt, op, (size_t)rank * count, count, n, seed);
+    if (coll == SYMCOLL_COLL_ALL_REDUCE)
+      exact_expect(hw, dt, op, count, n, seed);
+    else if (coll == SYMCOLL_COLL_REDUCE_SCATTER)
+      exact_expect_range(hw, dt, op, (size_t)rank * count, count, n, seed);
     else
       for (int r = 0; r < n; r++) exact_fill(hw + (size_t)r * count * es, dt, count, r, seed);
     if (memcmp(hr, hw, rn * es) != 0) {
@@ -106,7 +113,8 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
       if (used == SYMCOLL_ALGO_AUTO) symcoll_coll_algo(comm, coll, count, dt, &used);
       fprintf(stderr, "rank %d call %ld: %s %s %s %s count %zu offset %zu round %zu %s wrong (comm_check: %s)\n", rank,
               i, symcoll_coll_name(coll), symcoll_dtype_name(dt), symcoll_op_name(op), symcoll_algo_name(used), count,
-              off, o.round_bytes, inplace ? "in place" : "out of place", symcoll_status_string(symcoll_comm_check(comm)));
+              off, o.round_bytes, inplace ? "in place" : "out of place",
+              symcoll_status_string(symcoll_comm_check(comm)));
       wrong++;
     }
     /* The baseline once every size class has had its turn: buffers and the workspace are
@@ -118,8 +126,8 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
   }
   long fds1 = count_fds(), rss1 = rss_pages();
   if (rank == 0)
-    printf("rank 0: %ld calls, %ld wrong; fds %ld -> %ld, resident pages %ld -> %ld\n", done, wrong,
-           fds0, fds1, rss0, rss1);
+    printf("rank 0: %ld calls, %ld wrong; fds %ld -> %ld, resident pages %ld -> %ld\n", done, wrong, fds0, fds1, rss0,
+           rss1);
   /* The CUDA runtime's threads open and close descriptors of their own at any time (counts
    * went 54 -> 49 and 48 -> 54 across 2000 GPU calls): allow them some. A leak of one per call
    * would show as thousands. */
@@ -143,10 +151,14 @@ static void test_soak(void **state) {
 
 int main(int argc, char **argv) {
   for (int i = 1; i + 1 < argc; i++) {
-    if (!strcmp(argv[i], "--backend")) launch.backend = argv[++i];
-    else if (!strcmp(argv[i], "--mode")) launch.mode = argv[++i];
-    else if (!strcmp(argv[i], "--ranks")) launch.nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--calls")) calls = atol(argv[++i]);
+    if (!strcmp(argv[i], "--backend"))
+      launch.backend = argv[++i];
+    else if (!strcmp(argv[i], "--mode"))
+      launch.mode = argv[++i];
+    else if (!strcmp(argv[i], "--ranks"))
+      launch.nranks = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--calls"))
+      calls = atol(argv[++i]);
   }
   if (!strcmp(launch.backend, "cuda")) {
     const char *why;

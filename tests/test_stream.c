@@ -36,10 +36,10 @@ static bool with_gemm = true, with_split = true, trace;
 static size_t max_bytes = (size_t)1 << 20; /* the most one rank's part of a call moves */
 static uint32_t seed0;
 
-#define LEVELS 3     /* the world, a split of it, a split of that */
-#define BATCH 12     /* calls at most between two waits */
-#define GUARD 16     /* poisoned elements checked on each side of an output */
-#define MAX_OFF 7    /* plain buffers: elements of offset, differing between ranks */
+#define LEVELS 3  /* the world, a split of it, a split of that */
+#define BATCH 12  /* calls at most between two waits */
+#define GUARD 16  /* poisoned elements checked on each side of an output */
+#define MAX_OFF 7 /* plain buffers: elements of offset, differing between ranks */
 
 static uint32_t next(uint32_t *s) {
   *s ^= *s << 13;
@@ -47,7 +47,9 @@ static uint32_t next(uint32_t *s) {
   *s ^= *s << 5;
   return *s;
 }
-static uint32_t below(uint32_t *s, uint32_t n) { return next(s) % n; }
+static uint32_t below(uint32_t *s, uint32_t n) {
+  return next(s) % n;
+}
 
 enum { K_ALL_REDUCE, K_ALL_GATHER, K_REDUCE_SCATTER, K_AG_MATMUL, K_MATMUL_RS, NUM_KINDS };
 enum { P_PLAIN, P_SYMMETRIC, P_IN_PLACE };
@@ -59,8 +61,8 @@ typedef struct {
   symcoll_dtype_t dt;
   symcoll_op_t op;
   symcoll_algo_t algo;
-  size_t count;    /* plain collectives: NCCL's count argument */
-  size_t m, n, k;  /* GEMM operations: m per rank (all_gather_matmul) or in all (matmul_reduce_scatter) */
+  size_t count;   /* plain collectives: NCCL's count argument */
+  size_t m, n, k; /* GEMM operations: m per rank (all_gather_matmul) or in all (matmul_reduce_scatter) */
   int send_place, recv_place, a_out;
   uint32_t seed;
   /* this rank: */
@@ -75,7 +77,7 @@ typedef struct {
   int levels;
   const th_buf_ops_t *ops;
   int world_rank;
-  size_t slot;          /* bytes of one call's region in each buffer */
+  size_t slot; /* bytes of one call's region in each buffer */
   char *plain_send, *plain_recv;
   char *h_in, *h_out, *h_want;
   long failures, done;
@@ -83,7 +85,9 @@ typedef struct {
   bool gemm;
 } rank_t;
 
-static size_t esz(symcoll_dtype_t dt) { return symcoll_dtype_size(dt); }
+static size_t esz(symcoll_dtype_t dt) {
+  return symcoll_dtype_size(dt);
+}
 
 /* ---- the GEMM operations' data and reference -------------------------------------------------- */
 
@@ -196,18 +200,21 @@ static symcoll_status_t issue(rank_t *R, const call_t *c) {
   symcoll_coll_opts_init(&o);
   o.algo = c->algo;
   switch (c->kind) {
-  case K_ALL_REDUCE: return symcoll_all_reduce_ex(comm, c->send, c->recv, c->count, c->dt, c->op, st, &o);
-  case K_ALL_GATHER: return symcoll_all_gather_ex(comm, c->send, c->recv, c->count, c->dt, st, &o);
-  case K_REDUCE_SCATTER: return symcoll_reduce_scatter_ex(comm, c->send, c->recv, c->count, c->dt, c->op, st, &o);
-  default: {
-    symcoll_matmul_opts_t mo;
-    symcoll_matmul_opts_init(&mo);
-    mo.algo = c->algo;
-    mo.a_out = c->a_out_p;
-    return c->kind == K_AG_MATMUL
-               ? symcoll_all_gather_matmul(comm, c->send, c->b, c->recv, c->m, c->n, c->k, c->dt, &mo, st)
-               : symcoll_matmul_reduce_scatter(comm, c->send, c->b, c->recv, c->m, c->n, c->k, c->dt, &mo, st);
-  }
+    case K_ALL_REDUCE:
+      return symcoll_all_reduce_ex(comm, c->send, c->recv, c->count, c->dt, c->op, st, &o);
+    case K_ALL_GATHER:
+      return symcoll_all_gather_ex(comm, c->send, c->recv, c->count, c->dt, st, &o);
+    case K_REDUCE_SCATTER:
+      return symcoll_reduce_scatter_ex(comm, c->send, c->recv, c->count, c->dt, c->op, st, &o);
+    default: {
+      symcoll_matmul_opts_t mo;
+      symcoll_matmul_opts_init(&mo);
+      mo.algo = c->algo;
+      mo.a_out = c->a_out_p;
+      return c->kind == K_AG_MATMUL
+                 ? symcoll_all_gather_matmul(comm, c->send, c->b, c->recv, c->m, c->n, c->k, c->dt, &mo, st)
+                 : symcoll_matmul_reduce_scatter(comm, c->send, c->b, c->recv, c->m, c->n, c->k, c->dt, &mo, st);
+    }
   }
 }
 
@@ -222,13 +229,15 @@ static void describe(rank_t *R, const call_t *c, long index, char *buf, size_t n
   symcoll_algo_t used = c->algo;
   static const symcoll_coll_t colls[] = {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_COLL_ALL_GATHER, SYMCOLL_COLL_REDUCE_SCATTER,
                                          SYMCOLL_COLL_ALL_GATHER_MATMUL, SYMCOLL_COLL_MATMUL_REDUCE_SCATTER};
-  if (used == SYMCOLL_ALGO_AUTO && c->kind <= K_REDUCE_SCATTER) symcoll_coll_algo(comm, colls[c->kind], c->count, c->dt, &used);
+  if (used == SYMCOLL_ALGO_AUTO && c->kind <= K_REDUCE_SCATTER)
+    symcoll_coll_algo(comm, colls[c->kind], c->count, c->dt, &used);
   if (c->kind <= K_REDUCE_SCATTER)
-    snprintf(buf, n, "call %ld: %s %s %s count %zu, %s%s (%s), send %s, recv %s (send %p recv %p), level %d (rank %d of %d)",
-             index, kind_name(c->kind), symcoll_dtype_name(c->dt), c->kind == K_ALL_GATHER ? "" : symcoll_op_name(c->op),
-             c->count, symcoll_algo_name(c->algo), c->algo == SYMCOLL_ALGO_AUTO ? " ->" : "",
-             symcoll_algo_name(used), place_names[c->send_place], place_names[c->recv_place], (void *)c->send,
-             (void *)c->recv, c->level, symcoll_comm_rank(comm), symcoll_comm_nranks(comm));
+    snprintf(
+        buf, n, "call %ld: %s %s %s count %zu, %s%s (%s), send %s, recv %s (send %p recv %p), level %d (rank %d of %d)",
+        index, kind_name(c->kind), symcoll_dtype_name(c->dt), c->kind == K_ALL_GATHER ? "" : symcoll_op_name(c->op),
+        c->count, symcoll_algo_name(c->algo), c->algo == SYMCOLL_ALGO_AUTO ? " ->" : "", symcoll_algo_name(used),
+        place_names[c->send_place], place_names[c->recv_place], (void *)c->send, (void *)c->recv, c->level,
+        symcoll_comm_rank(comm), symcoll_comm_nranks(comm));
   else
     snprintf(buf, n, "call %ld: %s %s m %zu n %zu k %zu, %s, %s, shard %s, level %d (rank %d of %d)", index,
              kind_name(c->kind), symcoll_dtype_name(c->dt), c->m, c->n, c->k, symcoll_algo_name(c->algo),
@@ -255,8 +264,9 @@ static int verify_range(rank_t *R, const call_t *c, long index, const char *out,
   char what[512];
   describe(R, c, index, what, sizeof what);
   const bool inside = first >= GUARD && first < GUARD + elems;
-  fprintf(stderr, "rank %d: %s: %s: %zu elements wrong, first at %zd of the %s: got %g", R->world_rank, what, name,
-          bad, (ssize_t)first - GUARD, inside ? "output" : "guard (must stay untouched)", exact_load(R->h_out, c->dt, first));
+  fprintf(stderr, "rank %d: %s: %s: %zu elements wrong, first at %zd of the %s: got %g", R->world_rank, what, name, bad,
+          (ssize_t)first - GUARD, inside ? "output" : "guard (must stay untouched)",
+          exact_load(R->h_out, c->dt, first));
   if (inside) fprintf(stderr, ", want %g", exact_load(want, c->dt, first - GUARD));
   fprintf(stderr, "\n");
   return 1;
@@ -273,13 +283,12 @@ static int verify(rank_t *R, const call_t *c, long index) {
 
 /* ---- the stream of calls ---------------------------------------------------------------------- */
 
-static const symcoll_algo_t coll_algos[3][6] = {
-    {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_ONE_SHOT_DB, SYMCOLL_ALGO_LAMPORT,
-     SYMCOLL_ALGO_AUTO},
-    {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_COPY_ENGINE,
-     SYMCOLL_ALGO_AUTO},
-    {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL,
-     SYMCOLL_ALGO_LAMPORT}};
+static const symcoll_algo_t coll_algos[3][6] = {{SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT,
+                                                 SYMCOLL_ALGO_ONE_SHOT_DB, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_AUTO},
+                                                {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH,
+                                                 SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_COPY_ENGINE, SYMCOLL_ALGO_AUTO},
+                                                {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT,
+                                                 SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT}};
 
 /* Draws the next call from the shared generator; false when it does not fit (then it is
  * drawn again: every rank rejects the same draws). */
@@ -288,8 +297,11 @@ static bool draw(rank_t *R, call_t *c) {
   memset(c, 0, sizeof *c);
   c->level = (int)below(g, (uint32_t)R->levels);
   c->kind = (int)below(g, R->gemm ? 12 : 10);
-  c->kind = c->kind < 4 ? K_ALL_REDUCE : c->kind < 7 ? K_ALL_GATHER : c->kind < 10 ? K_REDUCE_SCATTER
-          : c->kind == 10 ? K_AG_MATMUL : K_MATMUL_RS;
+  c->kind = c->kind < 4     ? K_ALL_REDUCE
+            : c->kind < 7   ? K_ALL_GATHER
+            : c->kind < 10  ? K_REDUCE_SCATTER
+            : c->kind == 10 ? K_AG_MATMUL
+                            : K_MATMUL_RS;
   /* GEMM operations on the world only: the first launch of a GEMM shape waits for the GPU, and
    * on a GPU shared by groups a group beside this rank's could be waiting for it (README,
    * "Ranks that share a GPU"). */
@@ -321,8 +333,10 @@ static bool draw(rank_t *R, call_t *c) {
   c->op = (symcoll_op_t)below(g, 3);
   const uint32_t cls = below(g, 20);
   const size_t es = esz(c->dt), cap = max_bytes / es;
-  c->count = cls < 9 ? 1 + below(g, 64) : cls < 15 ? 1 + below(g, 4096) : cls < 19 ? 1 + below(g, 65536)
-                                                                              : 1 + below(g, (uint32_t)cap);
+  c->count = cls < 9    ? 1 + below(g, 64)
+             : cls < 15 ? 1 + below(g, 4096)
+             : cls < 19 ? 1 + below(g, 65536)
+                        : 1 + below(g, (uint32_t)cap);
   if (c->count > cap) c->count = cap;
   c->algo = coll_algos[c->kind][below(g, 6)];
   c->send_place = below(g, 3) == 0 ? P_SYMMETRIC : P_PLAIN;
@@ -339,7 +353,8 @@ static bool draw(rank_t *R, call_t *c) {
 static void settle_algo(rank_t *R, call_t *c) {
   static const symcoll_coll_t colls[] = {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_COLL_ALL_GATHER, SYMCOLL_COLL_REDUCE_SCATTER,
                                          SYMCOLL_COLL_ALL_GATHER_MATMUL, SYMCOLL_COLL_MATMUL_REDUCE_SCATTER};
-  if (symcoll_coll_algo_supported(R->comm[c->level], colls[c->kind], c->algo) != SYMCOLL_OK) c->algo = SYMCOLL_ALGO_AUTO;
+  if (symcoll_coll_algo_supported(R->comm[c->level], colls[c->kind], c->algo) != SYMCOLL_OK)
+    c->algo = SYMCOLL_ALGO_AUTO;
 }
 
 static void free_level(rank_t *R, int l) {
@@ -486,17 +501,26 @@ static void test_stream(void **state) {
 int main(int argc, char **argv) {
   setvbuf(stderr, NULL, _IOLBF, 0); /* whole lines: ranks in processes write the same stream */
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--backend") && i + 1 < argc) launch.backend = argv[++i];
-    else if (!strcmp(argv[i], "--mode") && i + 1 < argc) launch.mode = argv[++i];
-    else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) launch.nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atol(argv[++i]);
-    else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) max_bytes = (size_t)atol(argv[++i]);
-    else if (!strcmp(argv[i], "--no-gemm")) with_gemm = false;
-    else if (!strcmp(argv[i], "--no-split")) with_split = false;
-    else if (!strcmp(argv[i], "--trace")) trace = true; /* rank 0 names every call as it issues it */
+    if (!strcmp(argv[i], "--backend") && i + 1 < argc)
+      launch.backend = argv[++i];
+    else if (!strcmp(argv[i], "--mode") && i + 1 < argc)
+      launch.mode = argv[++i];
+    else if (!strcmp(argv[i], "--ranks") && i + 1 < argc)
+      launch.nranks = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--calls") && i + 1 < argc)
+      calls = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc)
+      max_bytes = (size_t)atol(argv[++i]);
+    else if (!strcmp(argv[i], "--no-gemm"))
+      with_gemm = false;
+    else if (!strcmp(argv[i], "--no-split"))
+      with_split = false;
+    else if (!strcmp(argv[i], "--trace"))
+      trace = true; /* rank 0 names every call as it issues it */
     else {
-      fprintf(stderr, "usage: test_stream --backend host|cuda --mode process|thread|env --ranks N [--calls K] "
-                      "[--max-bytes B] [--no-gemm] [--no-split] [--trace]\n");
+      fprintf(stderr,
+              "usage: test_stream --backend host|cuda --mode process|thread|env --ranks N [--calls K] "
+              "[--max-bytes B] [--no-gemm] [--no-split] [--trace]\n");
       return 2;
     }
   }

@@ -27,7 +27,9 @@ typedef struct boot {
   bool broken;               /* a peer was lost: every later exchange fails at once */
 } boot_t;
 
-static boot_t *boot_of(symcoll_comm_t comm) { return (boot_t *)comm->oob_state; }
+static boot_t *boot_of(symcoll_comm_t comm) {
+  return (boot_t *)comm->oob_state;
+}
 
 static uint64_t deadline_of(symcoll_comm_t comm) {
   return symcoll__now_ns() + (uint64_t)comm->timeout_ms * 1000000ull;
@@ -52,8 +54,8 @@ symcoll_status_t symcoll__boot_hello_parse(const symcoll__boot_hdr_t *hdr, const
   symcoll__boot_hello_t h;
   if (hdr->type != SYMCOLL_BOOT_HELLO || hdr->len != sizeof h) return SYMCOLL_ERR_MISMATCH;
   memcpy(&h, payload, sizeof h);
-  if (h.nranks < 1 || h.nranks > SYMCOLL_MAX_RANKS || h.rank < 0 || h.rank >= h.nranks ||
-      h.rank != hdr->rank || h.pid <= 0 || (h.device_kind != 0 && h.device_kind != 1))
+  if (h.nranks < 1 || h.nranks > SYMCOLL_MAX_RANKS || h.rank < 0 || h.rank >= h.nranks || h.rank != hdr->rank ||
+      h.pid <= 0 || (h.device_kind != 0 && h.device_kind != 1))
     return SYMCOLL_ERR_MISMATCH;
   *hello_p = h;
   return SYMCOLL_OK;
@@ -80,13 +82,15 @@ static symcoll_status_t wait_fd(symcoll_comm_t comm, int fd, short events, uint6
   }
 }
 
-static symcoll_status_t send_msg(symcoll_comm_t comm, int sock, uint16_t type, int32_t status,
-                                 const void *payload, size_t len, const int *fds, int nfds) {
-  symcoll__boot_hdr_t h = {.magic = SYMCOLL_BOOT_MAGIC, .version = SYMCOLL_BOOT_VERSION,
-                           .type = type, .len = (uint32_t)len, .rank = comm->rank,
+static symcoll_status_t send_msg(symcoll_comm_t comm, int sock, uint16_t type, int32_t status, const void *payload,
+                                 size_t len, const int *fds, int nfds) {
+  symcoll__boot_hdr_t h = {.magic = SYMCOLL_BOOT_MAGIC,
+                           .version = SYMCOLL_BOOT_VERSION,
+                           .type = type,
+                           .len = (uint32_t)len,
+                           .rank = comm->rank,
                            .status = status};
-  struct iovec iov[2] = {{.iov_base = &h, .iov_len = sizeof h},
-                         {.iov_base = (void *)payload, .iov_len = len}};
+  struct iovec iov[2] = {{.iov_base = &h, .iov_len = sizeof h}, {.iov_base = (void *)payload, .iov_len = len}};
   union {
     char buf[CMSG_SPACE(sizeof(int) * SYMCOLL_MAX_RANKS)];
     struct cmsghdr align;
@@ -115,9 +119,8 @@ static symcoll_status_t send_msg(symcoll_comm_t comm, int sock, uint16_t type, i
 }
 
 /* Receives one message; payload must hold `cap` bytes; fds (if any) land in fds_p. */
-static symcoll_status_t recv_msg(symcoll_comm_t comm, int sock, uint64_t deadline,
-                                 symcoll__boot_hdr_t *hdr_p, void *payload, size_t cap,
-                                 int *fds_p, int *nfds_p) {
+static symcoll_status_t recv_msg(symcoll_comm_t comm, int sock, uint64_t deadline, symcoll__boot_hdr_t *hdr_p,
+                                 void *payload, size_t cap, int *fds_p, int *nfds_p) {
   if (nfds_p) *nfds_p = 0;
   symcoll_status_t s = wait_fd(comm, sock, POLLIN, deadline);
   if (s != SYMCOLL_OK) return s;
@@ -128,8 +131,7 @@ static symcoll_status_t recv_msg(symcoll_comm_t comm, int sock, uint64_t deadlin
     struct cmsghdr align;
   } ctl;
   struct iovec iov = {.iov_base = buf, .iov_len = sizeof(symcoll__boot_hdr_t) + cap};
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-                     .msg_controllen = sizeof ctl.buf};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
   ssize_t n;
   do {
     n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
@@ -181,15 +183,15 @@ static symcoll_status_t boot_fail(symcoll_comm_t comm, symcoll_status_t s) {
 static socklen_t make_addr(const char *job_id, struct sockaddr_un *a) {
   memset(a, 0, sizeof *a);
   a->sun_family = AF_UNIX;
-  int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "symcoll.%u.%s",
-                   (unsigned)geteuid(), job_id);
+  int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "symcoll.%u.%s", (unsigned)geteuid(), job_id);
   return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
-static int device_kind(symcoll_comm_t comm) { return comm->device == SYMCOLL_DEVICE_HOST ? 0 : 1; }
+static int device_kind(symcoll_comm_t comm) {
+  return comm->device == SYMCOLL_DEVICE_HOST ? 0 : 1;
+}
 
-static symcoll_status_t root_accept_one(symcoll_comm_t comm, boot_t *b, uint64_t deadline,
-                                        int *joined) {
+static symcoll_status_t root_accept_one(symcoll_comm_t comm, boot_t *b, uint64_t deadline, int *joined) {
   int fd = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC);
   if (fd < 0) {
     if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) return SYMCOLL_OK;
@@ -199,8 +201,8 @@ static symcoll_status_t root_accept_one(symcoll_comm_t comm, boot_t *b, uint64_t
   struct ucred cred;
   socklen_t cl = sizeof cred;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != geteuid()) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: refused a connection from pid %d uid %d (not our uid)",
-                 comm->job_id, (int)cred.pid, (int)cred.uid);
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: refused a connection from pid %d uid %d (not our uid)", comm->job_id,
+                 (int)cred.pid, (int)cred.uid);
     close(fd);
     return SYMCOLL_OK;
   }
@@ -223,15 +225,18 @@ static symcoll_status_t root_accept_one(symcoll_comm_t comm, boot_t *b, uint64_t
     return SYMCOLL_OK;
   }
   const char *why = NULL;
-  if (hello.nranks != comm->nranks) why = "nranks differs";
-  else if (hello.rank == 0 || b->fd[hello.rank] >= 0) why = "rank already taken";
-  else if (hello.device_kind != device_kind(comm)) why = "device kind differs";
+  if (hello.nranks != comm->nranks)
+    why = "nranks differs";
+  else if (hello.rank == 0 || b->fd[hello.rank] >= 0)
+    why = "rank already taken";
+  else if (hello.device_kind != device_kind(comm))
+    why = "device kind differs";
   if (why) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: refused pid %d claiming rank %d of %d: %s",
-                 comm->job_id, (int)cred.pid, hello.rank, hello.nranks, why);
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: refused pid %d claiming rank %d of %d: %s", comm->job_id, (int)cred.pid,
+                 hello.rank, hello.nranks, why);
     char reason[96];
-    int len = snprintf(reason, sizeof reason, "%s (rank %d of %d, claimed by pid %d)", why, hello.rank,
-                       hello.nranks, (int)cred.pid);
+    int len = snprintf(reason, sizeof reason, "%s (rank %d of %d, claimed by pid %d)", why, hello.rank, hello.nranks,
+                       (int)cred.pid);
     send_msg(comm, fd, SYMCOLL_BOOT_REJECT, SYMCOLL_ERR_MISMATCH, reason, (size_t)len + 1, NULL, 0);
     close(fd);
     return SYMCOLL_OK;
@@ -252,8 +257,7 @@ static symcoll_status_t root_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t
   }
   if (bind(b->listen_fd, (struct sockaddr *)&a, al) != 0) {
     if (errno == EADDRINUSE) {
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: rank 0 is already taken by another process",
-                   comm->job_id);
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: rank 0 is already taken by another process", comm->job_id);
       return SYMCOLL_ERR_MISMATCH;
     }
     SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "bind failed: %m");
@@ -283,8 +287,7 @@ static symcoll_status_t root_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t
     }
     if (s == SYMCOLL_ERR_TIMEOUT) {
       for (int r = 1; r < comm->nranks; r++)
-        if (b->fd[r] < 0)
-          SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: rank %d never joined", comm->job_id, r);
+        if (b->fd[r] < 0) SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: rank %d never joined", comm->job_id, r);
     }
     if (s == SYMCOLL_OK) s = root_accept_one(comm, b, deadline, &joined);
     if (s != SYMCOLL_OK) return s;
@@ -292,8 +295,7 @@ static symcoll_status_t root_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t
   /* Everyone is here. Refuse whoever is still queued (a second claimant of a rank), then
    * close: the name disappears, so nothing of ours stays in the namespace. */
   for (int fd; (fd = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0;) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: refused a late connection: all ranks are here",
-                 comm->job_id);
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "job %s: refused a late connection: all ranks are here", comm->job_id);
     send_msg(comm, fd, SYMCOLL_BOOT_REJECT, SYMCOLL_ERR_MISMATCH, NULL, 0, NULL, 0);
     /* Closing with its hello unread would reset the connection and lose the refusal. */
     symcoll__boot_hdr_t h;
@@ -304,8 +306,8 @@ static symcoll_status_t root_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t
   close(b->listen_fd);
   b->listen_fd = -1;
   for (int r = 1; r < comm->nranks; r++) {
-    symcoll_status_t s = send_msg(comm, b->fd[r], SYMCOLL_BOOT_WELCOME, 0, comm->pids,
-                                  sizeof(pid_t) * (size_t)comm->nranks, NULL, 0);
+    symcoll_status_t s =
+        send_msg(comm, b->fd[r], SYMCOLL_BOOT_WELCOME, 0, comm->pids, sizeof(pid_t) * (size_t)comm->nranks, NULL, 0);
     if (s != SYMCOLL_OK) return s;
   }
   return SYMCOLL_OK;
@@ -353,16 +355,18 @@ static symcoll_status_t peer_connect(symcoll_comm_t comm, uint64_t deadline, int
 }
 
 static symcoll_status_t peer_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t deadline) {
-  symcoll__boot_hello_t hello = {.rank = comm->rank, .nranks = comm->nranks,
-                                 .pid = (int32_t)getpid(), .device_kind = device_kind(comm)};
+  symcoll__boot_hello_t hello = {
+      .rank = comm->rank, .nranks = comm->nranks, .pid = (int32_t)getpid(), .device_kind = device_kind(comm)};
   symcoll__boot_hdr_t h;
-  union { pid_t pids[SYMCOLL_MAX_RANKS]; char reason[256]; } msg;
+  union {
+    pid_t pids[SYMCOLL_MAX_RANKS];
+    char reason[256];
+  } msg;
   pid_t *pids = msg.pids;
   for (;;) {
     SYMCOLL_CHECK(peer_connect(comm, deadline, &b->fd[0]));
     /* If rank 0 refused us before reading the hello, the send fails but the refusal waits. */
-    symcoll_status_t sent =
-        send_msg(comm, b->fd[0], SYMCOLL_BOOT_HELLO, 0, &hello, sizeof hello, NULL, 0);
+    symcoll_status_t sent = send_msg(comm, b->fd[0], SYMCOLL_BOOT_HELLO, 0, &hello, sizeof hello, NULL, 0);
     if (sent != SYMCOLL_OK && sent != SYMCOLL_ERR_PEER_LOST) return sent;
     symcoll__fault_point(comm->rank, "boot");
     memset(&h, 0, sizeof h);
@@ -380,16 +384,14 @@ static symcoll_status_t peer_rendezvous(symcoll_comm_t comm, boot_t *b, uint64_t
                  h.len ? msg.reason : "the rendezvous is complete: every rank is already here");
     return h.status < 0 ? (symcoll_status_t)h.status : SYMCOLL_ERR_MISMATCH;
   }
-  if (h.type != SYMCOLL_BOOT_WELCOME || h.len != sizeof(pid_t) * (size_t)comm->nranks)
-    return SYMCOLL_ERR_MISMATCH;
+  if (h.type != SYMCOLL_BOOT_WELCOME || h.len != sizeof(pid_t) * (size_t)comm->nranks) return SYMCOLL_ERR_MISMATCH;
   memcpy(comm->pids, pids, h.len);
   return SYMCOLL_OK;
 }
 
 /* ---- oob operations -------------------------------------------------------------------- */
 
-static symcoll_status_t boot_allgather(symcoll_comm_t comm, const void *in, void *out,
-                                       size_t bytes) {
+static symcoll_status_t boot_allgather(symcoll_comm_t comm, const void *in, void *out, size_t bytes) {
   boot_t *b = boot_of(comm);
   size_t total = bytes * (size_t)comm->nranks;
   if (b->broken) return SYMCOLL_ERR_PEER_LOST;
@@ -467,8 +469,7 @@ static symcoll_status_t boot_exchange_fd(symcoll_comm_t comm, int my_fd, int *fd
     }
     if (s == SYMCOLL_OK) fds[r] = one;
   }
-  for (int r = 1; r < n && s == SYMCOLL_OK; r++)
-    s = send_msg(comm, b->fd[r], SYMCOLL_BOOT_FD, 0, NULL, 0, fds, n);
+  for (int r = 1; r < n && s == SYMCOLL_OK; r++) s = send_msg(comm, b->fd[r], SYMCOLL_BOOT_FD, 0, NULL, 0, fds, n);
   if (s != SYMCOLL_OK) {
     for (int r = 0; r < n; r++)
       if (fds[r] >= 0) close(fds[r]);
@@ -504,8 +505,7 @@ symcoll_status_t symcoll__bootstrap_init(symcoll_comm_t comm) {
   comm->oob_state = b;
   comm->pids[comm->rank] = getpid();
   uint64_t deadline = deadline_of(comm);
-  symcoll_status_t s = comm->rank == 0 ? root_rendezvous(comm, b, deadline)
-                                       : peer_rendezvous(comm, b, deadline);
+  symcoll_status_t s = comm->rank == 0 ? root_rendezvous(comm, b, deadline) : peer_rendezvous(comm, b, deadline);
   if (s != SYMCOLL_OK) {
     boot_destroy(comm);
     comm->oob = NULL;
@@ -518,7 +518,6 @@ symcoll_status_t symcoll__bootstrap_init(symcoll_comm_t comm) {
     if (r != comm->rank) comm->pidfds[r] = (int)syscall(SYS_pidfd_open, comm->pids[r], 0);
 #endif
   }
-  SYMCOLL_INFO(SYMCOLL_SUBSYS_BOOT, "job %s: rank %d of %d joined", comm->job_id, comm->rank,
-               comm->nranks);
+  SYMCOLL_INFO(SYMCOLL_SUBSYS_BOOT, "job %s: rank %d of %d joined", comm->job_id, comm->rank, comm->nranks);
   return SYMCOLL_OK;
 }

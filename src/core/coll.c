@@ -42,7 +42,8 @@ void symcoll__algo_from_env(symcoll_comm_t comm) {
       if (!strcmp(name, symcoll_algo_name((symcoll_algo_t)a))) algo = a;
     bool used = false;
     for (int c = 0; algo >= 0 && c < SYMCOLL_NUM_COLL_KINDS; c++)
-      if ((only < 0 || only == c) && (algo == SYMCOLL_ALGO_AUTO || symcoll__algo_of((symcoll_coll_t)c, (symcoll_algo_t)algo))) {
+      if ((only < 0 || only == c) &&
+          (algo == SYMCOLL_ALGO_AUTO || symcoll__algo_of((symcoll_coll_t)c, (symcoll_algo_t)algo))) {
         comm->forced_algo[c] = (symcoll_algo_t)algo;
         used = true;
       }
@@ -67,7 +68,7 @@ static symcoll_status_t check_opts(symcoll_coll_t coll, const symcoll_coll_opts_
   const bool has_round = opts->struct_size == sizeof *opts;
   if (!has_round && opts->struct_size != offsetof(symcoll_coll_opts_t, round_bytes))
     SYMCOLL_REFUSE("%s: options struct_size %zu (expected %zu; call symcoll_coll_opts_init)", name, opts->struct_size,
-           sizeof *opts);
+                   sizeof *opts);
   if ((unsigned)opts->algo >= SYMCOLL_NUM_ALGOS) SYMCOLL_REFUSE("%s: unknown algorithm %d", name, (int)opts->algo);
   if (opts->blocks < 0) SYMCOLL_REFUSE("%s: options blocks %d < 0", name, opts->blocks);
   if (opts->threads < 0 || opts->threads > 1024 || (opts->threads & 31) != 0)
@@ -83,8 +84,8 @@ static symcoll_status_t check_opts(symcoll_coll_t coll, const symcoll_coll_opts_
 uint32_t symcoll__call_signature(symcoll_coll_t coll, size_t count, size_t n, size_t k, symcoll_dtype_t dtype,
                                  symcoll_op_t op, symcoll_algo_t algo) {
   uint64_t h = 0x9e3779b97f4a7c15ull;
-  const uint64_t parts[] = {(uint64_t)coll, (uint64_t)count, (uint64_t)dtype, (uint64_t)op, (uint64_t)algo,
-                            (uint64_t)n, (uint64_t)k};
+  const uint64_t parts[] = {(uint64_t)coll, (uint64_t)count, (uint64_t)dtype, (uint64_t)op,
+                            (uint64_t)algo, (uint64_t)n,     (uint64_t)k};
   const size_t nparts = n || k ? 7 : 5; /* the GEMM operations' n and k; plain collectives have none */
   for (size_t i = 0; i < nparts; i++) {
     h ^= parts[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -102,8 +103,9 @@ static uint32_t call_signature(const symcoll__coll_args_t *a) {
 /* SYMCOLL_CHECK=1: every rank compares the call's arguments with every peer's. */
 static symcoll_status_t check_agreement(symcoll_comm_t comm, const symcoll__coll_args_t *a) {
   /* The launch shape too: ranks whose grids or rounds differ would wait at different slots. */
-  uint64_t mine[8] = {a->count, (uint64_t)a->dtype, (uint64_t)a->op, (uint64_t)a->algo,
-                      (uint64_t)a->blocks, (uint64_t)a->threads, a->round_bytes, (uint64_t)a->coll};
+  uint64_t mine[8] = {a->count,          (uint64_t)a->dtype,  (uint64_t)a->op,
+                      (uint64_t)a->algo, (uint64_t)a->blocks, (uint64_t)a->threads,
+                      a->round_bytes,    (uint64_t)a->coll};
   uint64_t all[SYMCOLL_MAX_RANKS][8];
   SYMCOLL_CHECK(comm->oob->allgather(comm, mine, all, sizeof mine));
   for (int r = 0; r < comm->nranks; r++)
@@ -116,9 +118,11 @@ static symcoll_status_t check_agreement(symcoll_comm_t comm, const symcoll__coll
                    (unsigned long long)all[r][0], symcoll_dtype_name((symcoll_dtype_t)all[r][1]),
                    symcoll_op_name((symcoll_op_t)all[r][2]), symcoll_algo_name((symcoll_algo_t)all[r][3]));
       if (!memcmp(all[r], mine, 4 * sizeof mine[0]))
-        SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "... and launch shapes differ: rank %d blocks %llu threads %llu round %llu, rank %d %llu %llu %llu",
-                     comm->rank, (unsigned long long)mine[4], (unsigned long long)mine[5], (unsigned long long)mine[6],
-                     r, (unsigned long long)all[r][4], (unsigned long long)all[r][5], (unsigned long long)all[r][6]);
+        SYMCOLL_WARN(
+            SYMCOLL_SUBSYS_COLL,
+            "... and launch shapes differ: rank %d blocks %llu threads %llu round %llu, rank %d %llu %llu %llu",
+            comm->rank, (unsigned long long)mine[4], (unsigned long long)mine[5], (unsigned long long)mine[6], r,
+            (unsigned long long)all[r][4], (unsigned long long)all[r][5], (unsigned long long)all[r][6]);
       return SYMCOLL_ERR_MISMATCH;
     }
   return SYMCOLL_OK;
@@ -130,9 +134,12 @@ static symcoll_status_t check_agreement(symcoll_comm_t comm, const symcoll__coll
 static bool in_place_of(const symcoll__coll_desc_t *d, const void *send, const void *recv, size_t block, int rank) {
   const char *s = send, *r = recv;
   switch (d->in_place) {
-  case SYMCOLL__IN_PLACE_SAME: return s == r;
-  case SYMCOLL__IN_PLACE_SEND_IN_RECV: return s == r + (size_t)rank * block;
-  case SYMCOLL__IN_PLACE_RECV_IN_SEND: return r == s + (size_t)rank * block;
+    case SYMCOLL__IN_PLACE_SAME:
+      return s == r;
+    case SYMCOLL__IN_PLACE_SEND_IN_RECV:
+      return s == r + (size_t)rank * block;
+    case SYMCOLL__IN_PLACE_RECV_IN_SEND:
+      return r == s + (size_t)rank * block;
   }
   return false;
 }
@@ -162,8 +169,8 @@ symcoll_algo_t symcoll__coll_auto(symcoll_comm_t comm, symcoll_coll_t coll, size
 
 /* ---- the one path ---------------------------------------------------------------------------- */
 
-static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const void *send, void *recv,
-                                 size_t count, symcoll_dtype_t dtype, symcoll_op_t op, void *stream,
+static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const void *send, void *recv, size_t count,
+                                 symcoll_dtype_t dtype, symcoll_op_t op, void *stream,
                                  const symcoll_coll_opts_t *opts) {
   const char *name = symcoll_coll_name(coll);
   const symcoll__coll_desc_t *d = symcoll__coll_desc(coll);
@@ -184,18 +191,19 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   const size_t block = count * es; /* one rank's part */
   if (((uintptr_t)send | (uintptr_t)recv) % es != 0)
     SYMCOLL_REFUSE("%s: send %p or recv %p is not aligned to the %zu-byte %s element", name, send, recv, es,
-           symcoll_dtype_name(dtype));
+                   symcoll_dtype_name(dtype));
   const bool in_place = in_place_of(d, send, recv, block, me);
   const size_t send_bytes = block * (d->send_all ? (size_t)n : 1), recv_bytes = block * (d->recv_all ? (size_t)n : 1);
   if (!in_place && symcoll__overlap(send, send_bytes, recv, recv_bytes)) {
     switch (d->in_place) {
-    case SYMCOLL__IN_PLACE_SAME: SYMCOLL_REFUSE("%s: send and recv overlap without being equal", name);
-    case SYMCOLL__IN_PLACE_SEND_IN_RECV:
-      SYMCOLL_REFUSE("%s: send overlaps recv without being rank %d's block of it (recv + %zu bytes)", name, me,
-                     (size_t)me * block);
-    case SYMCOLL__IN_PLACE_RECV_IN_SEND:
-      SYMCOLL_REFUSE("%s: recv overlaps send without being rank %d's block of it (send + %zu bytes)", name, me,
-                     (size_t)me * block);
+      case SYMCOLL__IN_PLACE_SAME:
+        SYMCOLL_REFUSE("%s: send and recv overlap without being equal", name);
+      case SYMCOLL__IN_PLACE_SEND_IN_RECV:
+        SYMCOLL_REFUSE("%s: send overlaps recv without being rank %d's block of it (recv + %zu bytes)", name, me,
+                       (size_t)me * block);
+      case SYMCOLL__IN_PLACE_RECV_IN_SEND:
+        SYMCOLL_REFUSE("%s: recv overlaps send without being rank %d's block of it (send + %zu bytes)", name, me,
+                       (size_t)me * block);
     }
   }
   if (comm->device == SYMCOLL_DEVICE_HOST && stream != NULL)
@@ -203,33 +211,37 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   if (!d->takes_op) op = SYMCOLL_SUM; /* not used: keep signatures equal */
   SYMCOLL_CHECK(symcoll__comm_status(comm));
 
-  symcoll__coll_args_t a = {.coll = coll, .send = send, .recv = recv, .count = count, .dtype = dtype,
-                            .op = op, .stream = stream};
+  symcoll__coll_args_t a = {
+      .coll = coll, .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op, .stream = stream};
   const size_t bytes = block * mult;
   const symcoll__tune_entry_t *t = symcoll__coll_entry(comm, coll, count, dtype);
   const char *why = "table";
-  if (opts && opts->algo != SYMCOLL_ALGO_AUTO) a.algo = opts->algo, why = "options";
-  else if (comm->forced_algo[coll] != SYMCOLL_ALGO_AUTO) a.algo = comm->forced_algo[coll], why = "SYMCOLL_ALGO";
-  else a.algo = t->algo;
+  if (opts && opts->algo != SYMCOLL_ALGO_AUTO)
+    a.algo = opts->algo, why = "options";
+  else if (comm->forced_algo[coll] != SYMCOLL_ALGO_AUTO)
+    a.algo = comm->forced_algo[coll], why = "SYMCOLL_ALGO";
+  else
+    a.algo = t->algo;
   /* One rank: the result is the input. Auto copies it (in place there is nothing to do), as
    * NCCL does; a forced algorithm still runs its protocol, so that the benchmark can time it. */
   if (n == 1 && (!opts || opts->algo == SYMCOLL_ALGO_AUTO) && comm->forced_algo[coll] == SYMCOLL_ALGO_AUTO) {
     comm->coll_seq++;
     SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank 0: %s #%llu count %zu %s: one rank, %s", name,
-                  (unsigned long long)comm->coll_seq, count, symcoll_dtype_name(dtype), in_place ? "in place: nothing" : "a copy");
+                  (unsigned long long)comm->coll_seq, count, symcoll_dtype_name(dtype),
+                  in_place ? "in place: nothing" : "a copy");
     return in_place ? SYMCOLL_OK : comm->tp->copy(comm, recv, send, block, stream);
   }
   symcoll_status_t sup = symcoll_coll_algo_supported(comm, coll, a.algo);
   if (sup != SYMCOLL_OK) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "%s: %s (from the %s) is not available on this communicator%s", name,
                  symcoll_algo_name(a.algo), why,
-                 !symcoll__algo_of(coll, a.algo)           ? ": it is not an algorithm of this collective"
-                 : a.algo == SYMCOLL_ALGO_NCCL             ? " (it holds no NCCL communicator: see SYMCOLL_NCCL)"
-                 : a.algo == SYMCOLL_ALGO_COPY_ENGINE      ? " (CPU ranks have no copy engine)"
+                 !symcoll__algo_of(coll, a.algo)      ? ": it is not an algorithm of this collective"
+                 : a.algo == SYMCOLL_ALGO_NCCL        ? " (it holds no NCCL communicator: see SYMCOLL_NCCL)"
+                 : a.algo == SYMCOLL_ALGO_COPY_ENGINE ? " (CPU ranks have no copy engine)"
                  : a.algo == SYMCOLL_ALGO_HIERARCHICAL || a.algo == SYMCOLL_ALGO_ENGINE
                      ? " (it spans one node: see symcoll_comm_create_job)"
-                 : comm->hier                              ? " (it spans nodes: hierarchical or engine)"
-                                                           : "");
+                 : comm->hier ? " (it spans nodes: hierarchical or engine)"
+                              : "");
     return SYMCOLL_ERR_UNSUPPORTED;
   }
   a.blocks = opts && opts->blocks ? opts->blocks : t->blocks;
@@ -246,9 +258,8 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   }
   SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: %s #%llu count %zu %s %s%s: %s (%s)%s%s", me, name,
                 (unsigned long long)comm->coll_seq, count, symcoll_dtype_name(dtype),
-                d->takes_op ? symcoll_op_name(op) : "", in_place ? " in place" : "",
-                symcoll_algo_name(a.algo), why, a.send_mem ? ", input symmetric" : "",
-                a.recv_mem ? ", output symmetric" : "");
+                d->takes_op ? symcoll_op_name(op) : "", in_place ? " in place" : "", symcoll_algo_name(a.algo), why,
+                a.send_mem ? ", input symmetric" : "", a.recv_mem ? ", output symmetric" : "");
   symcoll__fault_point(me, "coll");
   return comm->tp->coll(comm, &a);
 }
@@ -288,9 +299,9 @@ symcoll_status_t symcoll_all_gather(symcoll_comm_t comm, const void *send, void 
                                     symcoll_dtype_t dtype, void *stream) {
   return run_coll(comm, SYMCOLL_COLL_ALL_GATHER, send, recv, sendcount, dtype, SYMCOLL_SUM, stream, NULL);
 }
-symcoll_status_t symcoll_reduce_scatter_ex(symcoll_comm_t comm, const void *send, void *recv,
-                                           size_t recvcount, symcoll_dtype_t dtype, symcoll_op_t op,
-                                           void *stream, const symcoll_coll_opts_t *opts) {
+symcoll_status_t symcoll_reduce_scatter_ex(symcoll_comm_t comm, const void *send, void *recv, size_t recvcount,
+                                           symcoll_dtype_t dtype, symcoll_op_t op, void *stream,
+                                           const symcoll_coll_opts_t *opts) {
   return run_coll(comm, SYMCOLL_COLL_REDUCE_SCATTER, send, recv, recvcount, dtype, op, stream, opts);
 }
 symcoll_status_t symcoll_reduce_scatter(symcoll_comm_t comm, const void *send, void *recv, size_t recvcount,
@@ -307,7 +318,8 @@ symcoll_status_t symcoll_coll_algo_supported(symcoll_comm_t comm, symcoll_coll_t
   const bool across = algo == SYMCOLL_ALGO_HIERARCHICAL || algo == SYMCOLL_ALGO_ENGINE;
   if (across != (comm->hier != NULL)) return SYMCOLL_ERR_UNSUPPORTED;
   /* The GEMM operations run every algorithm wherever the transport has a GEMM library. */
-  if (symcoll__coll_desc(coll)->fused) return comm->tp->gemm && comm->tp->has_gemm(comm) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
+  if (symcoll__coll_desc(coll)->fused)
+    return comm->tp->gemm && comm->tp->has_gemm(comm) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
   return comm->tp->has_algo(comm, coll, algo) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
 }
 

@@ -12,26 +12,38 @@
 #define ACROSS (BIT(SYMCOLL_ALGO_HIERARCHICAL) | BIT(SYMCOLL_ALGO_ENGINE))
 
 static const symcoll__coll_desc_t rows[] = {
-    [SYMCOLL_COLL_ALL_REDUCE] = {.takes_op = true, .in_place = SYMCOLL__IN_PLACE_SAME,
+    [SYMCOLL_COLL_ALL_REDUCE] = {.takes_op = true,
+                                 .in_place = SYMCOLL__IN_PLACE_SAME,
                                  .algos = BIT(SYMCOLL_ALGO_ONE_SHOT) | BIT(SYMCOLL_ALGO_TWO_SHOT) |
                                           BIT(SYMCOLL_ALGO_ONE_SHOT_DB) | BIT(SYMCOLL_ALGO_LAMPORT) |
                                           BIT(SYMCOLL_ALGO_NCCL) | ACROSS,
-                                 .fallback = SYMCOLL_ALGO_TWO_SHOT, .busbw_factor = 2},
-    [SYMCOLL_COLL_ALL_GATHER] = {.recv_all = true, .moves_all = true, .in_place = SYMCOLL__IN_PLACE_SEND_IN_RECV,
+                                 .fallback = SYMCOLL_ALGO_TWO_SHOT,
+                                 .busbw_factor = 2},
+    [SYMCOLL_COLL_ALL_GATHER] = {.recv_all = true,
+                                 .moves_all = true,
+                                 .in_place = SYMCOLL__IN_PLACE_SEND_IN_RECV,
                                  .algos = BIT(SYMCOLL_ALGO_PULL) | BIT(SYMCOLL_ALGO_PUSH) | BIT(SYMCOLL_ALGO_LAMPORT) |
                                           BIT(SYMCOLL_ALGO_COPY_ENGINE) | BIT(SYMCOLL_ALGO_NCCL) | ACROSS,
-                                 .fallback = SYMCOLL_ALGO_PULL, .busbw_factor = 1},
-    [SYMCOLL_COLL_REDUCE_SCATTER] = {.takes_op = true, .send_all = true, .moves_all = true,
+                                 .fallback = SYMCOLL_ALGO_PULL,
+                                 .busbw_factor = 1},
+    [SYMCOLL_COLL_REDUCE_SCATTER] = {.takes_op = true,
+                                     .send_all = true,
+                                     .moves_all = true,
                                      .in_place = SYMCOLL__IN_PLACE_RECV_IN_SEND,
                                      .algos = BIT(SYMCOLL_ALGO_PULL) | BIT(SYMCOLL_ALGO_LAMPORT) |
                                               BIT(SYMCOLL_ALGO_NCCL) | ACROSS,
-                                     .fallback = SYMCOLL_ALGO_PULL, .busbw_factor = 1},
-    [SYMCOLL_COLL_ALL_GATHER_MATMUL] = {.fused = true, .moves_all = true,
+                                     .fallback = SYMCOLL_ALGO_PULL,
+                                     .busbw_factor = 1},
+    [SYMCOLL_COLL_ALL_GATHER_MATMUL] = {.fused = true,
+                                        .moves_all = true,
                                         .algos = BIT(SYMCOLL_ALGO_OVERLAP) | BIT(SYMCOLL_ALGO_SEQUENTIAL),
-                                        .fallback = SYMCOLL_ALGO_OVERLAP, .busbw_factor = 1},
-    [SYMCOLL_COLL_MATMUL_REDUCE_SCATTER] = {.fused = true, .moves_all = true, /* always a sum */
+                                        .fallback = SYMCOLL_ALGO_OVERLAP,
+                                        .busbw_factor = 1},
+    [SYMCOLL_COLL_MATMUL_REDUCE_SCATTER] = {.fused = true,
+                                            .moves_all = true, /* always a sum */
                                             .algos = BIT(SYMCOLL_ALGO_OVERLAP) | BIT(SYMCOLL_ALGO_SEQUENTIAL),
-                                            .fallback = SYMCOLL_ALGO_OVERLAP, .busbw_factor = 1},
+                                            .fallback = SYMCOLL_ALGO_OVERLAP,
+                                            .busbw_factor = 1},
 };
 _Static_assert(sizeof rows / sizeof rows[0] == SYMCOLL_NUM_COLL_KINDS,
                "every collective of SYMCOLL_COLL_MAP has a row here");

@@ -30,8 +30,8 @@ static bool job_id_valid(const char *id) {
   if (n == 0 || n > SYMCOLL_JOB_ID_MAX) return false;
   for (size_t i = 0; i < n; i++) {
     char c = id[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '.' || c == '_' || c == '-' || c == ':'))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+          c == '-' || c == ':'))
       return false;
   }
   return true;
@@ -44,18 +44,19 @@ static symcoll_status_t config_check(const symcoll_config_t *cfg, bool need_job)
                  sizeof(symcoll_config_t));
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   }
-  if (cfg->nranks < 1 || cfg->nranks > SYMCOLL_MAX_RANKS || cfg->rank < 0 ||
-      cfg->rank >= cfg->nranks) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "bad rank %d / nranks %d (1 <= nranks <= %d)", cfg->rank,
-                 cfg->nranks, SYMCOLL_MAX_RANKS);
+  if (cfg->nranks < 1 || cfg->nranks > SYMCOLL_MAX_RANKS || cfg->rank < 0 || cfg->rank >= cfg->nranks) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "bad rank %d / nranks %d (1 <= nranks <= %d)", cfg->rank, cfg->nranks,
+                 SYMCOLL_MAX_RANKS);
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   }
   if (cfg->device < SYMCOLL_DEVICE_HOST || cfg->timeout_ms < 0) return SYMCOLL_ERR_INVALID_ARGUMENT;
   /* One rank may leave it NULL; a job id given is checked at every rank count. */
   if (need_job && (cfg->nranks > 1 || cfg->job_id) && !job_id_valid(cfg->job_id)) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job id %s%s%s: it must be 1 to %d characters of A-Z a-z 0-9 . _ : - (it names "
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
+                 "job id %s%s%s: it must be 1 to %d characters of A-Z a-z 0-9 . _ : - (it names "
                  "the rendezvous: every rank of one communicator passes the same one, other jobs another)",
-                 cfg->job_id ? "'" : "", cfg->job_id ? cfg->job_id : "NULL", cfg->job_id ? "'" : "", SYMCOLL_JOB_ID_MAX);
+                 cfg->job_id ? "'" : "", cfg->job_id ? cfg->job_id : "NULL", cfg->job_id ? "'" : "",
+                 SYMCOLL_JOB_ID_MAX);
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   }
   return SYMCOLL_OK;
@@ -91,7 +92,8 @@ symcoll_status_t symcoll__comm_new(const symcoll_config_t *cfg, symcoll_comm_t *
   /* More CPU ranks than cores: a spinning rank holds the core its peer needs, so yield early. */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   c->spin_before_yield = cfg->device == SYMCOLL_DEVICE_HOST && cores > 0 && cfg->nranks > cores ? 64 : 4096;
-  c->workspace_bytes = cfg->workspace_bytes ? cfg->workspace_bytes : (size_t)symcoll__env_int("SYMCOLL_WORKSPACE_BYTES");
+  c->workspace_bytes =
+      cfg->workspace_bytes ? cfg->workspace_bytes : (size_t)symcoll__env_int("SYMCOLL_WORKSPACE_BYTES");
   c->check_args = symcoll__env_int("SYMCOLL_CHECK") != 0;
   symcoll__algo_from_env(c);
   *comm_p = c;
@@ -121,8 +123,9 @@ symcoll_status_t symcoll__comm_setup(symcoll_comm_t c) {
   SYMCOLL_CHECK(c->oob->allgather(c, mine, all, sizeof mine));
   for (int r = 0; r < c->nranks; r++)
     if (all[r][0] != mine[0] || all[r][1] != mine[1]) {
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job %s: rank %d has nranks %d and a %s device, rank %d nranks %d and a %s device",
-                   c->job_id, r, all[r][0], all[r][1] ? "CUDA" : "host", c->rank, mine[0], mine[1] ? "CUDA" : "host");
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
+                   "job %s: rank %d has nranks %d and a %s device, rank %d nranks %d and a %s device", c->job_id, r,
+                   all[r][0], all[r][1] ? "CUDA" : "host", c->rank, mine[0], mine[1] ? "CUDA" : "host");
       return SYMCOLL_ERR_MISMATCH;
     }
   SYMCOLL_CHECK(c->tp->comm_init(c));
@@ -153,9 +156,11 @@ static symcoll_status_t solo_bcast(symcoll_comm_t c, void *buf, size_t n) {
   (void)c, (void)buf, (void)n;
   return SYMCOLL_OK;
 }
-static void solo_destroy(symcoll_comm_t c) { (void)c; }
-static const symcoll__oob_t solo_oob = {.allgather = solo_allgather, .bcast = solo_bcast,
-                                        .exchange_fd = solo_exchange_fd, .destroy = solo_destroy};
+static void solo_destroy(symcoll_comm_t c) {
+  (void)c;
+}
+static const symcoll__oob_t solo_oob = {
+    .allgather = solo_allgather, .bcast = solo_bcast, .exchange_fd = solo_exchange_fd, .destroy = solo_destroy};
 
 symcoll_status_t symcoll_comm_create(const symcoll_config_t *cfg, symcoll_comm_t *comm_p) {
   symcoll__log_init();
@@ -250,8 +255,7 @@ symcoll_status_t symcoll_comm_create_all(int nranks, const int *devices, symcoll
   symcoll__log_init();
   if (!comms || nranks < 1 || nranks > SYMCOLL_MAX_RANKS) return SYMCOLL_ERR_INVALID_ARGUMENT;
   for (int r = 0; devices && r < nranks; r++)
-    if (devices[r] < SYMCOLL_DEVICE_HOST || (devices[r] == SYMCOLL_DEVICE_HOST) !=
-                                                (devices[0] == SYMCOLL_DEVICE_HOST))
+    if (devices[r] < SYMCOLL_DEVICE_HOST || (devices[r] == SYMCOLL_DEVICE_HOST) != (devices[0] == SYMCOLL_DEVICE_HOST))
       return SYMCOLL_ERR_INVALID_ARGUMENT;
   /* Ranks sharing a GPU in one process each wait in a kernel for the others. CUDA maps the
    * process's streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 by default); when
@@ -346,9 +350,15 @@ symcoll_status_t symcoll_comm_barrier(symcoll_comm_t comm) {
   return comm->oob->allgather(comm, &mine, all, 1);
 }
 
-int symcoll_comm_rank(symcoll_comm_t comm) { return comm ? comm->rank : -1; }
-int symcoll_comm_nranks(symcoll_comm_t comm) { return comm ? comm->nranks : -1; }
-int symcoll_comm_device(symcoll_comm_t comm) { return comm ? comm->device : -1; }
+int symcoll_comm_rank(symcoll_comm_t comm) {
+  return comm ? comm->rank : -1;
+}
+int symcoll_comm_nranks(symcoll_comm_t comm) {
+  return comm ? comm->nranks : -1;
+}
+int symcoll_comm_device(symcoll_comm_t comm) {
+  return comm ? comm->device : -1;
+}
 
 symcoll_status_t symcoll__comm_status(symcoll_comm_t comm) {
   if (atomic_load(&comm->aborted)) return SYMCOLL_ERR_ABORTED;
@@ -359,4 +369,3 @@ void symcoll__comm_fail(symcoll_comm_t comm, symcoll_status_t status) {
   int expected = 0;
   atomic_compare_exchange_strong(&comm->failed, &expected, (int)status);
 }
-

@@ -79,11 +79,19 @@ static bool parse_number(int type, const char *s, long long *v_p, const char **w
   }
   long long mult = 1;
   if (*end) {
-    static const struct { int type; const char *suffix; long long mult; } units[] = {
-        {SYMCOLL_ENV_MS, "ms", 1},          {SYMCOLL_ENV_MS, "s", 1000},
-        {SYMCOLL_ENV_MS, "min", 60000},     {SYMCOLL_ENV_BYTES, "K", 1ll << 10},
-        {SYMCOLL_ENV_BYTES, "KiB", 1ll << 10}, {SYMCOLL_ENV_BYTES, "M", 1ll << 20},
-        {SYMCOLL_ENV_BYTES, "MiB", 1ll << 20}, {SYMCOLL_ENV_BYTES, "G", 1ll << 30},
+    static const struct {
+      int type;
+      const char *suffix;
+      long long mult;
+    } units[] = {
+        {SYMCOLL_ENV_MS, "ms", 1},
+        {SYMCOLL_ENV_MS, "s", 1000},
+        {SYMCOLL_ENV_MS, "min", 60000},
+        {SYMCOLL_ENV_BYTES, "K", 1ll << 10},
+        {SYMCOLL_ENV_BYTES, "KiB", 1ll << 10},
+        {SYMCOLL_ENV_BYTES, "M", 1ll << 20},
+        {SYMCOLL_ENV_BYTES, "MiB", 1ll << 20},
+        {SYMCOLL_ENV_BYTES, "G", 1ll << 30},
         {SYMCOLL_ENV_BYTES, "GiB", 1ll << 30},
     };
     mult = 0;
@@ -126,13 +134,12 @@ long long symcoll__env_int(const char *name) {
   }
   const char *unit = kb->type == SYMCOLL_ENV_MS ? " ms" : kb->type == SYMCOLL_ENV_BYTES ? " bytes" : "";
   if (v < kb->min) {
-    warn_once(k, "%s=%s is below the smallest allowed value %lld%s; using the default %lld", name, s,
-              kb->min, unit, dflt);
+    warn_once(k, "%s=%s is below the smallest allowed value %lld%s; using the default %lld", name, s, kb->min, unit,
+              dflt);
     return dflt;
   }
   if (v > kb->max) {
-    warn_once(k, "%s=%s is above the largest allowed value %lld%s; using %lld", name, s, kb->max, unit,
-              kb->max);
+    warn_once(k, "%s=%s is above the largest allowed value %lld%s; using %lld", name, s, kb->max, unit, kb->max);
     return kb->max;
   }
   return v;
@@ -161,9 +168,12 @@ unsigned symcoll__env_list(const char *name, unsigned all) {
     const char *comma = strchr(p, ',');
     size_t n = comma ? (size_t)(comma - p) : strlen(p);
     int i = choice_index(kb->choices, p, n);
-    if (n == 3 && !strncasecmp(p, "ALL", 3)) mask = all;
-    else if (i >= 0) mask |= 1u << i;
-    else warn_once(k, "%s=%s: '%.*s' is not one of %s|ALL; ignored", name, s, (int)n, p, kb->choices);
+    if (n == 3 && !strncasecmp(p, "ALL", 3))
+      mask = all;
+    else if (i >= 0)
+      mask |= 1u << i;
+    else
+      warn_once(k, "%s=%s: '%.*s' is not one of %s|ALL; ignored", name, s, (int)n, p, kb->choices);
     p = comma ? comma + 1 : p + n;
   }
   return mask;

@@ -23,38 +23,48 @@ enum {
 };
 /* X(name, type, default, min, max, choices, help): every knob the library reads, in one table;
  * symcoll-bench --env prints it and the README's table says the same. */
-#define SYMCOLL_ENV_MAP(X)                                                                                  \
-  X(SYMCOLL_DEBUG, ENUM, "WARN", 0, 0, "NONE|WARN|INFO|TRACE",                                               \
-    "log level: NONE, WARN, INFO (set-up and each call's algorithm), TRACE (every call)")                   \
-  X(SYMCOLL_DEBUG_SUBSYS, LIST, "ALL", 0, 0, "INIT|BOOT|MEM|COLL|TUNE", "comma list of INIT,BOOT,MEM,COLL,TUNE or ALL") \
-  X(SYMCOLL_TIMEOUT_MS, MS, "30000", 1, 86400000,  "",                                                       \
-    "bound on every wait for a peer: milliseconds (or with a unit: 500ms, 10s, 2min), 1 ms to 24 h")         \
-  X(SYMCOLL_ALGO, STR, "auto", 0, 0, "",                                                                    \
-    "force algorithms: a comma list of names (each applies to the collectives that have it) or coll:name, "  \
-    "e.g. twoshot or all_gather:push,reduce_scatter:pull")                                                  \
-  X(SYMCOLL_WORKSPACE_BYTES, BYTES, "0", 0, 1ll << 40, "",                                                   \
-    "symmetric scratch per rank in bytes (K, M, G suffixes); 0 = 32 MiB on CPU, 64 MiB on GPU")             \
-  X(SYMCOLL_HOST_SIMD, ENUM, "auto", 0, 0, "auto|avx512|avx2|sse2|neon|generic|scalar",                     \
-    "CPU reduce loops: auto (the widest this CPU runs), avx512, avx2, sse2 or neon (the baseline), scalar") \
-  X(SYMCOLL_CHECK, BOOL, "0", 0, 1, "",                                                                      \
-    "1: ranks compare every call's arguments on the host (a bootstrap exchange per call)")                  \
-  X(SYMCOLL_NCCL, ENUM, "auto", 0, 0, "auto|1|0", "GPU: hold an NCCL communicator: auto (if the tuning table uses it), 1, 0") \
-  X(SYMCOLL_NCCL_LIB, STR, "", 0, 0, "", "GPU: path of libnccl.so.2 when the loader does not find it")      \
-  X(SYMCOLL_BLAS_LIB, STR, "", 0, 0, "", "CPU GEMMs: a CBLAS library to open (default libopenblas.so.0, libcblas.so.3, libblas.so.3)") \
-  X(SYMCOLL_CUBLASLT_LIB, STR, "", 0, 0, "", "GPU GEMMs: path of libcublasLt.so when the loader does not find it") \
-  X(SYMCOLL_GEMM, BOOL, "1", 0, 1, "", "GPU: set up the GEMM operations at creation (cuBLASLt, a copy stream, 64 MiB " \
-    "of workspace and scratch); 0: they are UNSUPPORTED on GPU communicators")                                \
-  X(SYMCOLL_TUNE_FILE, STR, "", 0, 0, "", "tuning table to load; default ~/.cache/symcoll/tune.txt, else built-in") \
-  X(SYMCOLL_NODE_RANKS, INT, "0", 0, SYMCOLL_MAX_RANKS, "",                                                 \
-    "testing: emulate nodes of this many ranks on one host (0: off); each communicator of a multiple of it spans nodes") \
-  X(SYMCOLL_ENGINE, ENUM, "auto", 0, 0, "auto|nccl|mpi|symcoll",                                             \
-    "engine between nodes: auto (NCCL for GPU ranks, MPI for CPU ranks; symcoll for emulated CPU nodes), nccl, mpi, symcoll") \
-  X(SYMCOLL_MPI_LIB, STR, "", 0, 0, "", "the MPI engine library to open (default libsymcoll_mpi.so beside libsymcoll)") \
-  X(SYMCOLL_RANK, INT, "-1", 0, SYMCOLL_MAX_RANKS - 1, "", "this process's rank (with SYMCOLL_NRANKS, SYMCOLL_JOB_ID)") \
-  X(SYMCOLL_NRANKS, INT, "-1", 1, SYMCOLL_MAX_RANKS, "", "number of ranks of the job")                      \
-  X(SYMCOLL_JOB_ID, STR, "", 0, 0, "", "rendezvous name shared by the ranks of one job ([A-Za-z0-9._:-], <= 64); " \
-    "unset: ppid.<the parent's pid>")                                                                        \
-  X(SYMCOLL_GPU_SIGNATURE, BOOL, "1", 0, 1, "", "testing only: 0 makes GPU kernels carry 1 in place of each call's signature (to measure its cost)") \
+#define SYMCOLL_ENV_MAP(X)                                                                                            \
+  X(SYMCOLL_DEBUG, ENUM, "WARN", 0, 0, "NONE|WARN|INFO|TRACE",                                                        \
+    "log level: NONE, WARN, INFO (set-up and each call's algorithm), TRACE (every call)")                             \
+  X(SYMCOLL_DEBUG_SUBSYS, LIST, "ALL", 0, 0, "INIT|BOOT|MEM|COLL|TUNE",                                               \
+    "comma list of INIT,BOOT,MEM,COLL,TUNE or ALL")                                                                   \
+  X(SYMCOLL_TIMEOUT_MS, MS, "30000", 1, 86400000, "",                                                                 \
+    "bound on every wait for a peer: milliseconds (or with a unit: 500ms, 10s, 2min), 1 ms to 24 h")                  \
+  X(SYMCOLL_ALGO, STR, "auto", 0, 0, "",                                                                              \
+    "force algorithms: a comma list of names (each applies to the collectives that have it) or coll:name, "           \
+    "e.g. twoshot or all_gather:push,reduce_scatter:pull")                                                            \
+  X(SYMCOLL_WORKSPACE_BYTES, BYTES, "0", 0, 1ll << 40, "",                                                            \
+    "symmetric scratch per rank in bytes (K, M, G suffixes); 0 = 32 MiB on CPU, 64 MiB on GPU")                       \
+  X(SYMCOLL_HOST_SIMD, ENUM, "auto", 0, 0, "auto|avx512|avx2|sse2|neon|generic|scalar",                               \
+    "CPU reduce loops: auto (the widest this CPU runs), avx512, avx2, sse2 or neon (the baseline), scalar")           \
+  X(SYMCOLL_CHECK, BOOL, "0", 0, 1, "",                                                                               \
+    "1: ranks compare every call's arguments on the host (a bootstrap exchange per call)")                            \
+  X(SYMCOLL_NCCL, ENUM, "auto", 0, 0, "auto|1|0",                                                                     \
+    "GPU: hold an NCCL communicator: auto (if the tuning table uses it), 1, 0")                                       \
+  X(SYMCOLL_NCCL_LIB, STR, "", 0, 0, "", "GPU: path of libnccl.so.2 when the loader does not find it")                \
+  X(SYMCOLL_BLAS_LIB, STR, "", 0, 0, "",                                                                              \
+    "CPU GEMMs: a CBLAS library to open (default libopenblas.so.0, libcblas.so.3, libblas.so.3)")                     \
+  X(SYMCOLL_CUBLASLT_LIB, STR, "", 0, 0, "", "GPU GEMMs: path of libcublasLt.so when the loader does not find it")    \
+  X(SYMCOLL_GEMM, BOOL, "1", 0, 1, "",                                                                                \
+    "GPU: set up the GEMM operations at creation (cuBLASLt, a copy stream, 64 MiB "                                   \
+    "of workspace and scratch); 0: they are UNSUPPORTED on GPU communicators")                                        \
+  X(SYMCOLL_TUNE_FILE, STR, "", 0, 0, "", "tuning table to load; default ~/.cache/symcoll/tune.txt, else built-in")   \
+  X(SYMCOLL_NODE_RANKS, INT, "0", 0, SYMCOLL_MAX_RANKS, "",                                                           \
+    "testing: emulate nodes of this many ranks on one host (0: off); each communicator of a multiple of it spans "    \
+    "nodes")                                                                                                          \
+  X(SYMCOLL_ENGINE, ENUM, "auto", 0, 0, "auto|nccl|mpi|symcoll",                                                      \
+    "engine between nodes: auto (NCCL for GPU ranks, MPI for CPU ranks; symcoll for emulated CPU nodes), nccl, mpi, " \
+    "symcoll")                                                                                                        \
+  X(SYMCOLL_MPI_LIB, STR, "", 0, 0, "",                                                                               \
+    "the MPI engine library to open (default libsymcoll_mpi.so beside libsymcoll)")                                   \
+  X(SYMCOLL_RANK, INT, "-1", 0, SYMCOLL_MAX_RANKS - 1, "",                                                            \
+    "this process's rank (with SYMCOLL_NRANKS, SYMCOLL_JOB_ID)")                                                      \
+  X(SYMCOLL_NRANKS, INT, "-1", 1, SYMCOLL_MAX_RANKS, "", "number of ranks of the job")                                \
+  X(SYMCOLL_JOB_ID, STR, "", 0, 0, "",                                                                                \
+    "rendezvous name shared by the ranks of one job ([A-Za-z0-9._:-], <= 64); "                                       \
+    "unset: ppid.<the parent's pid>")                                                                                 \
+  X(SYMCOLL_GPU_SIGNATURE, BOOL, "1", 0, 1, "",                                                                       \
+    "testing only: 0 makes GPU kernels carry 1 in place of each call's signature (to measure its cost)")              \
   X(SYMCOLL_FAULT, STR, "", 0, 0, "", "testing only: POINT:RANK[:N] kills RANK at its Nth boot|alloc|coll point")
 
 /* The knob's value parsed by its type (INT, MS, BYTES, BOOL); its default if unset or invalid. */
@@ -66,7 +76,6 @@ SYMCOLL_HIDDEN unsigned symcoll__env_list(const char *name, unsigned all);
 /* STR: the raw value, or dflt if unset or empty. */
 SYMCOLL_HIDDEN const char *symcoll__env_str(const char *name, const char *dflt);
 /* A WARN about the knob's value, printed once per process and knob. */
-SYMCOLL_HIDDEN void symcoll__env_warn(const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+SYMCOLL_HIDDEN void symcoll__env_warn(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif /* SYMCOLL_ENV_H */

@@ -16,7 +16,9 @@ static void fault_forget(void) {
   atomic_store(&fault_read, 0);
   atomic_store(&fault_hits, 0);
 }
-static void fault_register_once(void) { pthread_atfork(NULL, NULL, fault_forget); }
+static void fault_register_once(void) {
+  pthread_atfork(NULL, NULL, fault_forget);
+}
 
 void symcoll__fault_point(int rank, const char *point) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -30,8 +32,7 @@ void symcoll__fault_point(int rank, const char *point) {
   if (!spec || !*spec) return;
   char name[16];
   int r = -1, n = 1;
-  if (sscanf(spec, "%15[a-z]:%d:%d", name, &r, &n) < 2 || strcmp(name, point) != 0 || r != rank)
-    return;
+  if (sscanf(spec, "%15[a-z]:%d:%d", name, &r, &n) < 2 || strcmp(name, point) != 0 || r != rank) return;
   if (atomic_fetch_add(&fault_hits, 1) + 1 == n) {
     SYMCOLL_INFO(SYMCOLL_SUBSYS_ALL, "SYMCOLL_FAULT: rank %d killed at %s %d", rank, point, n);
     raise(SIGKILL);

@@ -10,7 +10,10 @@ float symcoll__f16_to_f32(uint16_t h) {
       bits = sign;
     } else { /* subnormal: normalise */
       int e = -1;
-      do { e++; mant <<= 1; } while (!(mant & 0x400u));
+      do {
+        e++;
+        mant <<= 1;
+      } while (!(mant & 0x400u));
       bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
     }
   } else if (exp == 31) {
@@ -18,17 +21,23 @@ float symcoll__f16_to_f32(uint16_t h) {
   } else {
     bits = sign | ((exp + 112u) << 23) | (mant << 13);
   }
-  union { uint32_t u; float f; } v = {.u = bits};
+  union {
+    uint32_t u;
+    float f;
+  } v = {.u = bits};
   return v.f;
 }
 
 uint16_t symcoll__f32_to_f16(float f) {
-  union { uint32_t u; float f; } v = {.f = f};
+  union {
+    uint32_t u;
+    float f;
+  } v = {.f = f};
   uint32_t x = v.u, sign = (x >> 16) & 0x8000u;
   uint32_t absx = x & 0x7fffffffu;
   if (absx > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((absx >> 13) & 0x3ffu)); /* NaN */
-  if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflow to inf */
-  if (absx < 0x38800000u) { /* result is subnormal or zero */
+  if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                          /* overflow to inf */
+  if (absx < 0x38800000u) {                                                            /* result is subnormal or zero */
     if (absx < 0x33000000u) return (uint16_t)sign;
     uint32_t e = absx >> 23, m = (absx & 0x7fffffu) | 0x800000u;
     uint32_t shift = 126 - e; /* 14..24 */

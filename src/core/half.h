@@ -12,11 +12,17 @@
 #endif
 
 static inline float symcoll__bf16_to_f32(uint16_t h) {
-  union { uint32_t u; float f; } v = {.u = (uint32_t)h << 16};
+  union {
+    uint32_t u;
+    float f;
+  } v = {.u = (uint32_t)h << 16};
   return v.f;
 }
 static inline uint16_t symcoll__f32_to_bf16(float f) {
-  union { uint32_t u; float f; } v = {.f = f};
+  union {
+    uint32_t u;
+    float f;
+  } v = {.f = f};
   if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40); /* quiet NaN */
   uint32_t rounding = 0x7fffu + ((v.u >> 16) & 1u);
   return (uint16_t)((v.u + rounding) >> 16);

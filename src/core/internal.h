@@ -67,7 +67,7 @@ struct symcoll_comm {
    * communicator's): a group made by split runs beside the other groups of its parent, so
    * its grids must leave room for all of the parent's ranks on the GPU. */
   int sharers_floor;
-  uint32_t spin_before_yield;    /* polls before a waiting rank gives its core away */
+  uint32_t spin_before_yield; /* polls before a waiting rank gives its core away */
 
   const symcoll__oob_t *oob;
   void *oob_state;
@@ -75,7 +75,7 @@ struct symcoll_comm {
   void *tp_state;
 
   atomic_int aborted;
-  int abort_fd; /* eventfd, readable once aborted: wakes every poll() */
+  int abort_fd;      /* eventfd, readable once aborted: wakes every poll() */
   atomic_int failed; /* a peer was lost or timed out: status of the failure */
   /* Process mode: a thread that watches peers' pidfds, so a peer's death is reported by
    * symcoll_comm_check and stops enqueued GPU work, even while no call of ours is waiting. */
@@ -86,14 +86,14 @@ struct symcoll_comm {
   struct symcoll_mem *mems;
   int next_mem_id;
   size_t workspace_bytes;
-  struct symcoll_mem *workspace; /* symmetric scratch of the collectives */
-  bool check_args;               /* SYMCOLL_CHECK=1 */
+  struct symcoll_mem *workspace;                      /* symmetric scratch of the collectives */
+  bool check_args;                                    /* SYMCOLL_CHECK=1 */
   symcoll_algo_t forced_algo[SYMCOLL_NUM_COLL_KINDS]; /* SYMCOLL_ALGO */
   symcoll__tune_t tune[SYMCOLL_NUM_COLL_KINDS][SYMCOLL_NUM_DTYPES];
-  uint64_t coll_seq;             /* collectives issued on this rank */
-  uint64_t split_seq;            /* splits of this communicator (names their rendezvous) */
+  uint64_t coll_seq;                                /* collectives issued on this rank */
+  uint64_t split_seq;                               /* splits of this communicator (names their rendezvous) */
   symcoll_algo_t last_algo[SYMCOLL_NUM_COLL_KINDS]; /* for INFO lines when the choice changes */
-  struct symcoll__hier *hier;    /* non-NULL: this communicator spans nodes (src/hier/hier.c) */
+  struct symcoll__hier *hier;                       /* non-NULL: this communicator spans nodes (src/hier/hier.c) */
 };
 
 /* Bounded waiting for a peer. Spin, yield, check abort, deadline and peers' liveness; a WARN
@@ -120,8 +120,7 @@ SYMCOLL_HIDDEN symcoll_status_t symcoll__comm_status(symcoll_comm_t comm);
 SYMCOLL_HIDDEN void symcoll__comm_fail(symcoll_comm_t comm, symcoll_status_t status);
 
 /* Finds the symmetric allocation of comm holding [p, p+bytes): NULL if none. */
-SYMCOLL_HIDDEN struct symcoll_mem *symcoll__mem_find(symcoll_comm_t comm, const void *p,
-                                                     size_t bytes, size_t *off_p);
+SYMCOLL_HIDDEN struct symcoll_mem *symcoll__mem_find(symcoll_comm_t comm, const void *p, size_t bytes, size_t *off_p);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__mem_alloc_internal(symcoll_comm_t comm, size_t bytes,
                                                             struct symcoll_mem **mem_p);
 
@@ -168,8 +167,8 @@ typedef struct symcoll__boot_hdr {
   uint32_t magic;
   uint16_t version;
   uint16_t type;
-  uint32_t len;  /* payload bytes that follow */
-  int32_t rank;  /* sender */
+  uint32_t len;   /* payload bytes that follow */
+  int32_t rank;   /* sender */
   int32_t status; /* for replies: a symcoll_status_t */
   uint32_t reserved;
 } symcoll__boot_hdr_t;
@@ -187,10 +186,8 @@ typedef struct symcoll__boot_hello {
   int32_t device_kind; /* 0 host, 1 cuda */
 } symcoll__boot_hello_t;
 /* Validates a received header; SYMCOLL_OK or ERR_MISMATCH (bad magic/version/type/length). */
-SYMCOLL_HIDDEN symcoll_status_t symcoll__boot_hdr_parse(const void *buf, size_t n,
-                                                        symcoll__boot_hdr_t *hdr_p);
-SYMCOLL_HIDDEN symcoll_status_t symcoll__boot_hello_parse(const symcoll__boot_hdr_t *hdr,
-                                                          const void *payload,
+SYMCOLL_HIDDEN symcoll_status_t symcoll__boot_hdr_parse(const void *buf, size_t n, symcoll__boot_hdr_t *hdr_p);
+SYMCOLL_HIDDEN symcoll_status_t symcoll__boot_hello_parse(const symcoll__boot_hdr_t *hdr, const void *payload,
                                                           symcoll__boot_hello_t *hello_p);
 
 /* ---- selection (tune.c) --------------------------------------------------------------------- */

@@ -49,14 +49,18 @@ symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_comm_t *comm_p
     /* Unnamed: ranks started by one parent (a script, a shell's `&`, a forking launcher)
      * share its pid, and two such jobs started at once do not. */
     const char *named = symcoll__env_str("SYMCOLL_JOB_ID", NULL);
-    if (named) snprintf(job, sizeof job, "%s", named);
-    else snprintf(job, sizeof job, "ppid.%d", (int)getppid());
+    if (named)
+      snprintf(job, sizeof job, "%s", named);
+    else
+      snprintf(job, sizeof job, "ppid.%d", (int)getppid());
   } else if (!bad && ENV_PAIR("LOCAL_RANK", "LOCAL_WORLD_SIZE")) {
     src = "torchrun";
     const char *run = getenv("TORCHELASTIC_RUN_ID");
-    if (run && *run && strcmp(run, "none") != 0) snprintf(job, sizeof job, "torch.%s", run);
-    else snprintf(job, sizeof job, "torch.%s:%s", symcoll__env_str("MASTER_ADDR", "local"),
-                  symcoll__env_str("MASTER_PORT", "0"));
+    if (run && *run && strcmp(run, "none") != 0)
+      snprintf(job, sizeof job, "torch.%s", run);
+    else
+      snprintf(job, sizeof job, "torch.%s:%s", symcoll__env_str("MASTER_ADDR", "local"),
+               symcoll__env_str("MASTER_PORT", "0"));
     if (!(env_int("RANK", &grank, 0, INT32_MAX - 1, &bad) & env_int("WORLD_SIZE", &gn, 1, INT32_MAX, &bad))) gn = -1;
   } else if (!bad && ENV_PAIR("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE")) {
     src = "Open MPI";
@@ -92,15 +96,16 @@ symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_comm_t *comm_p
   }
   /* Characters a job id may not hold (e.g. from an Open MPI URI) become '_'. */
   for (char *p = job; *p; p++)
-    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-          *p == '.' || *p == '_' || *p == '-' || *p == ':'))
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' ||
+          *p == '-' || *p == ':'))
       *p = '_';
   cfg.job_id = job;
   cfg.rank = rank;
   cfg.nranks = n;
   cfg.device = device == SYMCOLL_DEVICE_LOCAL_RANK ? rank : device;
   if (gn > n) { /* more ranks in the job than on this node: a job spanning nodes */
-    SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "from %s: rank %d of %d, local rank %d of %d, job %s", src, grank, gn, rank, n, job);
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "from %s: rank %d of %d, local rank %d of %d, job %s", src, grank, gn, rank, n,
+                 job);
     symcoll_job_config_t jc;
     symcoll_job_config_init(&jc);
     jc.job_id = job, jc.rank = grank, jc.nranks = gn, jc.local_rank = rank, jc.local_nranks = n;

@@ -25,8 +25,7 @@ void symcoll__log_init(void) {
   pthread_once(&once, log_init_once);
 }
 
-void symcoll__log_write(int level, int subsys, const char *file, int line, const char *fmt,
-                        ...) {
+void symcoll__log_write(int level, int subsys, const char *file, int line, const char *fmt, ...) {
   static const char *const level_names[] = {"NONE", "WARN", "INFO", "TRACE"};
   (void)subsys;
   char msg[1024];
@@ -35,13 +34,14 @@ void symcoll__log_write(int level, int subsys, const char *file, int line, const
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   const char *base = strrchr(file, '/');
-  fprintf(stderr, "symcoll %d %s %s:%d %s\n", (int)getpid(), level_names[level],
-          base ? base + 1 : file, line, msg);
+  fprintf(stderr, "symcoll %d %s %s:%d %s\n", (int)getpid(), level_names[level], base ? base + 1 : file, line, msg);
 }
 
 static __thread char last_error[1024];
 
-const char *symcoll_last_error(void) { return last_error; }
+const char *symcoll_last_error(void) {
+  return last_error;
+}
 
 void symcoll__log_warn(int subsys, const char *file, int line, const char *fmt, ...) {
   va_list ap;

@@ -20,8 +20,8 @@ static size_t bytes_of(size_t a, size_t b, size_t es) {
 
 static symcoll_status_t gemm(symcoll_comm_t comm, const void *a, const void *b, void *c, size_t m, size_t n, size_t k,
                              symcoll_dtype_t dtype, void *stream) {
-  const symcoll__gemm_t g = {.a = a, .b = b, .c = c, .m = m, .n = n, .k = k, .lda = k, .ldb = n, .ldc = n,
-                             .dtype = dtype, .stream = stream};
+  const symcoll__gemm_t g = {
+      .a = a, .b = b, .c = c, .m = m, .n = n, .k = k, .lda = k, .ldb = n, .ldc = n, .dtype = dtype, .stream = stream};
   return comm->tp->gemm(comm, &g);
 }
 
@@ -61,7 +61,7 @@ static symcoll_status_t run_matmul(symcoll_comm_t comm, symcoll_coll_t coll, con
     SYMCOLL_REFUSE("%s: dtype %s (%d): the GEMM takes fp32, fp16 or bf16", name, symcoll_dtype_name(dtype), (int)dtype);
   if (opts && opts->struct_size != sizeof *opts)
     SYMCOLL_REFUSE("%s: options struct_size %zu (expected %zu; call symcoll_matmul_opts_init)", name, opts->struct_size,
-           sizeof *opts);
+                   sizeof *opts);
   const symcoll_algo_t forced = opts ? opts->algo : SYMCOLL_ALGO_AUTO;
   if (forced != SYMCOLL_ALGO_AUTO && !symcoll__algo_of(coll, forced))
     SYMCOLL_REFUSE("%s: algorithm %s (%d) is not overlap or sequential", name, symcoll_algo_name(forced), (int)forced);
@@ -81,15 +81,17 @@ static symcoll_status_t run_matmul(symcoll_comm_t comm, symcoll_coll_t coll, con
   if (!b) SYMCOLL_REFUSE("%s: b is NULL", name);
   if (!c) SYMCOLL_REFUSE("%s: c is NULL", name);
   if (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)a_out) % es)
-    SYMCOLL_REFUSE("%s: a %p, b %p, c %p or a_out %p is not aligned to the %zu-byte %s element", name, a, b, c, a_out, es,
-           symcoll_dtype_name(dtype));
+    SYMCOLL_REFUSE("%s: a %p, b %p, c %p or a_out %p is not aligned to the %zu-byte %s element", name, a, b, c, a_out,
+                   es, symcoll_dtype_name(dtype));
   const size_t my_c = coll == SYMCOLL_COLL_ALL_GATHER_MATMUL ? c_bytes : c_bytes / (size_t)nr;
-  if (symcoll__overlap(c, my_c, a, a_bytes) || symcoll__overlap(c, my_c, b, b_bytes)) SYMCOLL_REFUSE("%s: c overlaps a or b", name);
+  if (symcoll__overlap(c, my_c, a, a_bytes) || symcoll__overlap(c, my_c, b, b_bytes))
+    SYMCOLL_REFUSE("%s: c overlaps a or b", name);
   if (a_out) {
-    if (symcoll__overlap(a_out, g_bytes, c, my_c) || symcoll__overlap(a_out, g_bytes, b, b_bytes)) SYMCOLL_REFUSE("%s: a_out overlaps c or b", name);
+    if (symcoll__overlap(a_out, g_bytes, c, my_c) || symcoll__overlap(a_out, g_bytes, b, b_bytes))
+      SYMCOLL_REFUSE("%s: a_out overlaps c or b", name);
     if (symcoll__overlap(a_out, g_bytes, a, a_bytes) && (const char *)a != (const char *)a_out + (size_t)me * a_bytes)
       SYMCOLL_REFUSE("%s: a_shard overlaps a_out without being rank %d's block of it (a_out + %zu bytes)", name, me,
-             (size_t)me * a_bytes);
+                     (size_t)me * a_bytes);
   }
   if (comm->device == SYMCOLL_DEVICE_HOST && stream != NULL)
     SYMCOLL_REFUSE("%s: a CPU communicator takes no stream (got %p)", name, stream);
@@ -101,13 +103,24 @@ static symcoll_status_t run_matmul(symcoll_comm_t comm, symcoll_coll_t coll, con
   }
   SYMCOLL_CHECK(symcoll__comm_status(comm));
 
-  symcoll__matmul_args_t x = {.coll = coll, .a = a, .b = b, .c = c, .a_out = a_out, .m_shard = m_shard, .n = n,
-                              .k = k, .dtype = dtype, .stream = stream};
+  symcoll__matmul_args_t x = {.coll = coll,
+                              .a = a,
+                              .b = b,
+                              .c = c,
+                              .a_out = a_out,
+                              .m_shard = m_shard,
+                              .n = n,
+                              .k = k,
+                              .dtype = dtype,
+                              .stream = stream};
   /* The table's shape class: the bytes the collective moves (the gathered A; the product). */
   const size_t count = m_shard * (coll == SYMCOLL_COLL_ALL_GATHER_MATMUL ? k : n);
   const char *why = "table";
-  if (forced != SYMCOLL_ALGO_AUTO) x.algo = forced, why = "options";
-  else x.algo = symcoll__coll_auto(comm, coll, count, dtype), why = comm->forced_algo[coll] != SYMCOLL_ALGO_AUTO ? "SYMCOLL_ALGO" : "table";
+  if (forced != SYMCOLL_ALGO_AUTO)
+    x.algo = forced, why = "options";
+  else
+    x.algo = symcoll__coll_auto(comm, coll, count, dtype),
+    why = comm->forced_algo[coll] != SYMCOLL_ALGO_AUTO ? "SYMCOLL_ALGO" : "table";
   if (x.algo == SYMCOLL_ALGO_OVERLAP && !comm->tp->matmul) x.algo = SYMCOLL_ALGO_SEQUENTIAL;
   x.sig = symcoll__call_signature(coll, m_shard, n, k, dtype, SYMCOLL_SUM, x.algo);
   if (coll == SYMCOLL_COLL_ALL_GATHER_MATMUL) x.a_mem = symcoll__mem_find(comm, a, a_bytes, &x.a_off);
@@ -118,8 +131,8 @@ static symcoll_status_t run_matmul(symcoll_comm_t comm, symcoll_coll_t coll, con
                  symcoll_dtype_name(dtype), symcoll_algo_name(x.algo), why);
   }
   SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: %s #%llu m_shard %zu n %zu k %zu %s: %s (%s)%s%s", me, name,
-                (unsigned long long)comm->coll_seq, m_shard, n, k, symcoll_dtype_name(dtype),
-                symcoll_algo_name(x.algo), why, x.a_mem ? ", shard symmetric" : "", a_out ? ", gathered A out" : "");
+                (unsigned long long)comm->coll_seq, m_shard, n, k, symcoll_dtype_name(dtype), symcoll_algo_name(x.algo),
+                why, x.a_mem ? ", shard symmetric" : "", a_out ? ", gathered A out" : "");
   symcoll__fault_point(me, "coll");
   if (nr == 1) { /* nothing moves: a GEMM (and the copy into a_out) */
     if (a_out && a_out != a) SYMCOLL_CHECK(comm->tp->copy(comm, a_out, a, a_bytes, stream));

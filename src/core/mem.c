@@ -17,15 +17,13 @@
 
 /* ---- symmetric memory ------------------------------------------------------------------ */
 
-symcoll_status_t symcoll__mem_alloc_internal(symcoll_comm_t comm, size_t bytes,
-                                             struct symcoll_mem **mem_p) {
+symcoll_status_t symcoll__mem_alloc_internal(symcoll_comm_t comm, size_t bytes, struct symcoll_mem **mem_p) {
   size_t all[SYMCOLL_MAX_RANKS];
   SYMCOLL_CHECK(symcoll__comm_status(comm));
   SYMCOLL_CHECK(comm->oob->allgather(comm, &bytes, all, sizeof bytes));
   for (int r = 0; r < comm->nranks; r++)
     if (all[r] != bytes) {
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "rank %d allocates %zu bytes, this rank %zu", r, all[r],
-                   bytes);
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "rank %d allocates %zu bytes, this rank %zu", r, all[r], bytes);
       return SYMCOLL_ERR_MISMATCH;
     }
   symcoll__fault_point(comm->rank, "alloc");
@@ -84,7 +82,9 @@ void *symcoll_mem_ptr(symcoll_mem_t mem, int rank) {
   return mem->ptrs[rank];
 }
 
-size_t symcoll_mem_size(symcoll_mem_t mem) { return mem ? mem->bytes : 0; }
+size_t symcoll_mem_size(symcoll_mem_t mem) {
+  return mem ? mem->bytes : 0;
+}
 
 symcoll_status_t symcoll_mem_device_view(symcoll_mem_t mem, symcoll_device_view_t *view_p) {
   if (!mem || !view_p) return SYMCOLL_ERR_INVALID_ARGUMENT;
@@ -92,8 +92,7 @@ symcoll_status_t symcoll_mem_device_view(symcoll_mem_t mem, symcoll_device_view_
   return mem->comm->tp->mem_device_view(mem, view_p);
 }
 
-struct symcoll_mem *symcoll__mem_find(symcoll_comm_t comm, const void *p, size_t bytes,
-                                      size_t *off_p) {
+struct symcoll_mem *symcoll__mem_find(symcoll_comm_t comm, const void *p, size_t bytes, size_t *off_p) {
   uintptr_t a = (uintptr_t)p;
   for (struct symcoll_mem *m = comm->mems; m; m = m->next) {
     uintptr_t base = (uintptr_t)m->ptrs[comm->rank];

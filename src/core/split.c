@@ -49,7 +49,8 @@ symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, int key, sym
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   }
   if (comm->hier) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "comm_split: not supported on a communicator spanning nodes (split "
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
+                 "comm_split: not supported on a communicator spanning nodes (split "
                  "symcoll_comm_local(comm), or make a job of the group)");
     return SYMCOLL_ERR_UNSUPPORTED;
   }
@@ -116,8 +117,10 @@ symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, int key, sym
     c->sharers_floor = sharers;
     symcoll__team_join(c, team);
     s = symcoll__comm_setup(c);
-    if (s == SYMCOLL_OK) symcoll__comm_ready(c);
-    else symcoll__comm_free(c), c = NULL;
+    if (s == SYMCOLL_OK)
+      symcoll__comm_ready(c);
+    else
+      symcoll__comm_free(c), c = NULL;
   }
   *newcomm_p = c;
   return parent_done(comm, s, newcomm_p);

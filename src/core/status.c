@@ -9,35 +9,49 @@ static const char *const status_strings[] = {
 
 const char *symcoll_status_string(symcoll_status_t status) {
   int i = -(int)status;
-  if (i < 0 || i >= (int)(sizeof(status_strings) / sizeof(status_strings[0])) ||
-      status_strings[i] == NULL)
+  if (i < 0 || i >= (int)(sizeof(status_strings) / sizeof(status_strings[0])) || status_strings[i] == NULL)
     return "SYMCOLL_ERR_UNKNOWN: unknown status";
   return status_strings[i];
 }
 
 /* X(enum, name, bytes): the element types. */
-#define DTYPE_MAP(X)                                                                         \
-  X(SYMCOLL_FLOAT32, "fp32", 4) X(SYMCOLL_FLOAT16, "fp16", 2) X(SYMCOLL_BFLOAT16, "bf16", 2)  \
-  X(SYMCOLL_INT8, "int8", 1) X(SYMCOLL_UINT8, "uint8", 1) X(SYMCOLL_INT32, "int32", 4)        \
-  X(SYMCOLL_UINT32, "uint32", 4) X(SYMCOLL_INT64, "int64", 8) X(SYMCOLL_UINT64, "uint64", 8)  \
-  X(SYMCOLL_FLOAT64, "fp64", 8) X(SYMCOLL_FLOAT8_E4M3, "fp8_e4m3", 1)                         \
+/* clang-format off */
+#define DTYPE_MAP(X)                    \
+  X(SYMCOLL_FLOAT32, "fp32", 4)         \
+  X(SYMCOLL_FLOAT16, "fp16", 2)         \
+  X(SYMCOLL_BFLOAT16, "bf16", 2)        \
+  X(SYMCOLL_INT8, "int8", 1)            \
+  X(SYMCOLL_UINT8, "uint8", 1)          \
+  X(SYMCOLL_INT32, "int32", 4)          \
+  X(SYMCOLL_UINT32, "uint32", 4)        \
+  X(SYMCOLL_INT64, "int64", 8)          \
+  X(SYMCOLL_UINT64, "uint64", 8)        \
+  X(SYMCOLL_FLOAT64, "fp64", 8)         \
+  X(SYMCOLL_FLOAT8_E4M3, "fp8_e4m3", 1) \
   X(SYMCOLL_FLOAT8_E5M2, "fp8_e5m2", 1)
+/* clang-format on */
 
 const char *symcoll_dtype_name(symcoll_dtype_t dtype) {
   switch (dtype) {
-#define DTYPE_NAME(e, name, bytes) case e: return name;
+#define DTYPE_NAME(e, name, bytes) \
+  case e:                          \
+    return name;
     DTYPE_MAP(DTYPE_NAME)
 #undef DTYPE_NAME
-  default: return "unknown";
+    default:
+      return "unknown";
   }
 }
 
 size_t symcoll_dtype_size(symcoll_dtype_t dtype) {
   switch (dtype) {
-#define DTYPE_SIZE(e, name, bytes) case e: return bytes;
+#define DTYPE_SIZE(e, name, bytes) \
+  case e:                          \
+    return bytes;
     DTYPE_MAP(DTYPE_SIZE)
 #undef DTYPE_SIZE
-  default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -52,10 +66,14 @@ const char *symcoll_coll_name(symcoll_coll_t coll) {
 
 const char *symcoll_op_name(symcoll_op_t op) {
   switch (op) {
-  case SYMCOLL_SUM: return "sum";
-  case SYMCOLL_MAX: return "max";
-  case SYMCOLL_MIN: return "min";
-  default: return "unknown";
+    case SYMCOLL_SUM:
+      return "sum";
+    case SYMCOLL_MAX:
+      return "max";
+    case SYMCOLL_MIN:
+      return "min";
+    default:
+      return "unknown";
   }
 }
 
@@ -74,4 +92,6 @@ const char *symcoll_algo_help(symcoll_algo_t algo) {
   return (unsigned)algo < SYMCOLL_NUM_ALGOS ? algo_helps[algo] : "unknown";
 }
 
-int symcoll_version(void) { return SYMCOLL_VERSION_CODE; }
+int symcoll_version(void) {
+  return SYMCOLL_VERSION_CODE;
+}

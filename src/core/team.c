@@ -28,7 +28,9 @@ typedef struct team {
   size_t bytes[SYMCOLL_MAX_RANKS];
 } team_t;
 
-static team_t *team_of(symcoll_comm_t comm) { return (team_t *)comm->oob_state; }
+static team_t *team_of(symcoll_comm_t comm) {
+  return (team_t *)comm->oob_state;
+}
 
 /* Waits until all ranks arrive; TIMEOUT / ABORTED break the team for everyone. */
 static struct timespec abs_after(uint64_t ns) {
@@ -66,13 +68,14 @@ static symcoll_status_t team_barrier(symcoll_comm_t comm) {
         int rc = pthread_cond_timedwait(&t->cv, &t->mu, &until);
         if (rc == ETIMEDOUT && report && t->generation == gen) {
           waited_ns += step;
-          SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "thread team: rank %d still waiting, %d of %d ranks arrived (%.0f s of %.0f s)",
-                       comm->rank, t->arrived, t->nranks, (double)waited_ns * 1e-9, (double)timeout_ns * 1e-9);
+          SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT,
+                       "thread team: rank %d still waiting, %d of %d ranks arrived (%.0f s of %.0f s)", comm->rank,
+                       t->arrived, t->nranks, (double)waited_ns * 1e-9, (double)timeout_ns * 1e-9);
           continue;
         }
         if (rc == ETIMEDOUT && t->generation == gen) {
-          SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "thread team: rank %d timed out; %d of %d arrived",
-                       comm->rank, t->arrived, t->nranks);
+          SYMCOLL_WARN(SYMCOLL_SUBSYS_BOOT, "thread team: rank %d timed out; %d of %d arrived", comm->rank, t->arrived,
+                       t->nranks);
           t->broken = SYMCOLL_ERR_TIMEOUT;
         }
       }
@@ -86,16 +89,17 @@ static symcoll_status_t team_barrier(symcoll_comm_t comm) {
   return s;
 }
 
-static symcoll_status_t team_allgather(symcoll_comm_t comm, const void *in, void *out,
-                                       size_t bytes) {
+static symcoll_status_t team_allgather(symcoll_comm_t comm, const void *in, void *out, size_t bytes) {
   team_t *t = team_of(comm);
   t->slot[comm->rank] = in;
   t->bytes[comm->rank] = bytes;
   SYMCOLL_CHECK(team_barrier(comm));
   symcoll_status_t s = SYMCOLL_OK;
   for (int r = 0; r < t->nranks; r++) {
-    if (t->bytes[r] != bytes) s = SYMCOLL_ERR_MISMATCH;
-    else memcpy((char *)out + bytes * (size_t)r, t->slot[r], bytes);
+    if (t->bytes[r] != bytes)
+      s = SYMCOLL_ERR_MISMATCH;
+    else
+      memcpy((char *)out + bytes * (size_t)r, t->slot[r], bytes);
   }
   /* Peers' inputs must stay valid until everyone has copied them. */
   symcoll_status_t s2 = team_barrier(comm);

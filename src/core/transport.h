@@ -1,4 +1,5 @@
-/* What core hands a transport: the resolved call (symcoll__coll_args_t, the GEMM operations' arguments), the out-of-band exchange, and the transport's table of functions. Included through internal.h. */
+/* What core hands a transport: the resolved call (symcoll__coll_args_t, the GEMM operations' arguments), the
+ * out-of-band exchange, and the transport's table of functions. Included through internal.h. */
 #ifndef SYMCOLL_TRANSPORT_H
 #define SYMCOLL_TRANSPORT_H
 #include <stdbool.h>
@@ -19,7 +20,7 @@ typedef struct symcoll__coll_args {
   void *recv;
   size_t count; /* the call's count: all_reduce count, all_gather sendcount, reduce_scatter recvcount */
   symcoll_dtype_t dtype;
-  symcoll_op_t op; /* SUM for all_gather */
+  symcoll_op_t op;     /* SUM for all_gather */
   symcoll_algo_t algo; /* never AUTO here: core resolved it */
   int blocks, threads;
   size_t round_bytes; /* 0: the transport's own */
@@ -48,10 +49,10 @@ typedef struct symcoll__gemm {
 /* A collective fused with a GEMM (symcoll.h), as core hands it to a transport's matmul entry
  * (the OVERLAP algorithm; core runs SEQUENTIAL itself from coll and gemm). */
 typedef struct symcoll__matmul_args {
-  symcoll_coll_t coll; /* ALL_GATHER_MATMUL or MATMUL_REDUCE_SCATTER */
-  const void *a, *b;   /* all_gather_matmul: a is the shard */
-  void *c;             /* all_gather_matmul: the whole C; matmul_reduce_scatter: the shard */
-  void *a_out;         /* all_gather_matmul: the gathered A, or NULL */
+  symcoll_coll_t coll;  /* ALL_GATHER_MATMUL or MATMUL_REDUCE_SCATTER */
+  const void *a, *b;    /* all_gather_matmul: a is the shard */
+  void *c;              /* all_gather_matmul: the whole C; matmul_reduce_scatter: the shard */
+  void *a_out;          /* all_gather_matmul: the gathered A, or NULL */
   size_t m_shard, n, k; /* rows per rank (matmul_reduce_scatter: of the output), columns, depth */
   symcoll_dtype_t dtype;
   symcoll_algo_t algo;

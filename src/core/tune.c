@@ -182,14 +182,17 @@ static int row_score(const machine_t *m, line_t *l) {
 }
 
 int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
-  row_t(*rows)[SYMCOLL_NUM_DTYPES][MAX_ROWS] = malloc(sizeof(row_t) * SYMCOLL_NUM_COLL_KINDS * SYMCOLL_NUM_DTYPES * MAX_ROWS);
+  row_t(*rows)[SYMCOLL_NUM_DTYPES][MAX_ROWS] =
+      malloc(sizeof(row_t) * SYMCOLL_NUM_COLL_KINDS * SYMCOLL_NUM_DTYPES * MAX_ROWS);
   if (!rows) return -1;
   int nrows[SYMCOLL_NUM_COLL_KINDS][SYMCOLL_NUM_DTYPES] = {{0}};
   int used = 0, line = 0;
   const symcoll_comm_t on_node = symcoll_comm_local(comm);
   const machine_t m = {.backend = on_node->tp->name,
                        .cls = on_node->tp->tune_class ? on_node->tp->tune_class(on_node) : NULL,
-                       .nranks = comm->nranks, .nodes = symcoll_comm_nnodes(comm), .local_nranks = on_node->nranks,
+                       .nranks = comm->nranks,
+                       .nodes = symcoll_comm_nnodes(comm),
+                       .local_nranks = on_node->nranks,
                        .spans_nodes = comm->hier != NULL};
   /* The most specific rows win: for each collective and dtype, only rows naming this machine
    * class (then: naming our nranks) are used, if there are any. Pass 0 finds the best score,
@@ -288,8 +291,7 @@ void symcoll__tune_init(symcoll_comm_t comm) {
     if (n < 0)
       SYMCOLL_WARN(SYMCOLL_SUBSYS_TUNE, "%s:%d: syntax error; table ignored", file, line);
     else
-      SYMCOLL_INFO(SYMCOLL_SUBSYS_TUNE, "%s: %d rows for %s with %d ranks", file, n,
-                   comm->tp->name, comm->nranks);
+      SYMCOLL_INFO(SYMCOLL_SUBSYS_TUNE, "%s: %d rows for %s with %d ranks", file, n, comm->tp->name, comm->nranks);
   } else if (file && getenv("SYMCOLL_TUNE_FILE")) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_TUNE, "cannot read SYMCOLL_TUNE_FILE=%s: %m", file);
   }

@@ -45,8 +45,7 @@ symcoll_status_t symcoll__comm_peers_alive(symcoll_comm_t comm, int peer) {
   if (n > 0 && poll(p, (nfds_t)n, 0) > 0)
     for (int i = 0; i < n; i++)
       if (p[i].revents) {
-        SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d (pid %d) is gone", idx[i],
-                     (int)comm->pids[idx[i]]);
+        SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d (pid %d) is gone", idx[i], (int)comm->pids[idx[i]]);
         return SYMCOLL_ERR_PEER_LOST;
       }
   return SYMCOLL_OK;
@@ -70,9 +69,9 @@ symcoll_status_t symcoll__waiter_slow(symcoll__waiter_t *w) {
     w->next_report_ns = now + 2 * SYMCOLL_WAIT_REPORT_NS;
     char who[24] = "any rank";
     if (w->peer >= 0) snprintf(who, sizeof who, "rank %d", w->peer);
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "job %s: rank %d still waiting for %s in call %llu (%.0f s of the %.0f s timeout)",
-                 c->job_id, c->rank, who, (unsigned long long)c->coll_seq, (double)(now - w->start_ns) * 1e-9,
-                 c->timeout_ms * 1e-3);
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+                 "job %s: rank %d still waiting for %s in call %llu (%.0f s of the %.0f s timeout)", c->job_id, c->rank,
+                 who, (unsigned long long)c->coll_seq, (double)(now - w->start_ns) * 1e-9, c->timeout_ms * 1e-3);
   }
   return SYMCOLL_OK;
 }

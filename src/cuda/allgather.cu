@@ -40,7 +40,9 @@ __global__ void __launch_bounds__(1024) AllGather_Pull(const symcoll__cuda_args_
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   uint32_t epoch;
-  if (!take_state(a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch)) GIVE_UP(a);
+  if (!take_state(
+          a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch))
+    GIVE_UP(a);
   const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
   const size_t round = a.zero_copy ? a.count : a.chunk_elems;
   const bool in_place = a.send == a.recv + (size_t)a.rank * a.stride * sizeof(T);
@@ -49,8 +51,8 @@ __global__ void __launch_bounds__(1024) AllGather_Pull(const symcoll__cuda_args_
     const size_t n = a.count - base < round ? a.count - base : round;
     const size_t nvec = n / E, tail = n - nvec * E;
     const char *in = a.send + base * sizeof(T);
-    const bool owner = a.zero_copy ? owns_tail(first, stride, nvec)
-                                   : stage<T, U>(a.db[a.rank] + half, in, nvec, tail, first, stride);
+    const bool owner =
+        a.zero_copy ? owns_tail(first, stride, nvec) : stage<T, U>(a.db[a.rank] + half, in, nvec, tail, first, stride);
     BARRIER(a);
     for (int k = 1; k < a.nranks; k++) {
       const int p = (a.rank + k) % a.nranks;
@@ -82,14 +84,17 @@ __global__ void __launch_bounds__(1024) AllGather_Push(const symcoll__cuda_args_
     if (v == nvec)
       for (size_t i = nvec * E; i < nvec * E + tail; i++) {
         const Pack<T, false> x = load_cg<T, false>(a.send, i);
-        for (int k = 1; k < a.nranks; k++) store<T, false>(const_cast<char *>(a.src[(a.rank + k) % a.nranks]) + mine, i, x);
+        for (int k = 1; k < a.nranks; k++)
+          store<T, false>(const_cast<char *>(a.src[(a.rank + k) % a.nranks]) + mine, i, x);
         if (!in_place) store<T, false>(a.recv + mine, i, x);
       }
     BARRIER(a);
     return;
   }
   uint32_t epoch;
-  if (!take_state(a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch)) GIVE_UP(a);
+  if (!take_state(
+          a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch))
+    GIVE_UP(a);
   const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
   const size_t slot = a.chunk_elems * sizeof(T); /* one rank's part of a round */
   for (size_t base = 0; base < a.count; base += a.chunk_elems) {
@@ -112,8 +117,10 @@ __global__ void __launch_bounds__(1024) AllGather_Push(const symcoll__cuda_args_
     BARRIER(a);
     for (int p = 0; p < a.nranks; p++) {
       char *out = a.recv + ((size_t)p * a.stride + base) * sizeof(T);
-      if (p != a.rank) copy_share<T, U>(out, a.db[a.rank] + half + (size_t)p * slot, nvec, tail, first, stride, owner);
-      else if (!in_place) copy_share<T, U>(out, in, nvec, tail, first, stride, owner);
+      if (p != a.rank)
+        copy_share<T, U>(out, a.db[a.rank] + half + (size_t)p * slot, nvec, tail, first, stride, owner);
+      else if (!in_place)
+        copy_share<T, U>(out, in, nvec, tail, first, stride, owner);
     }
   }
 }
@@ -179,9 +186,12 @@ __global__ void __launch_bounds__(1024) AllGather_LL(const symcoll__cuda_args_t 
 template <typename T>
 const void *pick(const symcoll__cuda_launch_t *l) {
   switch (l->algo) {
-  case SYMCOLL_ALGO_PULL: return l->vec ? (const void *)AllGather_Pull<T, true> : (const void *)AllGather_Pull<T, false>;
-  case SYMCOLL_ALGO_PUSH: return l->vec ? (const void *)AllGather_Push<T, true> : (const void *)AllGather_Push<T, false>;
-  default: return nullptr;
+    case SYMCOLL_ALGO_PULL:
+      return l->vec ? (const void *)AllGather_Pull<T, true> : (const void *)AllGather_Pull<T, false>;
+    case SYMCOLL_ALGO_PUSH:
+      return l->vec ? (const void *)AllGather_Push<T, true> : (const void *)AllGather_Push<T, false>;
+    default:
+      return nullptr;
   }
 }
 
@@ -190,11 +200,16 @@ const void *pick(const symcoll__cuda_launch_t *l) {
 
 extern "C" const void *symcoll__cuda_allgather_kernel(const symcoll__cuda_launch_t *l) {
   using namespace symcoll_cuda;
-  if (l->algo == SYMCOLL_ALGO_LAMPORT) return l->vec ? (const void *)AllGather_LL<true> : (const void *)AllGather_LL<false>;
+  if (l->algo == SYMCOLL_ALGO_LAMPORT)
+    return l->vec ? (const void *)AllGather_LL<true> : (const void *)AllGather_LL<false>;
   switch (symcoll_dtype_size(l->dtype)) {
-  case 1: return pick<unsigned char>(l);
-  case 2: return pick<unsigned short>(l);
-  case 4: return pick<unsigned int>(l);
-  default: return pick<unsigned long long>(l);
+    case 1:
+      return pick<unsigned char>(l);
+    case 2:
+      return pick<unsigned short>(l);
+    case 4:
+      return pick<unsigned int>(l);
+    default:
+      return pick<unsigned long long>(l);
   }
 }

@@ -58,7 +58,9 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t round = a.chunk_elems; /* at most a half */
   uint32_t epoch;
-  if (!take_state(a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch)) GIVE_UP(a);
+  if (!take_state(
+          a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch))
+    GIVE_UP(a);
   const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
   const uint32_t meet = sig_with_state(a.sig, epoch & 1u); /* ranks on other halves: MISMATCH */
   auto src = [&](int r) -> const char * { return a.db[r] + half; };
@@ -71,8 +73,7 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
     char *out = a.recv + base * sizeof(T);
     const bool owner = stage<T, U>(mine, in, nvec, tail, first, stride);
     BARRIER_VALUE(a, meet);
-    for (size_t v = first; v < nvec; v += stride)
-      store<T, U>(out, v, reduce_at<T, OP, U>(src, a.nranks, v));
+    for (size_t v = first; v < nvec; v += stride) store<T, U>(out, v, reduce_at<T, OP, U>(src, a.nranks, v));
     reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, owner);
   }
 }
@@ -92,12 +93,14 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
 constexpr uint32_t kCleared = 0x80008000u; /* fp32: -4.6e-41; fp16/bf16: two -0.0 */
 
 /* fp32: the one sentinel word becomes -0.0; fp16/bf16: a -0.0 half becomes +0.0. */
-template <typename T> __device__ __forceinline__ uint32_t fix_word(uint32_t w) {
+template <typename T>
+__device__ __forceinline__ uint32_t fix_word(uint32_t w) {
   if constexpr (sizeof(T) == 4) return w == kCleared ? 0x80000000u : w;
   uint32_t lo = w & 0xffffu, hi = w >> 16;
   return (lo == 0x8000u ? 0u : lo) | (hi == 0x8000u ? 0u : hi) << 16;
 }
-template <typename T> __device__ __forceinline__ bool empty_word(uint32_t w) {
+template <typename T>
+__device__ __forceinline__ bool empty_word(uint32_t w) {
   if constexpr (sizeof(T) == 4) return w == kCleared;
   return (w & 0xffffu) == 0x8000u || (w >> 16) == 0x8000u;
 }
@@ -184,7 +187,8 @@ __global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_ar
   if (first < nvec) x0 = load_fixed<T, VEC>(a.send, first);
   const uint32_t bytes = (uint32_t)(a.count * sizeof(T));
   uint32_t state;
-  if (!take_state(a, a.lp_state, [&](uint32_t w) { return ((w & 3u) + 1u) % 3u | bytes << 2; }, &state))
+  if (!take_state(
+          a, a.lp_state, [&](uint32_t w) { return ((w & 3u) + 1u) % 3u | bytes << 2; }, &state))
     GIVE_UP(a);
   const uint32_t buf = state & 3u, prev_bytes = state >> 2;
   const size_t area = (size_t)a.nranks * a.lp_slot_bytes;
@@ -243,26 +247,33 @@ __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_ar
 template <typename T, int OP, bool VEC>
 const void *pick(symcoll_algo_t algo) {
   switch (algo) {
-  case SYMCOLL_ALGO_TWO_SHOT: return (const void *)AllReduce_TwoShot<T, OP, VEC>;
-  case SYMCOLL_ALGO_ONE_SHOT_DB: return (const void *)AllReduce_OneShotDB<T, OP, VEC>;
-  case SYMCOLL_ALGO_LAMPORT:
-    /* The sentinel is a 4-byte pattern of fp32 / fp16 / bf16: other dtypes never get here
-     * (the host runs them one-shot double-buffered). */
-    if constexpr (std::is_same<T, float>::value || std::is_same<T, __half>::value ||
-                  std::is_same<T, __nv_bfloat16>::value)
-      return (const void *)AllReduce_Lamport<T, OP, VEC>;
-    return nullptr;
-  case SYMCOLL_ALGO_ONE_SHOT: return (const void *)AllReduce_OneShot<T, OP, VEC>;
-  default: return nullptr;
+    case SYMCOLL_ALGO_TWO_SHOT:
+      return (const void *)AllReduce_TwoShot<T, OP, VEC>;
+    case SYMCOLL_ALGO_ONE_SHOT_DB:
+      return (const void *)AllReduce_OneShotDB<T, OP, VEC>;
+    case SYMCOLL_ALGO_LAMPORT:
+      /* The sentinel is a 4-byte pattern of fp32 / fp16 / bf16: other dtypes never get here
+       * (the host runs them one-shot double-buffered). */
+      if constexpr (std::is_same<T, float>::value || std::is_same<T, __half>::value ||
+                    std::is_same<T, __nv_bfloat16>::value)
+        return (const void *)AllReduce_Lamport<T, OP, VEC>;
+      return nullptr;
+    case SYMCOLL_ALGO_ONE_SHOT:
+      return (const void *)AllReduce_OneShot<T, OP, VEC>;
+    default:
+      return nullptr;
   }
 }
 
 template <typename T>
 const void *pick_op(const symcoll__cuda_launch_t *l) {
   switch (l->op) {
-  case SYMCOLL_SUM: return l->vec ? pick<T, SYMCOLL_SUM, true>(l->algo) : pick<T, SYMCOLL_SUM, false>(l->algo);
-  case SYMCOLL_MAX: return l->vec ? pick<T, SYMCOLL_MAX, true>(l->algo) : pick<T, SYMCOLL_MAX, false>(l->algo);
-  default: return l->vec ? pick<T, SYMCOLL_MIN, true>(l->algo) : pick<T, SYMCOLL_MIN, false>(l->algo);
+    case SYMCOLL_SUM:
+      return l->vec ? pick<T, SYMCOLL_SUM, true>(l->algo) : pick<T, SYMCOLL_SUM, false>(l->algo);
+    case SYMCOLL_MAX:
+      return l->vec ? pick<T, SYMCOLL_MAX, true>(l->algo) : pick<T, SYMCOLL_MAX, false>(l->algo);
+    default:
+      return l->vec ? pick<T, SYMCOLL_MIN, true>(l->algo) : pick<T, SYMCOLL_MIN, false>(l->algo);
   }
 }
 

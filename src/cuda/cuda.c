@@ -24,8 +24,8 @@
 #include "cuda_host.h"
 
 #define AUX_BYTES 4096
-#define AUX_ERR 0       /* offset of the async error word */
-#define AUX_PROBE 256   /* offset of the probe words, one per rank */
+#define AUX_ERR 0         /* offset of the async error word */
+#define AUX_PROBE 256     /* offset of the probe words, one per rank */
 #define AUX_DB_STATE 1024 /* double buffer: call counter, one copy per block slot */
 #define AUX_LP_STATE 2048 /* LAMPORT all_reduce: buffer and last size, one copy per block slot */
 #define AUX_LL_STATE 3072 /* LL all_gather / reduce_scatter: call counter, one copy per block slot */
@@ -45,14 +45,18 @@ static struct {
   CUresult (*MemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
   CUresult (*MemUnmap)(CUdeviceptr, size_t);
   CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-  CUresult (*MemExportToShareableHandle)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long);
+  CUresult (*MemExportToShareableHandle)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                                         unsigned long long);
   CUresult (*MemImportFromShareableHandle)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
   CUresult (*MemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
 } drv;
 static symcoll_status_t drv_status = SYMCOLL_ERR_INTERNAL;
 
 static void drv_load_once(void) {
-  struct { const char *name; void **fn; } t[] = {
+  struct {
+    const char *name;
+    void **fn;
+  } t[] = {
       {"cuGetErrorString", (void **)&drv.GetErrorString},
       {"cuMemGetAllocationGranularity", (void **)&drv.MemGetAllocationGranularity},
       {"cuMemCreate", (void **)&drv.MemCreate},
@@ -86,16 +90,16 @@ static symcoll_status_t drv_load(void) {
 }
 
 /* The driver API's errors, as cuda_check.h does the runtime's. */
-#define CU_GOTO(call, status, label)                                                       \
-  do {                                                                                     \
-    CUresult r_ = (call);                                                                  \
-    if (r_ != CUDA_SUCCESS) {                                                              \
-      const char *m_ = "unknown";                                                          \
-      drv.GetErrorString(r_, &m_);                                                         \
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "%s failed: %s", #call, m_);                        \
+#define CU_GOTO(call, status, label)                                                        \
+  do {                                                                                      \
+    CUresult r_ = (call);                                                                   \
+    if (r_ != CUDA_SUCCESS) {                                                               \
+      const char *m_ = "unknown";                                                           \
+      drv.GetErrorString(r_, &m_);                                                          \
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "%s failed: %s", #call, m_);                         \
       (status) = r_ == CUDA_ERROR_OUT_OF_MEMORY ? SYMCOLL_ERR_NO_MEMORY : SYMCOLL_ERR_CUDA; \
-      goto label;                                                                          \
-    }                                                                                      \
+      goto label;                                                                           \
+    }                                                                                       \
   } while (0)
 
 /* ---- memory --------------------------------------------------------------------------- */
@@ -151,8 +155,7 @@ static symcoll_status_t cuda_mem_alloc(symcoll_comm_t comm, size_t bytes, struct
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = comm->device;
-  prop.requestedHandleTypes = comm->thread_mode ? CU_MEM_HANDLE_TYPE_NONE
-                                                : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  prop.requestedHandleTypes = comm->thread_mode ? CU_MEM_HANDLE_TYPE_NONE : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   size_t gran = 0;
   CU_GOTO(drv.MemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), s, err);
   cm->pad_off = (bytes + 255) & ~(size_t)255;
@@ -251,15 +254,16 @@ static symcoll_status_t probe_peers(symcoll_comm_t comm, cuda_state_t *cs) {
   int e = symcoll__cuda_probe(pads, n, me, PROBE_MAGIC | (uint32_t)me, cs->side);
   if (e == cudaSuccess) e = cudaStreamSynchronize(cs->side);
   if (e != cudaSuccess) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "rank %d (GPU %d): writing to peers' memory failed: %s", me,
-                 comm->device, cudaGetErrorString((cudaError_t)e));
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "rank %d (GPU %d): writing to peers' memory failed: %s", me, comm->device,
+                 cudaGetErrorString((cudaError_t)e));
     return SYMCOLL_ERR_UNSUPPORTED;
   }
   int dummy = 0, all[SYMCOLL_MAX_RANKS];
   SYMCOLL_CHECK(comm->oob->allgather(comm, &dummy, all, sizeof dummy)); /* everyone wrote */
   uint32_t got[SYMCOLL_MAX_RANKS];
-  CUDA_GOTO(cudaMemcpyAsync(got, (char *)cs->ws->ptrs[me] + cm->aux_off + AUX_PROBE,
-                            sizeof(uint32_t) * (size_t)n, cudaMemcpyDeviceToHost, cs->side), s, out);
+  CUDA_GOTO(cudaMemcpyAsync(got, (char *)cs->ws->ptrs[me] + cm->aux_off + AUX_PROBE, sizeof(uint32_t) * (size_t)n,
+                            cudaMemcpyDeviceToHost, cs->side),
+            s, out);
   CUDA_GOTO(cudaStreamSynchronize(cs->side), s, out);
   uint64_t missing = 0, allmissing[SYMCOLL_MAX_RANKS];
   for (int r = 0; r < n; r++)
@@ -268,8 +272,7 @@ static symcoll_status_t probe_peers(symcoll_comm_t comm, cuda_state_t *cs) {
   for (int q = 0; q < n; q++)
     for (int r = 0; r < n; r++)
       if (allmissing[q] & (1ull << r)) {
-        SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "rank %d cannot write to rank %d's GPU memory: no peer path",
-                     r, q);
+        SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "rank %d cannot write to rank %d's GPU memory: no peer path", r, q);
         s = SYMCOLL_ERR_UNSUPPORTED;
       }
 out:
@@ -298,8 +301,8 @@ static symcoll_status_t place_ranks(symcoll_comm_t comm, cuda_state_t *cs, char 
     else
       can = 1; /* not visible to this process: the probe decides */
     if (!can) {
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "GPU %s (rank %d) cannot access GPU %s (rank %d): no peer access",
-                   bus, comm->rank, buses[r], r);
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "GPU %s (rank %d) cannot access GPU %s (rank %d): no peer access", bus,
+                   comm->rank, buses[r], r);
       s = SYMCOLL_ERR_UNSUPPORTED;
     }
   }
@@ -346,7 +349,8 @@ static symcoll_status_t workspace_setup(symcoll_comm_t comm, cuda_state_t *cs, w
   /* LAMPORT buffers start cleared; the probe's exchange after this orders it before any
    * peer's first write. */
   CU_GOTO(drv.MemsetD32Async((CUdeviceptr)cs->ws->ptrs[comm->rank] + w->lp_off, 0x80008000u, w->lp_bytes / 4,
-                             (CUstream)cs->side), s, out);
+                             (CUstream)cs->side),
+          s, out);
   CUDA_TRY(cudaStreamSynchronize(cs->side));
   /* A one-shot round streams its input in, stages it, reads every rank's staging back and
    * streams the result out: when a quarter of L2 per rank on this GPU holds the staged round,
@@ -421,8 +425,8 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   CUDA_GOTO(cudaFree(0), s, out); /* the primary context */
   CUDA_GOTO((cudaError_t)symcoll__cuda_preload(), s, out);
   CUDA_GOTO(cudaStreamCreateWithFlags(&cs->side, cudaStreamNonBlocking), s, out);
-  CUDA_GOTO(cudaHostAlloc((void **)&cs->host_err, sizeof *cs->host_err, cudaHostAllocMapped | cudaHostAllocPortable),
-            s, out);
+  CUDA_GOTO(cudaHostAlloc((void **)&cs->host_err, sizeof *cs->host_err, cudaHostAllocMapped | cudaHostAllocPortable), s,
+            out);
   *cs->host_err = 0;
   CUDA_GOTO(cudaDeviceGetAttribute(&cs->sms, cudaDevAttrMultiProcessorCount, comm->device), s, out);
   char bus[32] = {0};
@@ -437,11 +441,14 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   const char *loading = getenv("CUDA_MODULE_LOADING");
   static atomic_int warned_loading; /* once per process, not per communicator */
   if (cs->share > 1 && cs->lt && (!loading || strcmp(loading, "EAGER") != 0) && !atomic_exchange(&warned_loading, 1))
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "%d ranks share a GPU and CUDA_MODULE_LOADING is not EAGER: cuBLASLt loads a "
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
+                 "%d ranks share a GPU and CUDA_MODULE_LOADING is not EAGER: cuBLASLt loads a "
                  "kernel at its first launch, which can wait for the GPU to go idle while a peer's kernel waits for "
-                 "this rank (a TIMEOUT); set CUDA_MODULE_LOADING=EAGER before CUDA starts", cs->share);
-  SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "cuda transport: rank %d of %d on GPU %d (%s), %d ranks share it, workspace %zu bytes",
-               comm->rank, comm->nranks, comm->device, bus, comm->ranks_on_my_device, cs->ws_bytes);
+                 "this rank (a TIMEOUT); set CUDA_MODULE_LOADING=EAGER before CUDA starts",
+                 cs->share);
+  SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT,
+               "cuda transport: rank %d of %d on GPU %d (%s), %d ranks share it, workspace %zu bytes", comm->rank,
+               comm->nranks, comm->device, bus, comm->ranks_on_my_device, cs->ws_bytes);
 out:
   dev_leave(comm, &g);
   return s;
@@ -483,9 +490,10 @@ static void cuda_abort(symcoll_comm_t comm, symcoll_status_t status) {
 static symcoll_status_t failure_of(symcoll_comm_t comm, uint32_t word) {
   symcoll_status_t s = (symcoll_status_t)(-(int)(word & 0xff));
   if (atomic_load(&comm->failed) == 0 && ((word >> 8) & 0xff) != 0xff)
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "rank %d (GPU %d): a kernel gave up waiting for rank %d: %s; the communicator "
-                 "refuses further calls (destroy it and make a new one)", (int)((word >> 16) & 0xff), comm->device, (int)((word >> 8) & 0xff),
-                 symcoll_status_string(s));
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+                 "rank %d (GPU %d): a kernel gave up waiting for rank %d: %s; the communicator "
+                 "refuses further calls (destroy it and make a new one)",
+                 (int)((word >> 16) & 0xff), comm->device, (int)((word >> 8) & 0xff), symcoll_status_string(s));
   symcoll__comm_fail(comm, s);
   return s;
 }

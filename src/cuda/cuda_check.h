@@ -11,23 +11,23 @@ static inline symcoll_status_t symcoll__cuda_status(cudaError_t e) {
 }
 
 /* Returns the status from the enclosing function when `call` fails. */
-#define CUDA_TRY(call)                                                                     \
-  do {                                                                                     \
-    cudaError_t e_ = (call);                                                               \
-    if (e_ != cudaSuccess) {                                                               \
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_ALL, "%s failed: %s", #call, cudaGetErrorString(e_));    \
-      return symcoll__cuda_status(e_);                                                     \
-    }                                                                                      \
+#define CUDA_TRY(call)                                                                  \
+  do {                                                                                  \
+    cudaError_t e_ = (call);                                                            \
+    if (e_ != cudaSuccess) {                                                            \
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_ALL, "%s failed: %s", #call, cudaGetErrorString(e_)); \
+      return symcoll__cuda_status(e_);                                                  \
+    }                                                                                   \
   } while (0)
 
 /* Sets `status` and jumps to `label` when `call` fails. */
-#define CUDA_GOTO(call, status, label)                                                     \
-  do {                                                                                     \
-    cudaError_t e_ = (call);                                                               \
-    if (e_ != cudaSuccess) {                                                               \
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_ALL, "%s failed: %s", #call, cudaGetErrorString(e_));    \
-      (status) = symcoll__cuda_status(e_);                                                 \
-      goto label;                                                                          \
-    }                                                                                      \
+#define CUDA_GOTO(call, status, label)                                                  \
+  do {                                                                                  \
+    cudaError_t e_ = (call);                                                            \
+    if (e_ != cudaSuccess) {                                                            \
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_ALL, "%s failed: %s", #call, cudaGetErrorString(e_)); \
+      (status) = symcoll__cuda_status(e_);                                              \
+      goto label;                                                                       \
+    }                                                                                   \
   } while (0)
 #endif

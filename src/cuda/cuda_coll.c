@@ -196,8 +196,8 @@ static symcoll_status_t copy_engine(symcoll_comm_t comm, cuda_state_t *cs, const
       e = cudaMemcpyAsync(recv + (size_t)me * block + base, send + base, m, cudaMemcpyDeviceToDevice, s);
     if (e == cudaSuccess) e = (cudaError_t)symcoll__cuda_ce_barrier(k, s);
   }
-  SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: all_gather copy_engine: %d round(s) of %zu bytes, %s", me, rounds,
-                round, zc ? "from peers' inputs" : "staged");
+  SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: all_gather copy_engine: %d round(s) of %zu bytes, %s", me, rounds, round,
+                zc ? "from peers' inputs" : "staged");
   if (e != cudaSuccess) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_gather copy_engine: enqueuing copies failed: %s", cudaGetErrorString(e));
     return SYMCOLL_ERR_CUDA;
@@ -290,12 +290,20 @@ symcoll_status_t symcoll__cuda_coll(symcoll_comm_t comm, const symcoll__coll_arg
     s = symcoll__nccl_coll(&cs->nccl, a);
   } else {
     switch (a->coll) {
-    case SYMCOLL_COLL_ALL_REDUCE: s = all_reduce(comm, cs, a); break;
-    case SYMCOLL_COLL_ALL_GATHER: s = all_gather(comm, cs, a); break;
-    case SYMCOLL_COLL_REDUCE_SCATTER: s = reduce_scatter(comm, cs, a); break;
-    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
-    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* through symcoll__cuda_matmul */
-    case SYMCOLL_NUM_COLL_KINDS: s = SYMCOLL_NO_ENTRY("the CUDA transport's collective entry", a->coll); break;
+      case SYMCOLL_COLL_ALL_REDUCE:
+        s = all_reduce(comm, cs, a);
+        break;
+      case SYMCOLL_COLL_ALL_GATHER:
+        s = all_gather(comm, cs, a);
+        break;
+      case SYMCOLL_COLL_REDUCE_SCATTER:
+        s = reduce_scatter(comm, cs, a);
+        break;
+      case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+      case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* through symcoll__cuda_matmul */
+      case SYMCOLL_NUM_COLL_KINDS:
+        s = SYMCOLL_NO_ENTRY("the CUDA transport's collective entry", a->coll);
+        break;
     }
   }
   dev_leave(comm, &g);
@@ -308,7 +316,8 @@ symcoll_status_t symcoll__cuda_copy(symcoll_comm_t comm, void *dst, const void *
   cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
   dev_leave(comm, &g);
   if (e != cudaSuccess) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "one-rank collective: copy of %zu bytes failed: %s", bytes, cudaGetErrorString(e));
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "one-rank collective: copy of %zu bytes failed: %s", bytes,
+                 cudaGetErrorString(e));
     return SYMCOLL_ERR_CUDA;
   }
   return SYMCOLL_OK;

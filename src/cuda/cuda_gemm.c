@@ -36,9 +36,13 @@ static bool lt_ok;
 
 static void lt_open(void) {
   const char *user = symcoll__env_str("SYMCOLL_CUBLASLT_LIB", "");
-  const char *names[] = {user, "libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so",
+  const char *names[] = {
+      user,
+      "libcublasLt.so.13",
+      "libcublasLt.so.12",
+      "libcublasLt.so",
 #ifdef SYMCOLL_CUBLASLT_PATH
-                         SYMCOLL_CUBLASLT_PATH,
+      SYMCOLL_CUBLASLT_PATH,
 #endif
   };
   void *h = NULL;
@@ -94,7 +98,7 @@ struct symcoll__lt_state {
   void *ws;
   size_t ws_bytes;
   lt_plan_t plan[LT_PLANS];
-  unsigned next; /* round-robin replacement */
+  unsigned next;            /* round-robin replacement */
   lt_shape_t seen[LT_SEEN]; /* shapes launched once under a rendezvous (first_launch) */
   unsigned nseen;
 };
@@ -121,14 +125,16 @@ symcoll_status_t symcoll__cuda_gemm_init(symcoll_comm_t comm) {
   if (wanted) pthread_once(&lt_once, lt_open);
   symcoll__lt_state_t *st = wanted && lt_ok ? calloc(1, sizeof *st) : NULL;
   bool ok = st && lt.Create(&st->handle) == CUBLAS_STATUS_SUCCESS;
-  if (ok && cudaMalloc(&st->ws, LT_WORKSPACE) == cudaSuccess) st->ws_bytes = LT_WORKSPACE;
-  else if (st) cudaGetLastError(), st->ws = NULL;
+  if (ok && cudaMalloc(&st->ws, LT_WORKSPACE) == cudaSuccess)
+    st->ws_bytes = LT_WORKSPACE;
+  else if (st)
+    cudaGetLastError(), st->ws = NULL;
   if (ok) ok = cudaStreamCreateWithFlags(&cs->ce, cudaStreamNonBlocking) == cudaSuccess;
   for (int i = 0; ok && i < SYMCOLL_CUDA_MM_EVENTS; i++)
     ok = cudaEventCreateWithFlags(&cs->ev[i], cudaEventDisableTiming) == cudaSuccess;
   if (ok) {
     struct cudaMemPoolProps props = {.allocType = cudaMemAllocationTypePinned,
-                              .location = {.type = cudaMemLocationTypeDevice, .id = comm->device}};
+                                     .location = {.type = cudaMemLocationTypeDevice, .id = comm->device}};
     ok = cudaMemPoolCreate(&cs->pool, &props) == cudaSuccess;
     uint64_t keep = UINT64_MAX;
     ok = ok && cudaMemPoolSetAttribute(cs->pool, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess;
@@ -143,8 +149,10 @@ symcoll_status_t symcoll__cuda_gemm_init(symcoll_comm_t comm) {
   if (!ok) {
     cudaGetLastError();
     if (wanted && lt_ok)
-      SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "rank %d: the GEMM operations are off (setting up cuBLASLt, its stream or "
-                   "memory pool failed on some rank)", comm->rank);
+      SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT,
+                   "rank %d: the GEMM operations are off (setting up cuBLASLt, its stream or "
+                   "memory pool failed on some rank)",
+                   comm->rank);
     if (st && st->handle) lt.Destroy(st->handle);
     if (st && st->ws) cudaFree(st->ws);
     free(st);
@@ -175,7 +183,6 @@ void symcoll__cuda_gemm_fini(symcoll_comm_t comm) {
   cs->lt = NULL;
 }
 
-
 /* The largest power of two up to 256 dividing the address: cuBLASLt assumes 256-byte aligned
  * matrices unless told, and a GEMM into a row block of C (a chunk) is often less aligned. */
 static uint32_t align_of(const void *p) {
@@ -196,8 +203,17 @@ static symcoll_status_t plan_get(symcoll__lt_state_t *st, const symcoll__gemm_t 
   }
   lt_plan_t *p = &st->plan[st->next++ % LT_PLANS];
   plan_release(p);
-  *p = (lt_plan_t){.m = g->m, .n = g->n, .k = g->k, .lda = g->lda, .ldb = g->ldb, .ldc = g->ldc, .dtype = g->dtype,
-                   .ws = st->ws_bytes, .align_a = aa, .align_b = ab, .align_c = ac};
+  *p = (lt_plan_t){.m = g->m,
+                   .n = g->n,
+                   .k = g->k,
+                   .lda = g->lda,
+                   .ldb = g->ldb,
+                   .ldc = g->ldc,
+                   .dtype = g->dtype,
+                   .ws = st->ws_bytes,
+                   .align_a = aa,
+                   .align_b = ab,
+                   .align_c = ac};
   const cudaDataType_t t = lt_type(g->dtype);
   cublasLtMatmulPreference_t pref = NULL;
   cublasLtMatmulHeuristicResult_t res;
@@ -215,8 +231,9 @@ static symcoll_status_t plan_get(symcoll__lt_state_t *st, const symcoll__gemm_t 
   ok = ok && lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &aa, sizeof aa) == CUBLAS_STATUS_SUCCESS;
   ok = ok && lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof ac) == CUBLAS_STATUS_SUCCESS;
   ok = ok && lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof ac) == CUBLAS_STATUS_SUCCESS;
-  ok = ok && lt.Heuristic(st->handle, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found) ==
-                 CUBLAS_STATUS_SUCCESS && found > 0;
+  ok = ok &&
+       lt.Heuristic(st->handle, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found) == CUBLAS_STATUS_SUCCESS &&
+       found > 0;
   if (pref) lt.PrefDestroy(pref);
   p->used = true;
   if (!ok) {
@@ -298,7 +315,8 @@ symcoll_status_t symcoll__cuda_scratch_alloc(symcoll_comm_t comm, size_t bytes, 
   cudaError_t e = cudaMallocFromPoolAsync(p, bytes ? bytes : 1, cs->pool, (cudaStream_t)stream);
   dev_leave(comm, &d);
   if (e != cudaSuccess) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "scratch of %zu bytes (cudaMallocFromPoolAsync): %s", bytes, cudaGetErrorString(e));
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "scratch of %zu bytes (cudaMallocFromPoolAsync): %s", bytes,
+                 cudaGetErrorString(e));
     return e == cudaErrorMemoryAllocation ? SYMCOLL_ERR_NO_MEMORY : SYMCOLL_ERR_CUDA;
   }
   return SYMCOLL_OK;

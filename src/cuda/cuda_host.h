@@ -12,8 +12,8 @@
 
 /* Workspace of a rank: [staging | double buffer (2 halves) | LAMPORT all_reduce (3 buffers of
  * nranks slots) | LL all_gather / reduce_scatter (2 buffers of nranks slots)]. */
-#define SYMCOLL_CUDA_LAMPORT_SLOT ((size_t)1 << 20) /* bytes a rank sends per LAMPORT launch */
-#define SYMCOLL_CUDA_LL_DATA ((size_t)64 << 10)     /* data bytes a rank sends a peer per LL launch */
+#define SYMCOLL_CUDA_LAMPORT_SLOT ((size_t)1 << 20)          /* bytes a rank sends per LAMPORT launch */
+#define SYMCOLL_CUDA_LL_DATA ((size_t)64 << 10)              /* data bytes a rank sends a peer per LL launch */
 #define SYMCOLL_CUDA_LL_SLOT (16 + 2 * SYMCOLL_CUDA_LL_DATA) /* header + packets */
 
 /* Events of one overlapped GEMM operation: one per peer's arrival, and two pairs for the
@@ -38,23 +38,28 @@ typedef struct {
   size_t ws_bytes, db_half, lp_slot;
   size_t round_cap[SYMCOLL_NUM_ALGOS];   /* the most a round can be: its staging buffer */
   size_t round_bytes[SYMCOLL_NUM_ALGOS]; /* all_reduce bytes per round by default, at most round_cap */
-  uint32_t *err;            /* this rank's async error word (device memory) */
-  uint32_t *host_err;       /* its copy in mapped host memory, written by kernels that give up */
-  bool signature;           /* SYMCOLL_GPU_SIGNATURE (testing only) */
-  cudaStream_t side;        /* private stream: probe, error reads */
-  symcoll__nccl_t nccl;     /* an NCCL communicator over the same ranks, if held */
-  symcoll__cuda_args_t args; /* the constant part of every launch */
-  struct { const void *fn; int threads, blocks_per_sm; } occ[512]; /* resident_blocks cache */
+  uint32_t *err;                         /* this rank's async error word (device memory) */
+  uint32_t *host_err;                    /* its copy in mapped host memory, written by kernels that give up */
+  bool signature;                        /* SYMCOLL_GPU_SIGNATURE (testing only) */
+  cudaStream_t side;                     /* private stream: probe, error reads */
+  symcoll__nccl_t nccl;                  /* an NCCL communicator over the same ranks, if held */
+  symcoll__cuda_args_t args;             /* the constant part of every launch */
+  struct {
+    const void *fn;
+    int threads, blocks_per_sm;
+  } occ[512]; /* resident_blocks cache */
   int nocc;
   /* GEMM operations (cuda_gemm.c, cuda_matmul.c), set up on first use. */
   symcoll__lt_state_t *lt;
-  cudaStream_t ce; /* the copy engine's stream of the overlapped operations */
+  cudaStream_t ce;    /* the copy engine's stream of the overlapped operations */
   cudaMemPool_t pool; /* scratch of the GEMM operations: grows, never shrinks */
   cudaEvent_t ev[SYMCOLL_CUDA_MM_EVENTS];
 } cuda_state_t;
 
 /* Makes comm's device current for the duration of a call. */
-typedef struct { int prev; } dev_guard_t;
+typedef struct {
+  int prev;
+} dev_guard_t;
 static inline symcoll_status_t dev_enter(symcoll_comm_t comm, dev_guard_t *g) {
   if (cudaGetDevice(&g->prev) != cudaSuccess) g->prev = -1;
   if (g->prev != comm->device && cudaSetDevice(comm->device) != cudaSuccess) return SYMCOLL_ERR_CUDA;

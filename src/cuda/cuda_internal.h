@@ -26,21 +26,21 @@ extern "C" {
 
 /* Everything a collective kernel needs, passed by value as its one argument. */
 typedef struct symcoll__cuda_args {
-  char *ws[SYMCOLL_CUDA_MAX_RANKS];          /* peers' workspaces (staging of inputs) */
-  uint32_t *pad[SYMCOLL_CUDA_MAX_RANKS];     /* peers' barrier pads */
-  const char *src[SYMCOLL_CUDA_MAX_RANKS];   /* zero-copy: peers' inputs (all_gather push into
-                                                symmetric outputs: peers' outputs) */
+  char *ws[SYMCOLL_CUDA_MAX_RANKS];        /* peers' workspaces (staging of inputs) */
+  uint32_t *pad[SYMCOLL_CUDA_MAX_RANKS];   /* peers' barrier pads */
+  const char *src[SYMCOLL_CUDA_MAX_RANKS]; /* zero-copy: peers' inputs (all_gather push into
+                                              symmetric outputs: peers' outputs) */
   const char *send;
   char *recv;
-  size_t count;       /* elements this launch handles (all_gather, reduce_scatter: per rank) */
-  size_t stride;      /* all_gather, reduce_scatter: elements between ranks' blocks in send/recv */
-  size_t chunk_elems; /* elements staged per round (per rank for all_gather / reduce_scatter) */
-  uint32_t *error;    /* async error word (device memory) */
+  size_t count;         /* elements this launch handles (all_gather, reduce_scatter: per rank) */
+  size_t stride;        /* all_gather, reduce_scatter: elements between ranks' blocks in send/recv */
+  size_t chunk_elems;   /* elements staged per round (per rank for all_gather / reduce_scatter) */
+  uint32_t *error;      /* async error word (device memory) */
   uint32_t *host_error; /* where a kernel that gives up copies it: host memory the host reads */
   uint64_t timeout_ns;
   int rank, nranks;
   int zero_copy;
-  uint32_t sig;       /* the call's signature: the value its barriers and packets carry */
+  uint32_t sig; /* the call's signature: the value its barriers and packets carry */
   /* Double-buffered staging (ONE_SHOT_DB; all_gather and reduce_scatter PULL/PUSH): peers'
    * two halves and this rank's call counter, one copy per block slot (device memory). */
   char *db[SYMCOLL_CUDA_MAX_RANKS];
@@ -61,7 +61,7 @@ typedef struct symcoll__cuda_launch {
   symcoll_algo_t algo;
   symcoll_dtype_t dtype;
   symcoll_op_t op;
-  int vec;     /* 16-byte vector path (every address the kernel computes is 16-byte aligned) */
+  int vec; /* 16-byte vector path (every address the kernel computes is 16-byte aligned) */
   int blocks, threads;
 } symcoll__cuda_launch_t;
 

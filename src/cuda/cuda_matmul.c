@@ -26,11 +26,10 @@
 
 #include "cuda_host.h"
 
-
 static symcoll_status_t gemm_rows(symcoll_comm_t comm, const void *a, const void *b, void *c, size_t m, size_t n,
                                   size_t k, symcoll_dtype_t dt, void *stream) {
-  const symcoll__gemm_t g = {.a = a, .b = b, .c = c, .m = m, .n = n, .k = k, .lda = k, .ldb = n, .ldc = n,
-                             .dtype = dt, .stream = stream};
+  const symcoll__gemm_t g = {
+      .a = a, .b = b, .c = c, .m = m, .n = n, .k = k, .lda = k, .ldb = n, .ldc = n, .dtype = dt, .stream = stream};
   return symcoll__cuda_gemm_enqueue(comm, &g);
 }
 
@@ -72,7 +71,8 @@ static symcoll_status_t ag_overlap(symcoll_comm_t comm, cuda_state_t *cs, const 
       CUDA_TRY(cudaEventRecord(cs->ev[j], ce));
     }
     char *own = g + ((size_t)me * x->m_shard + r0) * row;
-    if (x->a_out && own != a + r0 * row) CUDA_TRY(cudaMemcpyAsync(own, a + r0 * row, bytes, cudaMemcpyDeviceToDevice, s));
+    if (x->a_out && own != a + r0 * row)
+      CUDA_TRY(cudaMemcpyAsync(own, a + r0 * row, bytes, cudaMemcpyDeviceToDevice, s));
     SYMCOLL_CHECK(gemm_rows(comm, a + r0 * row, x->b, (char *)x->c + ((size_t)me * x->m_shard + r0) * x->n * es, mr,
                             x->n, x->k, x->dtype, s));
     for (int j = 1; j < n; j++) {
@@ -134,7 +134,8 @@ symcoll_status_t symcoll__cuda_matmul(symcoll_comm_t comm, const symcoll__matmul
    * symmetric shard needs no staging), or every rank's partial rows (matmul_reduce_scatter). */
   const size_t row_bytes = ag ? x->k * es : (size_t)n * x->n * es;
   if (!(ag && x->a_mem) && row_bytes > cs->ws_bytes) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "%s: one row (%zu bytes) is larger than the staging buffer (%zu bytes): "
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+                 "%s: one row (%zu bytes) is larger than the staging buffer (%zu bytes): "
                  "raise SYMCOLL_WORKSPACE_BYTES or use the sequential algorithm",
                  symcoll_coll_name(x->coll), row_bytes, cs->ws_bytes);
     return SYMCOLL_ERR_UNSUPPORTED;

@@ -19,38 +19,49 @@ namespace symcoll_cuda {
 
 /* ---- element types ----------------------------------------------------------------------- */
 
-struct fp8_e4m3 { uint8_t x; };
-struct fp8_e5m2 { uint8_t x; };
+struct fp8_e4m3 {
+  uint8_t x;
+};
+struct fp8_e5m2 {
+  uint8_t x;
+};
 
 /* Conv<T>: Acc is the type elements are combined in; load widens, store rounds back. Floating
  * types narrower than 32 bits combine in fp32, fp64 in fp64, integers in their own type; the
  * same rules as the CPU loops (src/host/reduce_loops.h), so both give the same bits. */
-template <typename T> struct Conv {
+template <typename T>
+struct Conv {
   using Acc = T;
   __device__ static Acc load(T v) { return v; }
   __device__ static T store(Acc v) { return v; }
 };
-template <> struct Conv<__half> {
+template <>
+struct Conv<__half> {
   using Acc = float;
   __device__ static float load(__half v) { return __half2float(v); }
   __device__ static __half store(float v) { return __float2half_rn(v); }
 };
-template <> struct Conv<__nv_bfloat16> {
+template <>
+struct Conv<__nv_bfloat16> {
   using Acc = float;
   __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
   __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
 };
-template <__nv_fp8_interpretation_t K, typename W> struct ConvFp8 {
+template <__nv_fp8_interpretation_t K, typename W>
+struct ConvFp8 {
   using Acc = float;
   __device__ static float load(W v) { return __half2float(__half(__nv_cvt_fp8_to_halfraw(v.x, K))); }
   __device__ static W store(float v) { return W{__nv_cvt_float_to_fp8(v, __NV_SATFINITE, K)}; }
 };
-template <> struct Conv<fp8_e4m3> : ConvFp8<__NV_E4M3, fp8_e4m3> {};
-template <> struct Conv<fp8_e5m2> : ConvFp8<__NV_E5M2, fp8_e5m2> {};
+template <>
+struct Conv<fp8_e4m3> : ConvFp8<__NV_E4M3, fp8_e4m3> {};
+template <>
+struct Conv<fp8_e5m2> : ConvFp8<__NV_E5M2, fp8_e5m2> {};
 
 /* The same expressions as the CPU loops: max/min keep acc unless x wins (NaN in x wins);
  * integer sums wrap around in the unsigned type of the same width. */
-template <int OP, typename A> __device__ __forceinline__ A combine(A acc, A x) {
+template <int OP, typename A>
+__device__ __forceinline__ A combine(A acc, A x) {
   if constexpr (OP == SYMCOLL_SUM) {
     if constexpr (std::is_integral<A>::value) {
       using U = typename std::make_unsigned<A>::type;
@@ -64,30 +75,56 @@ template <int OP, typename A> __device__ __forceinline__ A combine(A acc, A x) {
 }
 
 /* Calls f with a T of the dtype (as a null pointer): one place maps dtypes to types. */
-template <typename F> __host__ __device__ auto with_dtype(symcoll_dtype_t dt, F f) {
+template <typename F>
+__host__ __device__ auto with_dtype(symcoll_dtype_t dt, F f) {
   switch (dt) {
-  case SYMCOLL_FLOAT16: return f((__half *)nullptr);
-  case SYMCOLL_BFLOAT16: return f((__nv_bfloat16 *)nullptr);
-  case SYMCOLL_INT8: return f((int8_t *)nullptr);
-  case SYMCOLL_UINT8: return f((uint8_t *)nullptr);
-  case SYMCOLL_INT32: return f((int32_t *)nullptr);
-  case SYMCOLL_UINT32: return f((uint32_t *)nullptr);
-  case SYMCOLL_INT64: return f((int64_t *)nullptr);
-  case SYMCOLL_UINT64: return f((uint64_t *)nullptr);
-  case SYMCOLL_FLOAT64: return f((double *)nullptr);
-  case SYMCOLL_FLOAT8_E4M3: return f((fp8_e4m3 *)nullptr);
-  case SYMCOLL_FLOAT8_E5M2: return f((fp8_e5m2 *)nullptr);
-  default: return f((float *)nullptr);
+    case SYMCOLL_FLOAT16:
+      return f((__half *)nullptr);
+    case SYMCOLL_BFLOAT16:
+      return f((__nv_bfloat16 *)nullptr);
+    case SYMCOLL_INT8:
+      return f((int8_t *)nullptr);
+    case SYMCOLL_UINT8:
+      return f((uint8_t *)nullptr);
+    case SYMCOLL_INT32:
+      return f((int32_t *)nullptr);
+    case SYMCOLL_UINT32:
+      return f((uint32_t *)nullptr);
+    case SYMCOLL_INT64:
+      return f((int64_t *)nullptr);
+    case SYMCOLL_UINT64:
+      return f((uint64_t *)nullptr);
+    case SYMCOLL_FLOAT64:
+      return f((double *)nullptr);
+    case SYMCOLL_FLOAT8_E4M3:
+      return f((fp8_e4m3 *)nullptr);
+    case SYMCOLL_FLOAT8_E5M2:
+      return f((fp8_e5m2 *)nullptr);
+    default:
+      return f((float *)nullptr);
   }
 }
 
 /* ---- packs ----------------------------------------------------------------------------------- */
 
-template <int N> struct UInt;
-template <> struct UInt<1> { using T = unsigned char; };
-template <> struct UInt<2> { using T = unsigned short; };
-template <> struct UInt<4> { using T = unsigned int; };
-template <> struct UInt<8> { using T = unsigned long long; };
+template <int N>
+struct UInt;
+template <>
+struct UInt<1> {
+  using T = unsigned char;
+};
+template <>
+struct UInt<2> {
+  using T = unsigned short;
+};
+template <>
+struct UInt<4> {
+  using T = unsigned int;
+};
+template <>
+struct UInt<8> {
+  using T = unsigned long long;
+};
 
 /* How a kernel touches memory: ONE element (tails); a 16-byte unit in one access (VECTOR:
  * every address the kernel computes is 16-byte aligned); a 16-byte unit element by element
@@ -97,10 +134,14 @@ template <> struct UInt<8> { using T = unsigned long long; };
  * alignment, and a split that followed it would have block b read a peer's bytes that
  * another of the peer's blocks staged. */
 enum { ONE = 0, VECTOR = 1, UNIT = 2 };
-template <bool VEC> __host__ __device__ constexpr int unit_access() { return VEC ? VECTOR : UNIT; }
+template <bool VEC>
+__host__ __device__ constexpr int unit_access() {
+  return VEC ? VECTOR : UNIT;
+}
 
 /* E elements of T: a 16-byte unit, or one element. */
-template <typename T, int A> struct Pack {
+template <typename T, int A>
+struct Pack {
   static constexpr int E = A == ONE ? 1 : 16 / (int)sizeof(T);
   using Raw = typename std::conditional<A == ONE, typename UInt<sizeof(T)>::T, uint4>::type;
   union {
@@ -190,8 +231,7 @@ template <typename T, int OP, typename Src>
 __device__ __forceinline__ void reduce_tail(Src src, int nranks, char *dst, size_t nvec, size_t tail, bool owner) {
   constexpr int E = Pack<T, VECTOR>::E; /* only unit rounds have a tail */
   if (!owner) return;
-  for (size_t i = nvec * E; i < nvec * E + tail; i++)
-    store<T, false>(dst, i, reduce_at<T, OP, false>(src, nranks, i));
+  for (size_t i = nvec * E; i < nvec * E + tail; i++) store<T, false>(dst, i, reduce_at<T, OP, false>(src, nranks, i));
 }
 
 /* Copies this thread's share of one round (nvec vectors and a tail) from `in` to `dst`;
@@ -204,8 +244,7 @@ __device__ __forceinline__ bool stage(char *dst, const char *in, size_t nvec, si
   for (; v < nvec; v += stride) store<T, ACC>(dst, v, load_cg<T, ACC>(in, v));
   const bool owner = v == nvec;
   if (owner)
-    for (size_t i = nvec * E; i < nvec * E + tail; i++)
-      store<T, false>(dst, i, load_cg<T, false>(in, i));
+    for (size_t i = nvec * E; i < nvec * E + tail; i++) store<T, false>(dst, i, load_cg<T, false>(in, i));
   return owner;
 }
 
@@ -219,20 +258,20 @@ __device__ __forceinline__ void publish_error(const symcoll__cuda_args_t &a) {
   const uint32_t w = symcoll_impl::ld_relaxed_sys(a.error);
   if (w) *(volatile uint32_t *)a.host_error = w;
 }
-#define GIVE_UP(a)                                                                                 \
-  do {                                                                                             \
-    publish_error(a);                                                                              \
-    return;                                                                                        \
+#define GIVE_UP(a)    \
+  do {                \
+    publish_error(a); \
+    return;           \
   } while (0)
 
 /* Every rank's block with this block index meets here with `value`: the call's signature,
  * or (BARRIER_STATE) the signature with per-rank state that must agree folded in, so that
  * ranks that disagree meet SYMCOLL_ERR_MISMATCH instead of each other's data. */
-#define BARRIER_VALUE(a, value)                                                                    \
-  do {                                                                                             \
-    if (!symcoll_impl::block_barrier_value((a).pad, blockIdx.x, (a).rank, (a).nranks, (value),     \
-                                           (a).timeout_ns, (a).error))                             \
-      GIVE_UP(a);                                                                                  \
+#define BARRIER_VALUE(a, value)                                                                                \
+  do {                                                                                                         \
+    if (!symcoll_impl::block_barrier_value((a).pad, blockIdx.x, (a).rank, (a).nranks, (value), (a).timeout_ns, \
+                                           (a).error))                                                         \
+      GIVE_UP(a);                                                                                              \
   } while (0)
 #define BARRIER(a) BARRIER_VALUE(a, (a).sig)
 
@@ -273,8 +312,8 @@ __device__ __forceinline__ bool take_state(const symcoll__cuda_args_t &a, uint32
  * anything, so a peer in another call is met with SYMCOLL_ERR_MISMATCH, not with its data. */
 
 __device__ __forceinline__ void ll_store(char *base, size_t i, uint32_t lo, uint32_t hi, uint32_t flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(reinterpret_cast<uint4 *>(base) + i),
-               "r"(lo), "r"(flag), "r"(hi), "r"(flag)
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(reinterpret_cast<uint4 *>(base) + i), "r"(lo),
+               "r"(flag), "r"(hi), "r"(flag)
                : "memory");
 }
 
@@ -297,8 +336,11 @@ __device__ __forceinline__ bool ll_load(const char *base, size_t i, uint32_t fla
 }
 
 /* The header of a slot: the writer's signature for call `flag`. */
-__device__ __forceinline__ void ll_put_header(char *slot, uint32_t sig, uint32_t flag) { ll_store(slot, 0, sig, sig, flag); }
-__device__ __forceinline__ bool ll_check_header(const char *slot, uint32_t flag, const symcoll__cuda_args_t &a, int peer) {
+__device__ __forceinline__ void ll_put_header(char *slot, uint32_t sig, uint32_t flag) {
+  ll_store(slot, 0, sig, sig, flag);
+}
+__device__ __forceinline__ bool ll_check_header(const char *slot, uint32_t flag, const symcoll__cuda_args_t &a,
+                                                int peer) {
   uint32_t lo, hi;
   if (!ll_load(slot, 0, flag, a, peer, &lo, &hi)) return false;
   if (lo == a.sig && hi == a.sig) return true;
@@ -323,7 +365,9 @@ __device__ __forceinline__ bool ll_headers_ok(const symcoll__cuda_args_t &a, uin
  * calls alternate between odd and even, which pick the buffer). */
 __device__ __forceinline__ bool ll_epoch(const symcoll__cuda_args_t &a, uint32_t *epoch_p) {
   uint32_t w;
-  if (!take_state(a, a.ll_epoch, [](uint32_t x) { return x % 0xfffffffeu + 1u; }, &w)) return false;
+  if (!take_state(
+          a, a.ll_epoch, [](uint32_t x) { return x % 0xfffffffeu + 1u; }, &w))
+    return false;
   *epoch_p = w % 0xfffffffeu + 1u;
   return true;
 }

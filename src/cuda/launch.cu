@@ -22,12 +22,16 @@ __global__ void CopyEngine_Barrier(const symcoll__cuda_args_t a) {
 
 extern "C" const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l) {
   switch (l->coll) {
-  case SYMCOLL_COLL_ALL_REDUCE: return symcoll__cuda_allreduce_kernel(l);
-  case SYMCOLL_COLL_ALL_GATHER: return symcoll__cuda_allgather_kernel(l);
-  case SYMCOLL_COLL_REDUCE_SCATTER: return symcoll__cuda_reducescatter_kernel(l);
-  case SYMCOLL_COLL_ALL_GATHER_MATMUL:
-  case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
-  case SYMCOLL_NUM_COLL_KINDS: return nullptr; /* no kernel of this file's kind: the launch fails */
+    case SYMCOLL_COLL_ALL_REDUCE:
+      return symcoll__cuda_allreduce_kernel(l);
+    case SYMCOLL_COLL_ALL_GATHER:
+      return symcoll__cuda_allgather_kernel(l);
+    case SYMCOLL_COLL_REDUCE_SCATTER:
+      return symcoll__cuda_reducescatter_kernel(l);
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_NUM_COLL_KINDS:
+      return nullptr; /* no kernel of this file's kind: the launch fails */
   }
   return nullptr;
 }
@@ -50,8 +54,8 @@ extern "C" int symcoll__cuda_preload(void) {
       for (int dt = 0; dt < SYMCOLL_NUM_DTYPES; dt++)
         for (int op = 0; op < SYMCOLL_NUM_OPS; op++)
           for (int vec = 0; vec < 2; vec++) {
-            symcoll__cuda_launch_t l = {(symcoll_coll_t)coll, (symcoll_algo_t)algo, (symcoll_dtype_t)dt,
-                                        (symcoll_op_t)op, vec, 0, 0};
+            symcoll__cuda_launch_t l = {
+                (symcoll_coll_t)coll, (symcoll_algo_t)algo, (symcoll_dtype_t)dt, (symcoll_op_t)op, vec, 0, 0};
             const void *fn = symcoll__cuda_kernel(&l);
             if (!fn) continue;
             cudaError_t e = cudaFuncGetAttributes(&attr, fn);

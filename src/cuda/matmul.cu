@@ -19,25 +19,29 @@ __global__ void Matmul_ReduceSlots(const T *__restrict__ src, size_t slot_elems,
   }
 }
 
-template <typename T> const void *reduce_slots_fn() { return (const void *)Matmul_ReduceSlots<T>; }
+template <typename T>
+const void *reduce_slots_fn() {
+  return (const void *)Matmul_ReduceSlots<T>;
+}
 
 }  // namespace
 
 extern "C" int symcoll__cuda_reduce_slots(const void *src, size_t slot_elems, int nslots, void *dst, size_t count,
                                           int dtype, void *stream) {
-  const unsigned threads = 256, blocks = (unsigned)((count + threads - 1) / threads < 1024 ? (count + threads - 1) / threads : 1024);
+  const unsigned threads = 256,
+                 blocks = (unsigned)((count + threads - 1) / threads < 1024 ? (count + threads - 1) / threads : 1024);
   switch (dtype) {
-  case SYMCOLL_FLOAT16:
-    Matmul_ReduceSlots<<<blocks, threads, 0, (cudaStream_t)stream>>>((const __half *)src, slot_elems, nslots,
-                                                                     (__half *)dst, count);
-    break;
-  case SYMCOLL_BFLOAT16:
-    Matmul_ReduceSlots<<<blocks, threads, 0, (cudaStream_t)stream>>>((const __nv_bfloat16 *)src, slot_elems, nslots,
-                                                                     (__nv_bfloat16 *)dst, count);
-    break;
-  default:
-    Matmul_ReduceSlots<<<blocks, threads, 0, (cudaStream_t)stream>>>((const float *)src, slot_elems, nslots,
-                                                                     (float *)dst, count);
+    case SYMCOLL_FLOAT16:
+      Matmul_ReduceSlots<<<blocks, threads, 0, (cudaStream_t)stream>>>((const __half *)src, slot_elems, nslots,
+                                                                       (__half *)dst, count);
+      break;
+    case SYMCOLL_BFLOAT16:
+      Matmul_ReduceSlots<<<blocks, threads, 0, (cudaStream_t)stream>>>((const __nv_bfloat16 *)src, slot_elems, nslots,
+                                                                       (__nv_bfloat16 *)dst, count);
+      break;
+    default:
+      Matmul_ReduceSlots<<<blocks, threads, 0, (cudaStream_t)stream>>>((const float *)src, slot_elems, nslots,
+                                                                       (float *)dst, count);
   }
   return (int)cudaGetLastError();
 }

@@ -22,12 +22,14 @@
 #include "../core/internal.h"
 #include "nccl_engine.h"
 
-typedef struct { char internal[128]; } nccl_id_t;
+typedef struct {
+  char internal[128];
+} nccl_id_t;
 enum { NCCL_OK = 0, NCCL_SUM = 0, NCCL_MAX = 2, NCCL_MIN = 3 };
 /* ncclDataType_t: int8, uint8, int32, uint32, int64, uint64, f16, f32, f64, bf16, fp8 e4m3, e5m2. */
 static const int nccl_dtype[SYMCOLL_NUM_DTYPES] = {
-    [SYMCOLL_INT8] = 0,    [SYMCOLL_UINT8] = 1,   [SYMCOLL_INT32] = 2,         [SYMCOLL_UINT32] = 3,
-    [SYMCOLL_INT64] = 4,   [SYMCOLL_UINT64] = 5,  [SYMCOLL_FLOAT16] = 6,       [SYMCOLL_FLOAT32] = 7,
+    [SYMCOLL_INT8] = 0,    [SYMCOLL_UINT8] = 1,    [SYMCOLL_INT32] = 2,        [SYMCOLL_UINT32] = 3,
+    [SYMCOLL_INT64] = 4,   [SYMCOLL_UINT64] = 5,   [SYMCOLL_FLOAT16] = 6,      [SYMCOLL_FLOAT32] = 7,
     [SYMCOLL_FLOAT64] = 8, [SYMCOLL_BFLOAT16] = 9, [SYMCOLL_FLOAT8_E4M3] = 10, [SYMCOLL_FLOAT8_E5M2] = 11};
 
 static struct {
@@ -56,11 +58,14 @@ static void lib_load_once(void) {
     SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "NCCL engine: libnccl.so.2 not found (%s)", dlerror());
     return;
   }
-  struct { const char *name; void **fn; } t[] = {
-      {"ncclGetUniqueId", (void **)&lib.GetUniqueId},   {"ncclCommInitRank", (void **)&lib.CommInitRank},
-      {"ncclAllReduce", (void **)&lib.AllReduce},       {"ncclCommDestroy", (void **)&lib.CommDestroy},
-      {"ncclAllGather", (void **)&lib.AllGather},       {"ncclReduceScatter", (void **)&lib.ReduceScatter},
-      {"ncclCommAbort", (void **)&lib.CommAbort},       {"ncclGetErrorString", (void **)&lib.GetErrorString},
+  struct {
+    const char *name;
+    void **fn;
+  } t[] = {
+      {"ncclGetUniqueId", (void **)&lib.GetUniqueId}, {"ncclCommInitRank", (void **)&lib.CommInitRank},
+      {"ncclAllReduce", (void **)&lib.AllReduce},     {"ncclCommDestroy", (void **)&lib.CommDestroy},
+      {"ncclAllGather", (void **)&lib.AllGather},     {"ncclReduceScatter", (void **)&lib.ReduceScatter},
+      {"ncclCommAbort", (void **)&lib.CommAbort},     {"ncclGetErrorString", (void **)&lib.GetErrorString},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
     if (!(*t[i].fn = dlsym(h, t[i].name))) {
@@ -104,9 +109,9 @@ symcoll_status_t symcoll__nccl_setup(symcoll_comm_t comm, symcoll__nccl_t *nc) {
   SYMCOLL_CHECK(comm->oob->allgather(comm, &can, cans, sizeof can));
   for (int r = 0; r < comm->nranks; r++)
     if (!cans[r]) {
-      SYMCOLL_LOG(mode == 1 ? SYMCOLL_LOG_WARN : SYMCOLL_LOG_INFO, SYMCOLL_SUBSYS_INIT,
-                  "no NCCL engine: rank %d %s", r,
-                  comm->ranks_on_my_device > 1 ? "shares its GPU (NCCL takes one rank per GPU)" : "cannot load libnccl.so.2");
+      SYMCOLL_LOG(
+          mode == 1 ? SYMCOLL_LOG_WARN : SYMCOLL_LOG_INFO, SYMCOLL_SUBSYS_INIT, "no NCCL engine: rank %d %s", r,
+          comm->ranks_on_my_device > 1 ? "shares its GPU (NCCL takes one rank per GPU)" : "cannot load libnccl.so.2");
       symcoll__tune_drop_algo(comm, SYMCOLL_ALGO_NCCL);
       return SYMCOLL_OK;
     }
@@ -137,16 +142,20 @@ symcoll_status_t symcoll__nccl_coll(symcoll__nccl_t *nc, const symcoll__coll_arg
   int rc = -1;
   if (nc->comm) {
     switch (a->coll) {
-    case SYMCOLL_COLL_ALL_REDUCE: rc = lib.AllReduce(a->send, a->recv, a->count, dt, op[a->op], nc->comm, a->stream); break;
-    case SYMCOLL_COLL_ALL_GATHER: rc = lib.AllGather(a->send, a->recv, a->count, dt, nc->comm, a->stream); break;
-    case SYMCOLL_COLL_REDUCE_SCATTER:
-      rc = lib.ReduceScatter(a->send, a->recv, a->count, dt, op[a->op], nc->comm, a->stream);
-      break;
-    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
-    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
-    case SYMCOLL_NUM_COLL_KINDS:
-      pthread_mutex_unlock(&nc->lock);
-      return SYMCOLL_NO_ENTRY("the NCCL engine", a->coll);
+      case SYMCOLL_COLL_ALL_REDUCE:
+        rc = lib.AllReduce(a->send, a->recv, a->count, dt, op[a->op], nc->comm, a->stream);
+        break;
+      case SYMCOLL_COLL_ALL_GATHER:
+        rc = lib.AllGather(a->send, a->recv, a->count, dt, nc->comm, a->stream);
+        break;
+      case SYMCOLL_COLL_REDUCE_SCATTER:
+        rc = lib.ReduceScatter(a->send, a->recv, a->count, dt, op[a->op], nc->comm, a->stream);
+        break;
+      case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+      case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+      case SYMCOLL_NUM_COLL_KINDS:
+        pthread_mutex_unlock(&nc->lock);
+        return SYMCOLL_NO_ENTRY("the NCCL engine", a->coll);
     }
   }
   pthread_mutex_unlock(&nc->lock);
@@ -175,8 +184,8 @@ void symcoll__nccl_fini(symcoll__nccl_t *nc) {
 
 static symcoll_status_t eng_coll(void *ctx, symcoll_coll_t coll, const void *send, void *recv, size_t count,
                                  symcoll_dtype_t dtype, symcoll_op_t op, void *stream) {
-  const symcoll__coll_args_t a = {.coll = coll, .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op,
-                                  .stream = stream};
+  const symcoll__coll_args_t a = {
+      .coll = coll, .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op, .stream = stream};
   return symcoll__nccl_coll(ctx, &a);
 }
 static symcoll_status_t eng_check(void *ctx) {
@@ -191,7 +200,9 @@ static symcoll_status_t eng_check(void *ctx) {
   SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "NCCL engine: %s", lib.GetErrorString(err));
   return err == 6 /* ncclRemoteError: a peer failed */ ? SYMCOLL_ERR_PEER_LOST : SYMCOLL_ERR_CUDA;
 }
-static void eng_abort(void *ctx) { symcoll__nccl_abort(ctx); }
+static void eng_abort(void *ctx) {
+  symcoll__nccl_abort(ctx);
+}
 static void eng_destroy(void *ctx) {
   symcoll__nccl_fini(ctx);
   free(ctx);
@@ -204,7 +215,9 @@ symcoll_status_t symcoll__nccl_engine(int (*xchg)(void *, const void *, void *, 
     return SYMCOLL_ERR_UNSUPPORTED;
   }
   /* The group: ranks of our color by key; its first rank makes the unique id. */
-  typedef struct { int32_t color, key; } who_t;
+  typedef struct {
+    int32_t color, key;
+  } who_t;
   who_t me = {color, key}, *all = calloc((size_t)nranks, sizeof *all);
   nccl_id_t *ids = calloc((size_t)nranks, sizeof *ids);
   symcoll__nccl_t *nc = calloc(1, sizeof *nc);
@@ -233,8 +246,14 @@ symcoll_status_t symcoll__nccl_engine(int (*xchg)(void *, const void *, void *, 
     s = SYMCOLL_ERR_CUDA;
     goto out;
   }
-  *out = (symcoll__engine_t){.name = "nccl", .ctx = nc, .rank = grank, .nranks = gsize, .coll = eng_coll,
-                             .check = eng_check, .abort = eng_abort, .destroy = eng_destroy};
+  *out = (symcoll__engine_t){.name = "nccl",
+                             .ctx = nc,
+                             .rank = grank,
+                             .nranks = gsize,
+                             .coll = eng_coll,
+                             .check = eng_check,
+                             .abort = eng_abort,
+                             .destroy = eng_destroy};
   nc = NULL;
   s = SYMCOLL_OK;
 out:

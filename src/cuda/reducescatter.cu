@@ -24,7 +24,9 @@ __global__ void __launch_bounds__(1024) ReduceScatter_Pull(const symcoll__cuda_a
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   uint32_t epoch;
-  if (!take_state(a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch)) GIVE_UP(a);
+  if (!take_state(
+          a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch))
+    GIVE_UP(a);
   const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
   const size_t round = a.zero_copy ? a.count : a.chunk_elems;
   const size_t slot = a.chunk_elems * sizeof(T);
@@ -37,8 +39,8 @@ __global__ void __launch_bounds__(1024) ReduceScatter_Pull(const symcoll__cuda_a
     if (!a.zero_copy)
       for (int q = 0; q < a.nranks; q++)
         if (q != a.rank)
-          stage<T, U>(a.db[a.rank] + half + (size_t)q * slot, a.send + ((size_t)q * a.stride + base) * sizeof(T),
-                        nvec, tail, first, stride);
+          stage<T, U>(a.db[a.rank] + half + (size_t)q * slot, a.send + ((size_t)q * a.stride + base) * sizeof(T), nvec,
+                      tail, first, stride);
     BARRIER(a);
     auto src = [&](int r) -> const char * {
       if (r == a.rank) return a.send + mine + base * sizeof(T);
@@ -103,7 +105,8 @@ __global__ void __launch_bounds__(1024) ReduceScatter_LL(const symcoll__cuda_arg
 #pragma unroll
     for (int j = 0; j < W; j++) out.e[j] = Conv<T>::store(acc[j]);
     const size_t at = w * 8, n = bytes - at < 8 ? bytes - at : 8;
-    if (ALIGNED && n == 8) reinterpret_cast<unsigned long long *>(a.recv)[w] = out.u;
+    if (ALIGNED && n == 8)
+      reinterpret_cast<unsigned long long *>(a.recv)[w] = out.u;
     else
       for (size_t i = 0; i < n; i++) a.recv[at + i] = (char)(out.u >> (8 * i));
   }
@@ -112,11 +115,12 @@ __global__ void __launch_bounds__(1024) ReduceScatter_LL(const symcoll__cuda_arg
 template <typename T, int OP>
 const void *pick(const symcoll__cuda_launch_t *l) {
   switch (l->algo) {
-  case SYMCOLL_ALGO_PULL:
-    return l->vec ? (const void *)ReduceScatter_Pull<T, OP, true> : (const void *)ReduceScatter_Pull<T, OP, false>;
-  case SYMCOLL_ALGO_LAMPORT:
-    return l->vec ? (const void *)ReduceScatter_LL<T, OP, true> : (const void *)ReduceScatter_LL<T, OP, false>;
-  default: return nullptr;
+    case SYMCOLL_ALGO_PULL:
+      return l->vec ? (const void *)ReduceScatter_Pull<T, OP, true> : (const void *)ReduceScatter_Pull<T, OP, false>;
+    case SYMCOLL_ALGO_LAMPORT:
+      return l->vec ? (const void *)ReduceScatter_LL<T, OP, true> : (const void *)ReduceScatter_LL<T, OP, false>;
+    default:
+      return nullptr;
   }
 }
 
@@ -127,9 +131,12 @@ extern "C" const void *symcoll__cuda_reducescatter_kernel(const symcoll__cuda_la
   return symcoll_cuda::with_dtype(l->dtype, [&](auto *t) -> const void * {
     using T = typename std::remove_pointer<decltype(t)>::type;
     switch (l->op) {
-    case SYMCOLL_SUM: return symcoll_cuda::pick<T, SYMCOLL_SUM>(l);
-    case SYMCOLL_MAX: return symcoll_cuda::pick<T, SYMCOLL_MAX>(l);
-    default: return symcoll_cuda::pick<T, SYMCOLL_MIN>(l);
+      case SYMCOLL_SUM:
+        return symcoll_cuda::pick<T, SYMCOLL_SUM>(l);
+      case SYMCOLL_MAX:
+        return symcoll_cuda::pick<T, SYMCOLL_MAX>(l);
+      default:
+        return symcoll_cuda::pick<T, SYMCOLL_MIN>(l);
     }
   });
 }

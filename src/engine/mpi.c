@@ -63,27 +63,36 @@ static const char *mpi_error(int rc) {
 
 static MPI_Datatype native_type(symcoll_dtype_t d) {
   switch (d) {
-  case SYMCOLL_FLOAT32: return MPI_FLOAT;
-  case SYMCOLL_FLOAT64: return MPI_DOUBLE;
-  case SYMCOLL_INT8: return MPI_INT8_T;
-  case SYMCOLL_UINT8: return MPI_UINT8_T;
-  case SYMCOLL_INT32: return MPI_INT32_T;
-  case SYMCOLL_UINT32: return MPI_UINT32_T;
-  case SYMCOLL_INT64: return MPI_INT64_T;
-  case SYMCOLL_UINT64: return MPI_UINT64_T;
-  default: return MPI_DATATYPE_NULL;
+    case SYMCOLL_FLOAT32:
+      return MPI_FLOAT;
+    case SYMCOLL_FLOAT64:
+      return MPI_DOUBLE;
+    case SYMCOLL_INT8:
+      return MPI_INT8_T;
+    case SYMCOLL_UINT8:
+      return MPI_UINT8_T;
+    case SYMCOLL_INT32:
+      return MPI_INT32_T;
+    case SYMCOLL_UINT32:
+      return MPI_UINT32_T;
+    case SYMCOLL_INT64:
+      return MPI_INT64_T;
+    case SYMCOLL_UINT64:
+      return MPI_UINT64_T;
+    default:
+      return MPI_DATATYPE_NULL;
   }
 }
 
 /* inout[i] = in[i] op inout[i], in symcoll's order: the lower rank's operand (in) first. */
-#define USER_OP(name, OP)                                                                       \
-  static void name(void *in, void *inout, int *len, MPI_Datatype *dt) {                         \
-    for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++)                                                \
-      if (g_half[d] != MPI_DATATYPE_NULL && *dt == g_half[d]) {                                 \
-        const void *srcs[2] = {in, inout};                                                      \
-        g_env.reduce((symcoll_dtype_t)d, OP, inout, srcs, 2, (size_t)*len);                     \
-        return;                                                                                 \
-      }                                                                                         \
+#define USER_OP(name, OP)                                                   \
+  static void name(void *in, void *inout, int *len, MPI_Datatype *dt) {     \
+    for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++)                            \
+      if (g_half[d] != MPI_DATATYPE_NULL && *dt == g_half[d]) {             \
+        const void *srcs[2] = {in, inout};                                  \
+        g_env.reduce((symcoll_dtype_t)d, OP, inout, srcs, 2, (size_t)*len); \
+        return;                                                             \
+      }                                                                     \
   }
 USER_OP(op_sum, SYMCOLL_SUM)
 USER_OP(op_max, SYMCOLL_MAX)
@@ -170,21 +179,23 @@ static symcoll_status_t eng_coll(void *ctx, symcoll_coll_t coll, const void *sen
   MPI_Request req;
   int rc;
   switch (coll) {
-  case SYMCOLL_COLL_ALL_REDUCE:
-    rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, elem_type(dtype), elem_op(dtype, op), e->comm, &req);
-    return complete(e, &req, rc, "MPI_Iallreduce");
-  case SYMCOLL_COLL_ALL_GATHER: { /* bytes: any type */
-    const bool in_place = (const char *)send == (char *)recv + (size_t)e->rank * count * es;
-    MPI_Datatype t = elem_type(dtype);
-    rc = MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, t, recv, n, t, e->comm, &req);
-    return complete(e, &req, rc, "MPI_Iallgather");
-  }
-  case SYMCOLL_COLL_REDUCE_SCATTER: break; /* below */
-  case SYMCOLL_COLL_ALL_GATHER_MATMUL:
-  case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
-  case SYMCOLL_NUM_COLL_KINDS:
-    say(1, "MPI engine: no entry for %s", symcoll_coll_name(coll));
-    return SYMCOLL_ERR_UNSUPPORTED;
+    case SYMCOLL_COLL_ALL_REDUCE:
+      rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, elem_type(dtype), elem_op(dtype, op), e->comm,
+                          &req);
+      return complete(e, &req, rc, "MPI_Iallreduce");
+    case SYMCOLL_COLL_ALL_GATHER: { /* bytes: any type */
+      const bool in_place = (const char *)send == (char *)recv + (size_t)e->rank * count * es;
+      MPI_Datatype t = elem_type(dtype);
+      rc = MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, t, recv, n, t, e->comm, &req);
+      return complete(e, &req, rc, "MPI_Iallgather");
+    }
+    case SYMCOLL_COLL_REDUCE_SCATTER:
+      break; /* below */
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_NUM_COLL_KINDS:
+      say(1, "MPI engine: no entry for %s", symcoll_coll_name(coll));
+      return SYMCOLL_ERR_UNSUPPORTED;
   }
   /* In place (recv is our block of send), MPI would write the result over the input's first
    * block: the result goes through a scratch block instead, so the other blocks stay as they were. */
@@ -257,9 +268,16 @@ static symcoll_status_t wrap(MPI_Comm comm, const symcoll__engine_env_t *env, sy
   MPI_Comm_rank(comm, &e->rank);
   MPI_Comm_size(comm, &e->nranks);
   g_open_engines++;
-  *out = (symcoll__engine_t){.name = "mpi", .ctx = e, .rank = e->rank, .nranks = e->nranks, .coll = eng_coll,
-                             .allgather = eng_allgather, .split = eng_split, .check = eng_check,
-                             .abort = eng_abort, .destroy = eng_destroy};
+  *out = (symcoll__engine_t){.name = "mpi",
+                             .ctx = e,
+                             .rank = e->rank,
+                             .nranks = e->nranks,
+                             .coll = eng_coll,
+                             .allgather = eng_allgather,
+                             .split = eng_split,
+                             .check = eng_check,
+                             .abort = eng_abort,
+                             .destroy = eng_destroy};
   return SYMCOLL_OK;
 }
 

@@ -29,8 +29,10 @@ static void *load(void) {
   for (int i = 0; i < 3 && !h; i++)
     if (names[i]) h = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL); /* MPI's own plugins need GLOBAL */
   if (!h)
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "MPI engine: cannot open libsymcoll_mpi.so (%s); build symcoll with MPI or set "
-                 "SYMCOLL_MPI_LIB", dlerror());
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
+                 "MPI engine: cannot open libsymcoll_mpi.so (%s); build symcoll with MPI or set "
+                 "SYMCOLL_MPI_LIB",
+                 dlerror());
   return h;
 }
 

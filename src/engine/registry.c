@@ -3,7 +3,9 @@
 
 #include "../host/reduce.h"
 
-static void engine_log(int level, const char *msg) { SYMCOLL_LOG(level, SYMCOLL_SUBSYS_INIT, "%s", msg); }
+static void engine_log(int level, const char *msg) {
+  SYMCOLL_LOG(level, SYMCOLL_SUBSYS_INIT, "%s", msg);
+}
 
 /* symcoll's accumulation for the types an engine does not reduce itself (fp16, bf16, fp8). */
 static void engine_reduce(symcoll_dtype_t dtype, symcoll_op_t op, void *dst, const void *const *srcs, int nsrc,
@@ -13,10 +15,14 @@ static void engine_reduce(symcoll_dtype_t dtype, symcoll_op_t op, void *dst, con
 
 const char *symcoll_engine_name(symcoll_engine_t kind) {
   switch (kind) {
-  case SYMCOLL_ENGINE_AUTO: return "auto";
-  case SYMCOLL_ENGINE_NCCL: return "nccl";
-  case SYMCOLL_ENGINE_MPI: return "mpi";
-  case SYMCOLL_ENGINE_SYMCOLL: return "symcoll";
+    case SYMCOLL_ENGINE_AUTO:
+      return "auto";
+    case SYMCOLL_ENGINE_NCCL:
+      return "nccl";
+    case SYMCOLL_ENGINE_MPI:
+      return "mpi";
+    case SYMCOLL_ENGINE_SYMCOLL:
+      return "symcoll";
   }
   return "unknown";
 }
@@ -25,7 +31,8 @@ symcoll_engine_t symcoll__engine_choice(symcoll_engine_t cfg, int device, bool e
   static const symcoll_engine_t by_choice[] = {SYMCOLL_ENGINE_AUTO, SYMCOLL_ENGINE_NCCL, SYMCOLL_ENGINE_MPI,
                                                SYMCOLL_ENGINE_SYMCOLL};
   symcoll_engine_t e = by_choice[symcoll__env_choice("SYMCOLL_ENGINE")];
-  if (e == SYMCOLL_ENGINE_NCCL && device == SYMCOLL_DEVICE_HOST) e = SYMCOLL_ENGINE_AUTO; /* it names GPU ranks' engine */
+  if (e == SYMCOLL_ENGINE_NCCL && device == SYMCOLL_DEVICE_HOST)
+    e = SYMCOLL_ENGINE_AUTO; /* it names GPU ranks' engine */
   if (e == SYMCOLL_ENGINE_AUTO) e = cfg;
   if (e == SYMCOLL_ENGINE_AUTO)
     e = device != SYMCOLL_DEVICE_HOST ? SYMCOLL_ENGINE_NCCL : emulated ? SYMCOLL_ENGINE_SYMCOLL : SYMCOLL_ENGINE_MPI;
@@ -34,26 +41,27 @@ symcoll_engine_t symcoll__engine_choice(symcoll_engine_t cfg, int device, bool e
 
 symcoll_status_t symcoll__engine_open(symcoll_engine_t kind, const symcoll__engine_args_t *a, symcoll__engine_t *out) {
   switch (kind) {
-  case SYMCOLL_ENGINE_NCCL:
+    case SYMCOLL_ENGINE_NCCL:
 #ifdef SYMCOLL_HAVE_CUDA
-    if (a->device == SYMCOLL_DEVICE_HOST) {
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "the NCCL engine takes GPU ranks");
-      return SYMCOLL_ERR_UNSUPPORTED;
-    }
-    return symcoll__nccl_engine(a->xchg, a->xchg_ctx, a->rank, a->nranks, a->device, a->color, a->key, out);
+      if (a->device == SYMCOLL_DEVICE_HOST) {
+        SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "the NCCL engine takes GPU ranks");
+        return SYMCOLL_ERR_UNSUPPORTED;
+      }
+      return symcoll__nccl_engine(a->xchg, a->xchg_ctx, a->rank, a->nranks, a->device, a->color, a->key, out);
 #else
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "this build of symcoll has no CUDA, so no NCCL engine");
-    return SYMCOLL_ERR_UNSUPPORTED;
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "this build of symcoll has no CUDA, so no NCCL engine");
+      return SYMCOLL_ERR_UNSUPPORTED;
 #endif
-  case SYMCOLL_ENGINE_MPI: {
-    const symcoll__engine_env_t env = {.abi = SYMCOLL_ENGINE_ABI, .timeout_ms = a->timeout_ms,
-                                       .reduce = engine_reduce, .log = engine_log};
-    return symcoll__mpi_engine_load(&env, a->mpi_comm, out);
-  }
-  case SYMCOLL_ENGINE_SYMCOLL:
-    symcoll__symcoll_engine(a->comm, a->owned, out);
-    return SYMCOLL_OK;
-  case SYMCOLL_ENGINE_AUTO: break;
+    case SYMCOLL_ENGINE_MPI: {
+      const symcoll__engine_env_t env = {
+          .abi = SYMCOLL_ENGINE_ABI, .timeout_ms = a->timeout_ms, .reduce = engine_reduce, .log = engine_log};
+      return symcoll__mpi_engine_load(&env, a->mpi_comm, out);
+    }
+    case SYMCOLL_ENGINE_SYMCOLL:
+      symcoll__symcoll_engine(a->comm, a->owned, out);
+      return SYMCOLL_OK;
+    case SYMCOLL_ENGINE_AUTO:
+      break;
   }
   SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "no engine of kind %d (%s)", (int)kind, symcoll_engine_name(kind));
   return SYMCOLL_ERR_INVALID_ARGUMENT;

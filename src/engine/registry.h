@@ -15,9 +15,9 @@ typedef struct {
   int color, key;
   int (*xchg)(void *ctx, const void *send, void *recv, size_t bytes);
   void *xchg_ctx;
-  const void *mpi_comm;  /* mpi: the address of an MPI_Comm; NULL: MPI_COMM_WORLD */
-  symcoll_comm_t comm;   /* symcoll: the communicator it runs on */
-  bool owned;            /* symcoll: the engine destroys comm */
+  const void *mpi_comm; /* mpi: the address of an MPI_Comm; NULL: MPI_COMM_WORLD */
+  symcoll_comm_t comm;  /* symcoll: the communicator it runs on */
+  bool owned;           /* symcoll: the engine destroys comm */
 } symcoll__engine_args_t;
 
 /* Opens an engine of `kind` (not AUTO); UNSUPPORTED with a WARN where this build or machine

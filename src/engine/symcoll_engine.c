@@ -6,12 +6,16 @@ static symcoll_status_t sc_coll(void *ctx, symcoll_coll_t coll, const void *send
                                 symcoll_dtype_t dtype, symcoll_op_t op, void *stream) {
   symcoll_comm_t c = ctx;
   switch (coll) {
-  case SYMCOLL_COLL_ALL_REDUCE: return symcoll_all_reduce(c, send, recv, count, dtype, op, stream);
-  case SYMCOLL_COLL_ALL_GATHER: return symcoll_all_gather(c, send, recv, count, dtype, stream);
-  case SYMCOLL_COLL_REDUCE_SCATTER: return symcoll_reduce_scatter(c, send, recv, count, dtype, op, stream);
-  case SYMCOLL_COLL_ALL_GATHER_MATMUL:
-  case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
-  case SYMCOLL_NUM_COLL_KINDS: break;
+    case SYMCOLL_COLL_ALL_REDUCE:
+      return symcoll_all_reduce(c, send, recv, count, dtype, op, stream);
+    case SYMCOLL_COLL_ALL_GATHER:
+      return symcoll_all_gather(c, send, recv, count, dtype, stream);
+    case SYMCOLL_COLL_REDUCE_SCATTER:
+      return symcoll_reduce_scatter(c, send, recv, count, dtype, op, stream);
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_NUM_COLL_KINDS:
+      break;
   }
   return SYMCOLL_NO_ENTRY("the symcoll engine between emulated nodes", coll);
 }
@@ -19,13 +23,27 @@ static symcoll_status_t sc_allgather(void *ctx, const void *send, void *recv, si
   symcoll_comm_t c = ctx;
   return c->oob->allgather(c, send, recv, bytes);
 }
-static symcoll_status_t sc_check(void *ctx) { return symcoll_comm_check(ctx); }
-static void sc_abort(void *ctx) { symcoll_comm_abort(ctx); }
-static void sc_destroy(void *ctx) { symcoll_comm_destroy(ctx); }
-static void sc_keep(void *ctx) { (void)ctx; } /* an engine over a communicator someone else owns */
+static symcoll_status_t sc_check(void *ctx) {
+  return symcoll_comm_check(ctx);
+}
+static void sc_abort(void *ctx) {
+  symcoll_comm_abort(ctx);
+}
+static void sc_destroy(void *ctx) {
+  symcoll_comm_destroy(ctx);
+}
+static void sc_keep(void *ctx) {
+  (void)ctx;
+} /* an engine over a communicator someone else owns */
 
 void symcoll__symcoll_engine(symcoll_comm_t c, bool owned, symcoll__engine_t *e) {
-  *e = (symcoll__engine_t){.name = "symcoll", .ctx = c, .rank = c->rank, .nranks = c->nranks, .coll = sc_coll,
-                           .allgather = sc_allgather, .check = sc_check, .abort = sc_abort,
+  *e = (symcoll__engine_t){.name = "symcoll",
+                           .ctx = c,
+                           .rank = c->rank,
+                           .nranks = c->nranks,
+                           .coll = sc_coll,
+                           .allgather = sc_allgather,
+                           .check = sc_check,
+                           .abort = sc_abort,
                            .destroy = owned ? sc_destroy : sc_keep};
 }

@@ -22,11 +22,11 @@ typedef struct symcoll__hier {
   symcoll_comm_t flat;  /* emulated nodes: the one-host communicator over all ranks (owned) */
   symcoll__engine_t cross, world;
   bool has_cross, has_world; /* world.coll NULL: no ENGINE algorithm */
-  symcoll__engine_t mpi; /* MPI over the whole job when it is only the exchange (NCCL engines) */
+  symcoll__engine_t mpi;     /* MPI over the whole job when it is only the exchange (NCCL engines) */
   bool has_mpi;
   int node, nnodes, lrank, lsize;
-  bool node_major;                       /* global rank = node * lsize + local rank */
-  int grank[SYMCOLL_MAX_RANKS];          /* global rank of (node n, local rank l) at n * lsize + l */
+  bool node_major;              /* global rank = node * lsize + local rank */
+  int grank[SYMCOLL_MAX_RANKS]; /* global rank of (node n, local rank l) at n * lsize + l */
   /* The exchange among all ranks that the communicator's set-up, barrier and SYMCOLL_CHECK use. */
   int (*xchg)(void *ctx, const void *send, void *recv, size_t bytes);
   void *xchg_ctx;
@@ -71,9 +71,11 @@ static symcoll_status_t hier_exchange_fd(symcoll_comm_t c, int fd, int *fds) {
   (void)c, (void)fd, (void)fds;
   return SYMCOLL_ERR_UNSUPPORTED; /* memory is node-local: the local communicator maps it */
 }
-static void hier_oob_destroy(symcoll_comm_t c) { (void)c; }
-static const symcoll__oob_t hier_oob = {.allgather = hier_allgather, .bcast = hier_bcast,
-                                        .exchange_fd = hier_exchange_fd, .destroy = hier_oob_destroy};
+static void hier_oob_destroy(symcoll_comm_t c) {
+  (void)c;
+}
+static const symcoll__oob_t hier_oob = {
+    .allgather = hier_allgather, .bcast = hier_bcast, .exchange_fd = hier_exchange_fd, .destroy = hier_oob_destroy};
 
 /* ---- the collectives ------------------------------------------------------------------------- */
 
@@ -82,16 +84,21 @@ static const symcoll__oob_t hier_oob = {.allgather = hier_allgather, .bcast = hi
  * outer call's arguments were checked once, at its entry. */
 static symcoll_status_t local_step(symcoll__hier_t *h, const symcoll__coll_args_t *a, symcoll_coll_t coll,
                                    const void *send, void *recv, size_t count) {
-  symcoll__coll_args_t c = {.coll = coll, .send = send, .recv = recv, .count = count, .dtype = a->dtype,
-                            .op = symcoll__coll_desc(coll)->takes_op ? a->op : SYMCOLL_SUM, .stream = a->stream,
+  symcoll__coll_args_t c = {.coll = coll,
+                            .send = send,
+                            .recv = recv,
+                            .count = count,
+                            .dtype = a->dtype,
+                            .op = symcoll__coll_desc(coll)->takes_op ? a->op : SYMCOLL_SUM,
+                            .stream = a->stream,
                             .sig = a->sig};
   return symcoll__coll_inner(h->local, &c);
 }
 
-#define STEP(call)                                                                                       \
-  do {                                                                                                   \
-    s = (call);                                                                                          \
-    if (s != SYMCOLL_OK) goto out;                                                                       \
+#define STEP(call)                 \
+  do {                             \
+    s = (call);                    \
+    if (s != SYMCOLL_OK) goto out; \
   } while (0)
 
 static symcoll_status_t scratch(symcoll__hier_t *h, size_t bytes, void *stream, void **p) {
@@ -163,7 +170,8 @@ static symcoll_status_t hier_reduce_scatter(symcoll__hier_t *h, const symcoll__c
   STEP(scratch(h, N * blk + (h->node_major ? 0 : N * L * blk), a->stream, (void **)&tmp));
   if (!h->node_major) { /* the input in (node, local rank) order */
     ordered = tmp + N * blk;
-    for (size_t i = 0; i < N * L; i++) STEP(copy(h, ordered + i * blk, send + (size_t)h->grank[i] * blk, blk, a->stream));
+    for (size_t i = 0; i < N * L; i++)
+      STEP(copy(h, ordered + i * blk, send + (size_t)h->grank[i] * blk, blk, a->stream));
   }
   for (size_t m = 0; m < N; m++) {
     const char *src = h->node_major ? send + (size_t)h->grank[m * L] * blk : ordered + m * L * blk;
@@ -185,12 +193,20 @@ static symcoll_status_t hier_coll(symcoll_comm_t c, const symcoll__coll_args_t *
     s = h->world.coll(h->world.ctx, a->coll, a->send, a->recv, a->count, a->dtype, a->op, a->stream);
   } else {
     switch (a->coll) {
-    case SYMCOLL_COLL_ALL_REDUCE: s = hier_all_reduce(h, a); break;
-    case SYMCOLL_COLL_ALL_GATHER: s = hier_all_gather(h, a); break;
-    case SYMCOLL_COLL_REDUCE_SCATTER: s = hier_reduce_scatter(h, a); break;
-    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
-    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
-    case SYMCOLL_NUM_COLL_KINDS: s = SYMCOLL_NO_ENTRY("the hierarchical transport", a->coll); break;
+      case SYMCOLL_COLL_ALL_REDUCE:
+        s = hier_all_reduce(h, a);
+        break;
+      case SYMCOLL_COLL_ALL_GATHER:
+        s = hier_all_gather(h, a);
+        break;
+      case SYMCOLL_COLL_REDUCE_SCATTER:
+        s = hier_reduce_scatter(h, a);
+        break;
+      case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+      case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+      case SYMCOLL_NUM_COLL_KINDS:
+        s = SYMCOLL_NO_ENTRY("the hierarchical transport", a->coll);
+        break;
     }
   }
   /* A part that failed leaves the others out of step: the communicator stops, as after a
@@ -300,7 +316,7 @@ const symcoll__transport_t symcoll__hier_transport = {
 /* What each rank says about itself when the job is laid out. */
 typedef struct {
   int32_t lrank, lsize, device_kind, pad;
-  uint64_t host; /* host name, boot and network namespace: ranks with equal keys share a node */
+  uint64_t host;    /* host name, boot and network namespace: ranks with equal keys share a node */
   uint64_t machine; /* boot id only: ranks with equal ones share this machine's cores */
 } place_t;
 
@@ -345,8 +361,10 @@ static symcoll_status_t lay_out(symcoll__hier_t *h, const place_t *all, int nran
   const int L = count[0];
   for (int n = 0; n < nn; n++)
     if (count[n] != L) {
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "nodes of unequal size: node 0 has %d ranks, node %d has %d (every node must "
-                   "hold the same number)", L, n, count[n]);
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
+                   "nodes of unequal size: node 0 has %d ranks, node %d has %d (every node must "
+                   "hold the same number)",
+                   L, n, count[n]);
       return SYMCOLL_ERR_UNSUPPORTED;
     }
   for (int i = 0; i < nn * L; i++) h->grank[i] = -1;
@@ -376,9 +394,10 @@ static int engine_xchg(void *ctx, const void *send, void *recv, size_t bytes) {
 /* Whether the MPI communicator's rank and size are the job's (-1: take them from it). */
 static symcoll_status_t mpi_matches(const symcoll__engine_t *mpi, int *rank, int *nranks) {
   if ((*rank >= 0 && *rank != mpi->rank) || (*nranks >= 0 && *nranks != mpi->nranks)) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job config says rank %d of %d, the MPI communicator rank %d of %d (is this an "
-                 "MPI job? CPU ranks across nodes need MPI: launch with mpirun or srun)", *rank, *nranks, mpi->rank,
-                 mpi->nranks);
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
+                 "job config says rank %d of %d, the MPI communicator rank %d of %d (is this an "
+                 "MPI job? CPU ranks across nodes need MPI: launch with mpirun or srun)",
+                 *rank, *nranks, mpi->rank, mpi->nranks);
     return SYMCOLL_ERR_MISMATCH;
   }
   *rank = mpi->rank, *nranks = mpi->nranks;
@@ -424,7 +443,8 @@ static symcoll_status_t hier_finish(symcoll__hier_t *h, const char *job_id, int 
 int symcoll__hier_node_ranks(int nranks) {
   const int k = (int)symcoll__env_int("SYMCOLL_NODE_RANKS");
   if (k <= 0 || nranks % k != 0) {
-    if (k > 0 && nranks > 1) symcoll__env_warn("SYMCOLL_NODE_RANKS", "SYMCOLL_NODE_RANKS=%d does not divide %d ranks: ignored", k, nranks);
+    if (k > 0 && nranks > 1)
+      symcoll__env_warn("SYMCOLL_NODE_RANKS", "SYMCOLL_NODE_RANKS=%d does not divide %d ranks: ignored", k, nranks);
     return 0;
   }
   return k;
@@ -432,8 +452,13 @@ int symcoll__hier_node_ranks(int nranks) {
 
 /* The NCCL engines (cross and world) through the exchange h->xchg. */
 static symcoll_status_t nccl_engines(symcoll__hier_t *h, int rank, int nranks, int device) {
-  symcoll__engine_args_t a = {.rank = rank, .nranks = nranks, .device = device, .color = h->lrank, .key = h->node,
-                              .xchg = h->xchg, .xchg_ctx = h->xchg_ctx};
+  symcoll__engine_args_t a = {.rank = rank,
+                              .nranks = nranks,
+                              .device = device,
+                              .color = h->lrank,
+                              .key = h->node,
+                              .xchg = h->xchg,
+                              .xchg_ctx = h->xchg_ctx};
   SYMCOLL_CHECK(symcoll__engine_open(SYMCOLL_ENGINE_NCCL, &a, &h->cross));
   h->has_cross = true;
   a.color = 0, a.key = rank;
@@ -469,7 +494,8 @@ symcoll_status_t symcoll__hier_from_flat(symcoll_comm_t flat, int k, symcoll_com
     SYMCOLL_CHECK_GOTO(nccl_engines(h, rank, n, flat->device), s, err);
   } else {
     if (kind == SYMCOLL_ENGINE_MPI)
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "SYMCOLL_NODE_RANKS emulates nodes with symcoll between them, not MPI: launch "
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
+                   "SYMCOLL_NODE_RANKS emulates nodes with symcoll between them, not MPI: launch "
                    "on real nodes (or network namespaces) for the MPI engine");
     SYMCOLL_CHECK_GOTO(symcoll_comm_split(flat, h->lrank, h->node, &cross), s, err);
     symcoll__engine_open(SYMCOLL_ENGINE_SYMCOLL, &(symcoll__engine_args_t){.comm = cross, .owned = true}, &h->cross);
@@ -502,8 +528,10 @@ symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcol
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   }
   if ((unsigned)cfg->engine > SYMCOLL_ENGINE_SYMCOLL || cfg->engine == SYMCOLL_ENGINE_SYMCOLL) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job config: engine %d (auto, nccl or mpi; the symcoll engine is for nodes "
-                 "emulated with SYMCOLL_NODE_RANKS)", (int)cfg->engine);
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
+                 "job config: engine %d (auto, nccl or mpi; the symcoll engine is for nodes "
+                 "emulated with SYMCOLL_NODE_RANKS)",
+                 (int)cfg->engine);
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   }
   if (cfg->local_nranks < 1 || cfg->local_nranks > SYMCOLL_MAX_RANKS || cfg->local_rank < 0 ||
@@ -531,12 +559,16 @@ symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcol
     h->xchg = engine_xchg, h->xchg_ctx = &h->mpi;
   }
   if (nranks < 1 || nranks > SYMCOLL_MAX_RANKS || rank < 0 || rank >= nranks) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job config: rank %d of %d (1 to %d ranks in all)", rank, nranks, SYMCOLL_MAX_RANKS);
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job config: rank %d of %d (1 to %d ranks in all)", rank, nranks,
+                 SYMCOLL_MAX_RANKS);
     s = SYMCOLL_ERR_INVALID_ARGUMENT;
     goto err;
   }
-  place_t mine = {.lrank = cfg->local_rank, .lsize = cfg->local_nranks,
-                  .device_kind = cfg->device != SYMCOLL_DEVICE_HOST, .host = host_key(), .machine = machine_key()};
+  place_t mine = {.lrank = cfg->local_rank,
+                  .lsize = cfg->local_nranks,
+                  .device_kind = cfg->device != SYMCOLL_DEVICE_HOST,
+                  .host = host_key(),
+                  .machine = machine_key()};
   place_t all[SYMCOLL_MAX_RANKS];
   if (h->xchg(h->xchg_ctx, &mine, all, sizeof mine) != 0) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job: the exchange of the node layout failed");
@@ -567,7 +599,7 @@ symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcol
     return SYMCOLL_OK;
   }
   if (kind == SYMCOLL_ENGINE_MPI) { /* world: the job's MPI communicator; cross: split from it */
-    if (!h->has_mpi) { /* the user's exchange did the layout: MPI only now */
+    if (!h->has_mpi) {              /* the user's exchange did the layout: MPI only now */
       SYMCOLL_CHECK_GOTO(mpi_engine(h, timeout_ms, cfg->mpi_comm), s, err);
       int r = rank, n = nranks;
       SYMCOLL_CHECK_GOTO(mpi_matches(&h->mpi, &r, &n), s, err);

@@ -125,7 +125,9 @@ static symcoll_status_t host_comm_init(symcoll_comm_t comm) {
   if (!comm->thread_mode && comm->nranks > 1 && (s = probe_cma(comm, &hs->cma)) != SYMCOLL_OK) return s;
   SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "host transport: rank %d of %d, workspace 2 x %zu bytes, %s loops, all_gather %s",
                comm->rank, comm->nranks, hs->half, symcoll__host_simd_name(),
-               comm->thread_mode ? "reads peers in place" : hs->cma ? "reads peers with process_vm_readv" : "staged");
+               comm->thread_mode ? "reads peers in place"
+               : hs->cma         ? "reads peers with process_vm_readv"
+                                 : "staged");
   return SYMCOLL_OK;
 }
 
@@ -138,16 +140,20 @@ static void host_comm_fini(symcoll_comm_t comm) {
 
 /* ---- the epoch protocol ------------------------------------------------------------------ */
 
-host_epoch_t symcoll__host_epoch_begin(symcoll_comm_t comm, host_state_t *hs, const symcoll__coll_args_t *a,
-                                       bool first, struct symcoll_mem *zmem, size_t zoff) {
+host_epoch_t symcoll__host_epoch_begin(symcoll_comm_t comm, host_state_t *hs, const symcoll__coll_args_t *a, bool first,
+                                       struct symcoll_mem *zmem, size_t zoff) {
   host_epoch_t ep = {.e = ++hs->epoch, .first = first, .a = a};
   ep.half_off = (ep.e & 1) * hs->half;
   host_pad_t *pad = hs->pad[comm->rank];
   const unsigned slot = ep.e & 1;
   pad->src_mem[slot] = zmem ? zmem->id : -1;
   pad->src_off[slot] = zmem ? zoff : ep.half_off;
-  pad->call[slot] = (host_call_t){.sig = a->sig, .coll = (uint8_t)a->coll, .dtype = (uint8_t)a->dtype,
-                                  .op = (uint8_t)a->op, .algo = (uint8_t)a->algo, .count = a->count};
+  pad->call[slot] = (host_call_t){.sig = a->sig,
+                                  .coll = (uint8_t)a->coll,
+                                  .dtype = (uint8_t)a->dtype,
+                                  .op = (uint8_t)a->op,
+                                  .algo = (uint8_t)a->algo,
+                                  .count = a->count};
   return ep;
 }
 
@@ -165,9 +171,10 @@ symcoll_status_t symcoll__host_wait_all(symcoll_comm_t comm, host_state_t *hs, s
       if (s == SYMCOLL_ERR_PEER_LOST && atomic_load_explicit(c, memory_order_acquire) >= target) break;
       if (s != SYMCOLL_OK) {
         if (s == SYMCOLL_ERR_TIMEOUT || s == SYMCOLL_ERR_PEER_LOST)
-          SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "job %s: rank %d %s waiting for rank %d in call %llu; the communicator "
-                       "refuses further calls (destroy it and make a new one)", comm->job_id,
-                       comm->rank, s == SYMCOLL_ERR_TIMEOUT ? "timed out" : "lost its peer", p,
+          SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+                       "job %s: rank %d %s waiting for rank %d in call %llu; the communicator "
+                       "refuses further calls (destroy it and make a new one)",
+                       comm->job_id, comm->rank, s == SYMCOLL_ERR_TIMEOUT ? "timed out" : "lost its peer", p,
                        (unsigned long long)comm->coll_seq);
         return s;
       }
@@ -208,7 +215,8 @@ const char *symcoll__host_peer_input(symcoll_comm_t comm, host_state_t *hs, cons
   const uint64_t src_off = pp->src_off[ep->e & 1];
   if (src_mem < 0) return hs->data[p] + src_off;
   for (struct symcoll_mem *m = comm->mems; m; m = m->next) /* the peer reads its own allocation */
-    if (m->id == src_mem && src_off <= m->bytes && bytes <= m->bytes - src_off) return (const char *)m->ptrs[p] + src_off;
+    if (m->id == src_mem && src_off <= m->bytes && bytes <= m->bytes - src_off)
+      return (const char *)m->ptrs[p] + src_off;
   SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "rank %d's input is not in an allocation rank %d knows", p, comm->rank);
   return NULL;
 }
@@ -232,12 +240,20 @@ static symcoll_status_t host_coll(symcoll_comm_t comm, const symcoll__coll_args_
   host_state_t *hs = comm->tp_state;
   symcoll_status_t s = SYMCOLL_ERR_INTERNAL;
   switch (a->coll) {
-  case SYMCOLL_COLL_ALL_REDUCE: s = symcoll__host_all_reduce(comm, hs, a); break;
-  case SYMCOLL_COLL_ALL_GATHER: s = symcoll__host_all_gather(comm, hs, a); break;
-  case SYMCOLL_COLL_REDUCE_SCATTER: s = symcoll__host_reduce_scatter(comm, hs, a); break;
-  case SYMCOLL_COLL_ALL_GATHER_MATMUL:
-  case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* through the transport's matmul entry */
-  case SYMCOLL_NUM_COLL_KINDS: s = SYMCOLL_NO_ENTRY("the CPU transport's collective entry", a->coll); break;
+    case SYMCOLL_COLL_ALL_REDUCE:
+      s = symcoll__host_all_reduce(comm, hs, a);
+      break;
+    case SYMCOLL_COLL_ALL_GATHER:
+      s = symcoll__host_all_gather(comm, hs, a);
+      break;
+    case SYMCOLL_COLL_REDUCE_SCATTER:
+      s = symcoll__host_reduce_scatter(comm, hs, a);
+      break;
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* through the transport's matmul entry */
+    case SYMCOLL_NUM_COLL_KINDS:
+      s = SYMCOLL_NO_ENTRY("the CPU transport's collective entry", a->coll);
+      break;
   }
   return settle(comm, s);
 }

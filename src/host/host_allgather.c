@@ -14,8 +14,9 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#define DIRECT_MIN_BYTES (16 * 1024) /* below, staging's one extra copy costs less than the syscall
-                                        and the end-of-call wait (2-vCPU Xeon, 2 ranks) */
+#define DIRECT_MIN_BYTES                                                     \
+  (16 * 1024) /* below, staging's one extra copy costs less than the syscall \
+                 and the end-of-call wait (2-vCPU Xeon, 2 ranks) */
 
 #include "host_internal.h"
 
@@ -39,15 +40,17 @@ static symcoll_status_t pull(symcoll_comm_t comm, host_state_t *hs, const symcol
         if (p != me && !(base[p] = symcoll__host_peer_input(comm, hs, &ep, p, cnt * es))) return SYMCOLL_ERR_MISMATCH;
     for (int p = 0; p < n; p++) {
       char *dst = recv + ((size_t)p * count + lo + j) * es;
-      if (p != me) memcpy(dst, base[p] + j * es, m * es);
-      else if (!in_place) memcpy(dst, send + j * es, m * es);
+      if (p != me)
+        memcpy(dst, base[p] + j * es, m * es);
+      else if (!in_place)
+        memcpy(dst, send + j * es, m * es);
     }
   }
   return symcoll__host_epoch_end(comm, hs, &ep, zmem != NULL);
 }
 
-static symcoll_status_t pull_direct(symcoll_comm_t comm, host_state_t *hs, const symcoll__coll_args_t *a,
-                                    size_t lo, size_t cnt) {
+static symcoll_status_t pull_direct(symcoll_comm_t comm, host_state_t *hs, const symcoll__coll_args_t *a, size_t lo,
+                                    size_t cnt) {
   const int me = comm->rank, n = comm->nranks;
   const size_t es = symcoll_dtype_size(a->dtype), count = a->count, bytes = cnt * es;
   const char *send = (const char *)a->send + lo * es;
@@ -98,8 +101,10 @@ static symcoll_status_t push(symcoll_comm_t comm, host_state_t *hs, const symcol
     SYMCOLL_CHECK(symcoll__host_wait_ready(comm, hs, &ep, k));
     for (int p = 0; p < n; p++) {
       char *dst = recv + ((size_t)p * count + lo + j) * es;
-      if (p != me) memcpy(dst, hs->data[me] + ep.half_off + ((size_t)p * per + j) * es, m * es);
-      else if (!in_place) memcpy(dst, send + j * es, m * es);
+      if (p != me)
+        memcpy(dst, hs->data[me] + ep.half_off + ((size_t)p * per + j) * es, m * es);
+      else if (!in_place)
+        memcpy(dst, send + j * es, m * es);
     }
   }
   return symcoll__host_epoch_end(comm, hs, &ep, false);

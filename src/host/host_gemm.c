@@ -28,8 +28,10 @@ static void blas_open(void) {
       continue;
     }
     blas_sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
-    if (blas_sgemm) SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "CPU GEMMs: cblas_sgemm from %s", names[i]);
-    else dlclose(h);
+    if (blas_sgemm)
+      SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "CPU GEMMs: cblas_sgemm from %s", names[i]);
+    else
+      dlclose(h);
   }
   if (!blas_sgemm) SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "no CBLAS found: the GEMM operations are unsupported");
 }
@@ -73,8 +75,7 @@ static void narrow(void *dst, const float *src, size_t rows, size_t cols, size_t
 }
 
 /* B as sgemm reads it: b itself for fp32, else widened into buffer 0 (once per operation). */
-const float *symcoll__host_gemm_b(host_state_t *hs, const void *b, size_t k, size_t n, size_t ldb,
-                                  symcoll_dtype_t dt) {
+const float *symcoll__host_gemm_b(host_state_t *hs, const void *b, size_t k, size_t n, size_t ldb, symcoll_dtype_t dt) {
   if (dt == SYMCOLL_FLOAT32) return b;
   float *w = f32_buf(hs, 0, k * n);
   if (w) widen(w, b, k, n, ldb, dt);

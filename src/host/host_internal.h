@@ -57,7 +57,7 @@ _Static_assert(sizeof(host_pad_t) <= HOST_PAD_BYTES, "pad too large");
 
 typedef struct {
   struct symcoll_mem *ws;
-  size_t half; /* bytes per workspace half */
+  size_t half;      /* bytes per workspace half */
   size_t sub_bytes; /* sub-chunk: the pipeline's step within an epoch */
   uint64_t epoch;
   host_pad_t *pad[SYMCOLL_MAX_RANKS];
@@ -65,7 +65,7 @@ typedef struct {
   /* Process mode: every pair of ranks can process_vm_readv the other (agreed at creation), so
    * peers may read this rank's private buffers, as they always can in thread mode. */
   bool cma;
-  float *f32[3];                 /* GEMMs of 16-bit floats: B, A and C widened (host_gemm.c) */
+  float *f32[3]; /* GEMMs of 16-bit floats: B, A and C widened (host_gemm.c) */
   size_t f32_elems[3];
 } host_state_t;
 
@@ -90,16 +90,16 @@ static inline void symcoll__host_publish(_Atomic uint64_t *c, uint64_t v) {
  * call's first wait on `ready` also compares calls (MISMATCH). */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__host_wait_all(symcoll_comm_t comm, host_state_t *hs, size_t field,
                                                        uint64_t target);
-SYMCOLL_HIDDEN symcoll_status_t symcoll__host_wait_ready(symcoll_comm_t comm, host_state_t *hs,
-                                                         const host_epoch_t *ep, size_t k);
+SYMCOLL_HIDDEN symcoll_status_t symcoll__host_wait_ready(symcoll_comm_t comm, host_state_t *hs, const host_epoch_t *ep,
+                                                         size_t k);
 /* Where peer p's input of epoch ep starts (its staging, or its symmetric input), or NULL if
  * it names an allocation this rank does not know for `bytes` (a MISMATCH). */
 SYMCOLL_HIDDEN const char *symcoll__host_peer_input(symcoll_comm_t comm, host_state_t *hs, const host_epoch_t *ep,
                                                     int p, size_t bytes);
 /* Ends the epoch: tells peers this rank's reads are done; a zero-copy epoch also waits for
  * theirs (they read our input in place). */
-SYMCOLL_HIDDEN symcoll_status_t symcoll__host_epoch_end(symcoll_comm_t comm, host_state_t *hs,
-                                                        const host_epoch_t *ep, bool zero_copy);
+SYMCOLL_HIDDEN symcoll_status_t symcoll__host_epoch_end(symcoll_comm_t comm, host_state_t *hs, const host_epoch_t *ep,
+                                                        bool zero_copy);
 
 /* The collectives: args->count is the call's count; return after the result is in recv. */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__host_all_reduce(symcoll_comm_t comm, host_state_t *hs,
@@ -123,5 +123,7 @@ SYMCOLL_HIDDEN symcoll_status_t symcoll__host_scratch_alloc(symcoll_comm_t comm,
 SYMCOLL_HIDDEN void symcoll__host_scratch_free(symcoll_comm_t comm, void *p, void *stream);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__host_matmul(symcoll_comm_t comm, const symcoll__matmul_args_t *x);
 
-static inline size_t host_min(size_t a, size_t b) { return a < b ? a : b; }
+static inline size_t host_min(size_t a, size_t b) {
+  return a < b ? a : b;
+}
 #endif

@@ -30,8 +30,8 @@ static symcoll_status_t ag_round(symcoll_comm_t comm, host_state_t *hs, const sy
   for (int j = 0; j < n; j++) { /* own rows first, then peers from rank + 1 on */
     const int p = (me + j) % n;
     const size_t row = (size_t)p * x->m_shard + r0;
-    SYMCOLL_CHECK(symcoll__host_gemm_rows(hs, rows[p], k, b32, (char *)x->c + row * x->n * es, x->n, mr, x->n, k,
-                                          x->dtype));
+    SYMCOLL_CHECK(
+        symcoll__host_gemm_rows(hs, rows[p], k, b32, (char *)x->c + row * x->n * es, x->n, mr, x->n, k, x->dtype));
     if (a_out && a_out + row * k * es != rows[p]) memcpy(a_out + row * k * es, rows[p], rb);
   }
   return symcoll__host_epoch_end(comm, hs, &ep, zmem != NULL);
@@ -69,14 +69,15 @@ symcoll_status_t symcoll__host_matmul(symcoll_comm_t comm, const symcoll__matmul
   const size_t row_bytes = ag ? x->k * es : (size_t)comm->nranks * x->n * es;
   const size_t per = row_bytes > hs->half ? 0 : hs->half / row_bytes;
   if (per == 0) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "%s: one row (%zu bytes) is larger than the workspace half (%zu bytes): "
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+                 "%s: one row (%zu bytes) is larger than the workspace half (%zu bytes): "
                  "raise SYMCOLL_WORKSPACE_BYTES or use the sequential algorithm",
                  symcoll_coll_name(x->coll), row_bytes, hs->half);
     return SYMCOLL_ERR_UNSUPPORTED;
   }
   /* What peers compare at the first wait: the call's identity (host_call_t). */
-  const symcoll__coll_args_t id = {.coll = x->coll, .count = x->m_shard, .dtype = x->dtype, .op = SYMCOLL_SUM,
-                                   .algo = x->algo, .sig = x->sig};
+  const symcoll__coll_args_t id = {
+      .coll = x->coll, .count = x->m_shard, .dtype = x->dtype, .op = SYMCOLL_SUM, .algo = x->algo, .sig = x->sig};
   const float *b32 = symcoll__host_gemm_b(hs, x->b, x->k, x->n, x->n, x->dtype);
   if (!b32) return SYMCOLL_ERR_NO_MEMORY;
   symcoll_status_t s = SYMCOLL_OK;

@@ -14,15 +14,21 @@ float symcoll__fp8_to_f32(uint8_t b, int e5m2) {
   if (!e5m2) {
     const uint32_t e = (b >> 3) & 15u, m = b & 7u;
     sub = (float)m * 0x1p-9f;
-    if (e == 15 && m == 7) mag = 0x7fffe000u; /* NaN, as CUDA widens it */
-    else if (e == 0) memcpy(&mag, &sub, 4);
-    else mag = ((e + 120u) << 23) | (m << 20);
+    if (e == 15 && m == 7)
+      mag = 0x7fffe000u; /* NaN, as CUDA widens it */
+    else if (e == 0)
+      memcpy(&mag, &sub, 4);
+    else
+      mag = ((e + 120u) << 23) | (m << 20);
   } else { /* the top byte of an IEEE half */
     const uint32_t e = (b >> 2) & 31u, m = b & 3u;
     sub = (float)m * 0x1p-16f;
-    if (e == 31) mag = 0x7f800000u | (m << 21) | (m ? 0x400000u : 0u);
-    else if (e == 0) memcpy(&mag, &sub, 4);
-    else mag = ((e + 112u) << 23) | (m << 21);
+    if (e == 31)
+      mag = 0x7f800000u | (m << 21) | (m ? 0x400000u : 0u);
+    else if (e == 0)
+      memcpy(&mag, &sub, 4);
+    else
+      mag = ((e + 112u) << 23) | (m << 21);
   }
   uint32_t u = sign | mag;
   float f;
@@ -75,8 +81,7 @@ static int cpu_runs(const symcoll__reduce_table_t *t) {
   if (t == &symcoll__reduce_avx512)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c");
-  if (t == &symcoll__reduce_avx2)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  if (t == &symcoll__reduce_avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
 #endif
   (void)t;
   return 1;
@@ -108,8 +113,10 @@ static void choose_once(void) {
   for (size_t i = 0; i < NTABLES && !chosen; i++) {
     const symcoll__reduce_table_t *t = all_tables[i];
     if (strcmp(want, "auto") != 0 && strcmp(want, t->name) != 0) continue;
-    if (cpu_runs(t)) chosen = t;
-    else SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "SYMCOLL_HOST_SIMD=%s: this CPU cannot run those loops", want);
+    if (cpu_runs(t))
+      chosen = t;
+    else
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "SYMCOLL_HOST_SIMD=%s: this CPU cannot run those loops", want);
   }
   if (!chosen) {
     /* An unknown name (warned above): the widest. */

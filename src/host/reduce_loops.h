@@ -56,7 +56,9 @@ static inline uint16_t f2h(float f) {
   return (uint16_t)(sign | r);
 }
 
-static inline float bf2f(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+static inline float bf2f(uint16_t h) {
+  return bits_f32((uint32_t)h << 16);
+}
 static inline uint16_t f2bf(float f) {
   const uint32_t u = f32_bits(f);
   const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
@@ -65,13 +67,13 @@ static inline uint16_t f2bf(float f) {
 
 /* ---- block loads and stores (acc <- BLK or fewer elements) ------------------------------ */
 
-#define LOADER(NAME, T, A, CONV)                                                             \
-  static inline void NAME(A *restrict a, const T *restrict p, size_t m) {                    \
-    for (size_t j = 0; j < m; j++) a[j] = CONV(p[j]);                                         \
+#define LOADER(NAME, T, A, CONV)                                          \
+  static inline void NAME(A *restrict a, const T *restrict p, size_t m) { \
+    for (size_t j = 0; j < m; j++) a[j] = CONV(p[j]);                     \
   }
-#define STORER(NAME, T, A, CONV)                                                             \
-  static inline void NAME(T *restrict p, const A *restrict a, size_t m) {                    \
-    for (size_t j = 0; j < m; j++) p[j] = CONV(a[j]);                                         \
+#define STORER(NAME, T, A, CONV)                                          \
+  static inline void NAME(T *restrict p, const A *restrict a, size_t m) { \
+    for (size_t j = 0; j < m; j++) p[j] = CONV(a[j]);                     \
   }
 #define AS_IS(x) (x)
 #define F8_4(x) symcoll__fp8_to_f32((x), 0)
@@ -142,27 +144,27 @@ STORER(st_f16, uint16_t, float, f2h)
 
 /* One block of m elements starting at element i: acc <- srcs[0], acc op= srcs[s], dst <- acc.
  * Inlined with m == BLK (a constant the vectoriser unrolls) and once more for the tail. */
-#define DEFINE_REDUCE(NAME, T, A, LD, ST, OP)                                                 \
+#define DEFINE_REDUCE(NAME, T, A, LD, ST, OP)                                                  \
   static inline void NAME##_blk(T *d, const void *const *srcs, int nsrc, size_t i, size_t m) { \
-    A acc[BLK], x[BLK];                                                                       \
+    A acc[BLK], x[BLK];                                                                        \
     if (m > BLK) __builtin_unreachable(); /* tells the optimiser the arrays suffice */         \
-    LD(acc, (const T *)srcs[0] + i, m);                                                       \
-    for (int s = 1; s < nsrc; s++) {                                                          \
-      LD(x, (const T *)srcs[s] + i, m);                                                       \
-      for (size_t j = 0; j < m; j++) acc[j] = OP(acc[j], x[j]);                               \
-    }                                                                                         \
-    ST(d + i, acc, m);                                                                        \
-  }                                                                                           \
-  static void NAME(void *dst, const void *const *srcs, int nsrc, size_t n) {                  \
-    size_t i = 0;                                                                             \
-    for (; i + BLK <= n; i += BLK) NAME##_blk((T *)dst, srcs, nsrc, i, BLK);                  \
-    if (i < n) NAME##_blk((T *)dst, srcs, nsrc, i, n - i);                                    \
+    LD(acc, (const T *)srcs[0] + i, m);                                                        \
+    for (int s = 1; s < nsrc; s++) {                                                           \
+      LD(x, (const T *)srcs[s] + i, m);                                                        \
+      for (size_t j = 0; j < m; j++) acc[j] = OP(acc[j], x[j]);                                \
+    }                                                                                          \
+    ST(d + i, acc, m);                                                                         \
+  }                                                                                            \
+  static void NAME(void *dst, const void *const *srcs, int nsrc, size_t n) {                   \
+    size_t i = 0;                                                                              \
+    for (; i + BLK <= n; i += BLK) NAME##_blk((T *)dst, srcs, nsrc, i, BLK);                   \
+    if (i < n) NAME##_blk((T *)dst, srcs, nsrc, i, n - i);                                     \
   }
 
 /* Floating types: load into the accumulator type, store with rounding. */
-#define DEFINE_FLOAT(TAG, T, A, LD, ST)                                                       \
-  DEFINE_REDUCE(reduce_##TAG##_sum, T, A, LD, ST, OP_SUM)                                     \
-  DEFINE_REDUCE(reduce_##TAG##_max, T, A, LD, ST, OP_MAX)                                     \
+#define DEFINE_FLOAT(TAG, T, A, LD, ST)                   \
+  DEFINE_REDUCE(reduce_##TAG##_sum, T, A, LD, ST, OP_SUM) \
+  DEFINE_REDUCE(reduce_##TAG##_max, T, A, LD, ST, OP_MAX) \
   DEFINE_REDUCE(reduce_##TAG##_min, T, A, LD, ST, OP_MIN)
 LOADER(ld_f32, float, float, AS_IS)
 STORER(st_f32, float, float, AS_IS)
@@ -177,13 +179,13 @@ DEFINE_FLOAT(e5m2, uint8_t, float, ld_fp8_e5m2, st_fp8_e5m2)
 
 /* Integers: combined in their own type; sums in the unsigned type of the same width, which
  * wraps around by definition (the signed result has the same bits). */
-#define DEFINE_INT(TAG, T, U)                                                                 \
-  LOADER(ld_##TAG, T, T, AS_IS)                                                               \
-  STORER(st_##TAG, T, T, AS_IS)                                                               \
-  DEFINE_REDUCE(reduce_##TAG##_max, T, T, ld_##TAG, st_##TAG, OP_MAX)                         \
-  DEFINE_REDUCE(reduce_##TAG##_min, T, T, ld_##TAG, st_##TAG, OP_MIN)                         \
-  LOADER(ldu_##TAG, U, U, AS_IS)                                                              \
-  STORER(stu_##TAG, U, U, AS_IS)                                                              \
+#define DEFINE_INT(TAG, T, U)                                         \
+  LOADER(ld_##TAG, T, T, AS_IS)                                       \
+  STORER(st_##TAG, T, T, AS_IS)                                       \
+  DEFINE_REDUCE(reduce_##TAG##_max, T, T, ld_##TAG, st_##TAG, OP_MAX) \
+  DEFINE_REDUCE(reduce_##TAG##_min, T, T, ld_##TAG, st_##TAG, OP_MIN) \
+  LOADER(ldu_##TAG, U, U, AS_IS)                                      \
+  STORER(stu_##TAG, U, U, AS_IS)                                      \
   DEFINE_REDUCE(reduce_##TAG##_sum, U, U, ldu_##TAG, stu_##TAG, OP_SUM)
 DEFINE_INT(i8, int8_t, uint8_t)
 DEFINE_INT(u8, uint8_t, uint8_t)
@@ -192,7 +194,8 @@ DEFINE_INT(u32, uint32_t, uint32_t)
 DEFINE_INT(i64, int64_t, uint64_t)
 DEFINE_INT(u64, uint64_t, uint64_t)
 
-#define OPS(TAG) {reduce_##TAG##_sum, reduce_##TAG##_max, reduce_##TAG##_min}
+#define OPS(TAG) \
+  { reduce_##TAG##_sum, reduce_##TAG##_max, reduce_##TAG##_min }
 const symcoll__reduce_table_t SYMCOLL_REDUCE_TABLE = {
     SYMCOLL_REDUCE_NAME,
     {

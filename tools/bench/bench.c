@@ -62,9 +62,18 @@ static size_t parse_size(const char *s) {
   char *end;
   double v = strtod(s, &end);
   switch (*end) {
-  case 'k': case 'K': v *= 1024; break;
-  case 'm': case 'M': v *= 1024 * 1024; break;
-  case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
+    case 'k':
+    case 'K':
+      v *= 1024;
+      break;
+    case 'm':
+    case 'M':
+      v *= 1024 * 1024;
+      break;
+    case 'g':
+    case 'G':
+      v *= 1024.0 * 1024 * 1024;
+      break;
   }
   return (size_t)v;
 }
@@ -74,7 +83,9 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static const char *coll_label(void) { return symcoll_coll_name(O.coll->kind); }
+static const char *coll_label(void) {
+  return symcoll_coll_name(O.coll->kind);
+}
 
 _Noreturn void bench_fail(bctx_t *c, const char *what, const char *why) {
   fprintf(stderr, "symcoll-bench: rank %d: %s: %s; ending the run\n", c->rank, what, why);
@@ -123,7 +134,10 @@ static void *dev_alloc(bctx_t *c, size_t b) {
 }
 static void dev_free(bctx_t *c, void *p) {
 #ifdef SYMCOLL_BENCH_CUDA
-  if (c->gpu) { cudaFree(p); return; }
+  if (c->gpu) {
+    cudaFree(p);
+    return;
+  }
 #endif
   (void)c;
   free(p);
@@ -229,7 +243,8 @@ static void time_columns(bctx_t *c, column_t *cols, int ncols, void *send, void 
 #ifdef SYMCOLL_BENCH_CUDA
       if (c->gpu) {
         cudaEventRecord(e0, s);
-        if (exec[k]) cudaGraphLaunch(exec[k], s);
+        if (exec[k])
+          cudaGraphLaunch(exec[k], s);
         else
           for (int i = 0; i < O.iters; i++) call(c, &cols[k], send, recv, count);
         cudaEventRecord(e1, s);
@@ -317,13 +332,14 @@ static void write_tune(bctx_t *c, const table_t *t) {
     const column_t *b = &t->cols[tune_rows[i].best];
     /* A row covers its power-of-two bucket; the last one covers everything above. */
     char max[32];
-    if (i + 1 < ntune) snprintf(max, sizeof max, "%zu", tune_rows[i].bytes);
-    else snprintf(max, sizeof max, "inf");
+    if (i + 1 < ntune)
+      snprintf(max, sizeof max, "%zu", tune_rows[i].bytes);
+    else
+      snprintf(max, sizeof max, "inf");
     fprintf(f, "%s %s %d %s %s %s %d %d %zu\n", coll, backend, c->nranks, dt, max, symcoll_algo_name(b->algo),
             b->blocks, b->threads, b->round_bytes);
     printf("%12zu  %-18s %8.2f us", tune_rows[i].bytes, b->label, tune_rows[i].best_us);
-    if (tune_rows[i].second >= 0)
-      printf("   [%s %.2f us]", t->cols[tune_rows[i].second].label, tune_rows[i].second_us);
+    if (tune_rows[i].second >= 0) printf("   [%s %.2f us]", t->cols[tune_rows[i].second].label, tune_rows[i].second_us);
     printf("\n");
   }
   fclose(f);
@@ -427,8 +443,12 @@ static void read_cpu_model(void) {
 
 static void run_rank(bctx_t *c) {
   if (O.mm) {
-    const bench_mm_opts_t mo = {.all_gather = O.mm == 1, .dtype = O.dtype, .shapes = O.shapes,
-                                .reps = O.reps_set ? O.reps : 20, .csv = O.csv, .mode = O.mode,
+    const bench_mm_opts_t mo = {.all_gather = O.mm == 1,
+                                .dtype = O.dtype,
+                                .shapes = O.shapes,
+                                .reps = O.reps_set ? O.reps : 20,
+                                .csv = O.csv,
+                                .mode = O.mode,
                                 .machine = c->gpu && gpu_model[0] ? gpu_model : cpu_model};
     if (bench_matmul_rank(c, &mo) != 0) total_wrong += 1;
     return;
@@ -462,26 +482,30 @@ static void run_rank(bctx_t *c) {
     const char *mode = c->gpu ? (O.graph ? "CUDA-graph replays, device events" : "stream launches, device events")
                               : "back-to-back calls, monotonic clock";
     printf("# symcoll-bench: %s %s%s%s, backend %s, %d ranks (%s mode) on %s%s\n", coll, symcoll_dtype_name(O.dtype),
-           O.coll->has_op ? " " : "", O.coll->has_op ? symcoll_op_name(O.op) : "", c->gpu ? "cuda" : "host",
-           c->nranks, O.mode, machine,
-           c->gpu && !strcmp(O.mode, "thread") && c->nranks > 1 ? ", EMULATION: ranks share GPUs, not a measure of NVLink" : "");
-    printf("# time: median over %d reps of %d calls (%s; columns take turns), us per call; %s%s\n", O.reps, O.iters, mode,
-           O.inplace ? "in place" : "out of place",
+           O.coll->has_op ? " " : "", O.coll->has_op ? symcoll_op_name(O.op) : "", c->gpu ? "cuda" : "host", c->nranks,
+           O.mode, machine,
+           c->gpu && !strcmp(O.mode, "thread") && c->nranks > 1
+               ? ", EMULATION: ranks share GPUs, not a measure of NVLink"
+               : "");
+    printf("# time: median over %d reps of %d calls (%s; columns take turns), us per call; %s%s\n", O.reps, O.iters,
+           mode, O.inplace ? "in place" : "out of place",
            O.send_symmetric ? "; inputs in symmetric memory (zero-copy)" : "; inputs in ordinary memory (copied in)");
-    printf("# bytes: nccl-tests' size (%s); busbw: bytes / time x %s, nccl-tests' bus bandwidth of the best "
-           "symcoll column; speedup: the baseline peer's time / the best symcoll column's; best: the fastest column\n",
-           O.coll->kind == SYMCOLL_COLL_ALL_REDUCE   ? "the buffer"
-           : O.coll->kind == SYMCOLL_COLL_ALL_GATHER ? "the gathered output"
-                                                     : "the input, nranks x the output",
-           O.coll->busbw_factor_num == 2 ? "2(n-1)/n" : "(n-1)/n");
+    printf(
+        "# bytes: nccl-tests' size (%s); busbw: bytes / time x %s, nccl-tests' bus bandwidth of the best "
+        "symcoll column; speedup: the baseline peer's time / the best symcoll column's; best: the fastest column\n",
+        O.coll->kind == SYMCOLL_COLL_ALL_REDUCE   ? "the buffer"
+        : O.coll->kind == SYMCOLL_COLL_ALL_GATHER ? "the gathered output"
+                                                  : "the input, nranks x the output",
+        O.coll->busbw_factor_num == 2 ? "2(n-1)/n" : "(n-1)/n");
     for (int i = 0; i < t.ncols; i++)
       if (!t.cols[i].run) printf("# %s: %s\n", t.cols[i].name, t.cols[i].na);
     print_header(stdout, &t, false);
     if (O.csv && (csv = fopen(O.csv, "w"))) print_header(csv, &t, true);
     if (O.json && (json = fopen(O.json, "w")))
-      fprintf(json, "{\"collective\": \"%s\", \"backend\": \"%s\", \"nranks\": %d, \"mode\": \"%s\", "
-                    "\"dtype\": \"%s\", \"op\": \"%s\", \"graph\": %d, \"iters\": %d, \"reps\": %d, \"machine\": \"%s\", "
-                    "\"rows\": [",
+      fprintf(json,
+              "{\"collective\": \"%s\", \"backend\": \"%s\", \"nranks\": %d, \"mode\": \"%s\", "
+              "\"dtype\": \"%s\", \"op\": \"%s\", \"graph\": %d, \"iters\": %d, \"reps\": %d, \"machine\": \"%s\", "
+              "\"rows\": [",
               coll, c->gpu ? "cuda" : "host", c->nranks, O.mode, symcoll_dtype_name(O.dtype), symcoll_op_name(O.op),
               c->gpu && O.graph, O.iters, O.reps, machine);
   }
@@ -524,14 +548,16 @@ static void run_rank(bctx_t *c) {
           second = i;
       tune_rows[ntune++] = (tune_row_t){bytes, best_sc, second, slow[best_sc], second >= 0 ? slow[second] : 0};
     }
-    const double busbw = best_sc >= 0 ? (double)bytes / (slow[best_sc] * 1e3) * O.coll->busbw_factor_num *
-                                            (c->nranks - 1) / c->nranks
-                                      : 0;
+    const double busbw =
+        best_sc >= 0 ? (double)bytes / (slow[best_sc] * 1e3) * O.coll->busbw_factor_num * (c->nranks - 1) / c->nranks
+                     : 0;
     if (isatty(2)) fprintf(stderr, "\r\033[K"); /* the progress bar gives way to the row */
     printf("%12zu %10zu %8s", bytes, count, symcoll_dtype_name(O.dtype));
     for (int i = 0; i < t.ncols; i++)
-      if (slow[i] < 0) printf(" %10s", "n/a");
-      else printf(" %10.2f", slow[i]);
+      if (slow[i] < 0)
+        printf(" %10s", "n/a");
+      else
+        printf(" %10.2f", slow[i]);
     char speed[16] = "-";
     if (base >= 0 && best_sc >= 0) snprintf(speed, sizeof speed, "%.3f", slow[base] / slow[best_sc]);
     printf(" %11.2f %7.0f %8s %s\n", busbw, wrong, speed, best >= 0 ? t.cols[best].name : "-");
@@ -539,8 +565,10 @@ static void run_rank(bctx_t *c) {
     if (csv) {
       fprintf(csv, "%zu,%zu,%s,%d,%s", bytes, count, symcoll_dtype_name(O.dtype), c->nranks, c->gpu ? "cuda" : "host");
       for (int i = 0; i < t.ncols; i++)
-        if (slow[i] < 0) fprintf(csv, ",");
-        else fprintf(csv, ",%.3f", slow[i]);
+        if (slow[i] < 0)
+          fprintf(csv, ",");
+        else
+          fprintf(csv, ",%.3f", slow[i]);
       fprintf(csv, ",%.3f,%.0f,%s\n", busbw, wrong, coll);
       fflush(csv);
     }
@@ -566,8 +594,10 @@ static void run_rank(bctx_t *c) {
   /* Every rank is done with every peer's memory before any frees (a clean end). */
   bench_barrier(c);
   if (!O.inplace) dev_free(c, recv);
-  if (send_mem) symcoll_mem_free(send_mem);
-  else dev_free(c, send);
+  if (send_mem)
+    symcoll_mem_free(send_mem);
+  else
+    dev_free(c, send);
   free(h);
   free(want);
 }
@@ -738,26 +768,27 @@ static void print_env(const char *name, const char *dflt, const char *help, void
 }
 
 static void usage(const char *argv0) {
-  printf("usage: %s [options]\n"
-         "  --coll all_reduce|all_gather|reduce_scatter   the collective (default all_reduce)\n"
-         "  --coll all_gather_matmul|matmul_reduce_scatter --shapes helion|kraken|all|small|M,N,K\n"
-         "                     the fused GEMM operations over shapes (per-rank M; default all on GPUs)\n"
-         "  -b SIZE / -e SIZE / -f FACTOR   size range in bytes (K, M, G suffixes) and step factor; the size is\n"
-         "                     nccl-tests': all_gather's output, reduce_scatter's input\n"
-         "  -d DTYPE           fp32 fp16 bf16 fp64 int8 uint8 int32 uint32 int64 uint64 fp8_e4m3 fp8_e5m2\n"
-         "  -o sum|max|min  -n ITERS  -w WARMUP  -r REPS\n"
-         "  -G 0|1             CUDA-graph mode (default 1)\n"
-         "  --algo LIST        symcoll columns: auto and the collective's algorithms (default: all of them)\n"
-         "  --peers LIST       peer columns: nccl (GPU), mpi (CPU, under mpirun)\n"
-         "  --backend cuda|host  --ranks N  --mode process|thread  --inplace\n"
-         "  --no-bind          do not pin rank r to the r-th allowed CPU\n"
-         "  --send-symmetric   inputs in symmetric memory (symcoll's zero-copy paths)\n"
-         "  --csv FILE  --json FILE  --plot FILE.png  --merge A.csv B.csv ... [--title T] (joins tables of one run)\n"
-         "  --tune FILE        write the fastest symcoll column per size as a tuning table\n"
-         "  --env              print every SYMCOLL_* knob with its default and help\n"
-         "Exit codes: 0 done, 2 bad usage, 3 a column gave a wrong result, 4 a call failed (the run ends\n"
-         "at the first failed call, on every rank), 77 no GPU for --backend cuda.\n",
-         argv0);
+  printf(
+      "usage: %s [options]\n"
+      "  --coll all_reduce|all_gather|reduce_scatter   the collective (default all_reduce)\n"
+      "  --coll all_gather_matmul|matmul_reduce_scatter --shapes helion|kraken|all|small|M,N,K\n"
+      "                     the fused GEMM operations over shapes (per-rank M; default all on GPUs)\n"
+      "  -b SIZE / -e SIZE / -f FACTOR   size range in bytes (K, M, G suffixes) and step factor; the size is\n"
+      "                     nccl-tests': all_gather's output, reduce_scatter's input\n"
+      "  -d DTYPE           fp32 fp16 bf16 fp64 int8 uint8 int32 uint32 int64 uint64 fp8_e4m3 fp8_e5m2\n"
+      "  -o sum|max|min  -n ITERS  -w WARMUP  -r REPS\n"
+      "  -G 0|1             CUDA-graph mode (default 1)\n"
+      "  --algo LIST        symcoll columns: auto and the collective's algorithms (default: all of them)\n"
+      "  --peers LIST       peer columns: nccl (GPU), mpi (CPU, under mpirun)\n"
+      "  --backend cuda|host  --ranks N  --mode process|thread  --inplace\n"
+      "  --no-bind          do not pin rank r to the r-th allowed CPU\n"
+      "  --send-symmetric   inputs in symmetric memory (symcoll's zero-copy paths)\n"
+      "  --csv FILE  --json FILE  --plot FILE.png  --merge A.csv B.csv ... [--title T] (joins tables of one run)\n"
+      "  --tune FILE        write the fastest symcoll column per size as a tuning table\n"
+      "  --env              print every SYMCOLL_* knob with its default and help\n"
+      "Exit codes: 0 done, 2 bad usage, 3 a column gave a wrong result, 4 a call failed (the run ends\n"
+      "at the first failed call, on every rank), 77 no GPU for --backend cuda.\n",
+      argv0);
 }
 
 /* GPUs here (and GPU 0's name), asked of a throw-away child: a process that initialises CUDA
@@ -765,7 +796,10 @@ static void usage(const char *argv0) {
 static int gpu_count(void) {
 #ifdef SYMCOLL_BENCH_CUDA
   int fds[2];
-  struct { int n; char name[128]; } r = {0, ""};
+  struct {
+    int n;
+    char name[128];
+  } r = {0, ""};
   if (pipe(fds) != 0) return 0;
   fflush(NULL);
   pid_t pid = fork();
@@ -790,9 +824,12 @@ static int gpu_count(void) {
 static const char *default_algos(symcoll_coll_t coll, bool gpu) {
   if (across_nodes()) return "hierarchical,engine,auto";
   switch (coll) {
-  case SYMCOLL_COLL_ALL_GATHER: return gpu ? "pull,push,lamport,copy_engine,auto" : "pull,push,auto";
-  case SYMCOLL_COLL_REDUCE_SCATTER: return gpu ? "pull,lamport,auto" : "pull,auto";
-  default: return gpu ? "oneshot,oneshot_db,lamport,twoshot,auto" : "oneshot,twoshot,auto";
+    case SYMCOLL_COLL_ALL_GATHER:
+      return gpu ? "pull,push,lamport,copy_engine,auto" : "pull,push,auto";
+    case SYMCOLL_COLL_REDUCE_SCATTER:
+      return gpu ? "pull,lamport,auto" : "pull,auto";
+    default:
+      return gpu ? "oneshot,oneshot_db,lamport,twoshot,auto" : "oneshot,twoshot,auto";
   }
 }
 
@@ -801,9 +838,19 @@ int main(int argc, char **argv) {
   int ngpu = gpu_count();
   read_cpu_model();
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  O = (opts_t){.min_bytes = 8192, .max_bytes = 2 << 20, .step = 2, .coll = &bench_all_reduce,
-               .dtype = SYMCOLL_BFLOAT16, .op = SYMCOLL_SUM, .iters = 20, .warmup = 5, .reps = 20, .graph = 1,
-               .backend = ngpu > 0 ? "cuda" : "host", .mode = "process", .bind = true};
+  O = (opts_t){.min_bytes = 8192,
+               .max_bytes = 2 << 20,
+               .step = 2,
+               .coll = &bench_all_reduce,
+               .dtype = SYMCOLL_BFLOAT16,
+               .op = SYMCOLL_SUM,
+               .iters = 20,
+               .warmup = 5,
+               .reps = 20,
+               .graph = 1,
+               .backend = ngpu > 0 ? "cuda" : "host",
+               .mode = "process",
+               .bind = true};
   snprintf(O.peers, sizeof O.peers, "%s", peer_mpi_active() ? "mpi" : "nccl");
   O.nranks = ngpu > 0 ? ngpu : (int)(cores < 2 ? 2 : cores > 8 ? 8 : cores);
   char **merge = NULL;
@@ -814,13 +861,20 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define TAKE (i++, v)
-    if (!strcmp(a, "-b") && v) O.min_bytes = parse_size(TAKE), range_set = 1;
-    else if (!strcmp(a, "-e") && v) O.max_bytes = parse_size(TAKE), range_set = 1;
-    else if (!strcmp(a, "-f") && v) O.step = (size_t)atoi(TAKE);
-    else if (!strcmp(a, "-n") && v) O.iters = atoi(TAKE);
-    else if (!strcmp(a, "-w") && v) O.warmup = atoi(TAKE), warmup_set = 1;
-    else if (!strcmp(a, "-r") && v) O.reps = atoi(TAKE), reps_set = 1;
-    else if (!strcmp(a, "-G") && v) O.graph = atoi(TAKE);
+    if (!strcmp(a, "-b") && v)
+      O.min_bytes = parse_size(TAKE), range_set = 1;
+    else if (!strcmp(a, "-e") && v)
+      O.max_bytes = parse_size(TAKE), range_set = 1;
+    else if (!strcmp(a, "-f") && v)
+      O.step = (size_t)atoi(TAKE);
+    else if (!strcmp(a, "-n") && v)
+      O.iters = atoi(TAKE);
+    else if (!strcmp(a, "-w") && v)
+      O.warmup = atoi(TAKE), warmup_set = 1;
+    else if (!strcmp(a, "-r") && v)
+      O.reps = atoi(TAKE), reps_set = 1;
+    else if (!strcmp(a, "-G") && v)
+      O.graph = atoi(TAKE);
     else if (!strcmp(a, "-d") && v) {
       const char *d = TAKE;
       int found = -1;
@@ -844,30 +898,49 @@ int main(int argc, char **argv) {
                : O.mm                         ? &bench_all_gather
                                               : NULL;
       if (!O.coll) {
-        fprintf(stderr, "unknown collective %s (all_reduce, all_gather, reduce_scatter, all_gather_matmul, "
-                "matmul_reduce_scatter)\n", c);
+        fprintf(stderr,
+                "unknown collective %s (all_reduce, all_gather, reduce_scatter, all_gather_matmul, "
+                "matmul_reduce_scatter)\n",
+                c);
         return 2;
       }
-    } else if (!strcmp(a, "--algo") && v) snprintf(O.algos, sizeof O.algos, "%s", TAKE), algos_set = 1;
-    else if (!strcmp(a, "--peers") && v) snprintf(O.peers, sizeof O.peers, "%s", TAKE), peers_set = 1;
-    else if (!strcmp(a, "--backend") && v) O.backend = TAKE;
-    else if (!strcmp(a, "--ranks") && v) O.nranks = atoi(TAKE);
-    else if (!strcmp(a, "--mode") && v) O.mode = TAKE;
-    else if (!strcmp(a, "--csv") && v) O.csv = TAKE;
-    else if (!strcmp(a, "--json") && v) O.json = TAKE;
-    else if (!strcmp(a, "--plot") && v) O.plot = TAKE;
-    else if (!strcmp(a, "--title") && v) title = TAKE;
-    else if (!strcmp(a, "--inplace")) O.inplace = true;
-    else if (!strcmp(a, "--send-symmetric")) O.send_symmetric = true;
-    else if (!strcmp(a, "--no-bind")) O.bind = false;
-    else if (!strcmp(a, "--tune") && v) O.tune = TAKE;
-    else if (!strcmp(a, "--shapes") && v) O.shapes = TAKE;
+    } else if (!strcmp(a, "--algo") && v)
+      snprintf(O.algos, sizeof O.algos, "%s", TAKE), algos_set = 1;
+    else if (!strcmp(a, "--peers") && v)
+      snprintf(O.peers, sizeof O.peers, "%s", TAKE), peers_set = 1;
+    else if (!strcmp(a, "--backend") && v)
+      O.backend = TAKE;
+    else if (!strcmp(a, "--ranks") && v)
+      O.nranks = atoi(TAKE);
+    else if (!strcmp(a, "--mode") && v)
+      O.mode = TAKE;
+    else if (!strcmp(a, "--csv") && v)
+      O.csv = TAKE;
+    else if (!strcmp(a, "--json") && v)
+      O.json = TAKE;
+    else if (!strcmp(a, "--plot") && v)
+      O.plot = TAKE;
+    else if (!strcmp(a, "--title") && v)
+      title = TAKE;
+    else if (!strcmp(a, "--inplace"))
+      O.inplace = true;
+    else if (!strcmp(a, "--send-symmetric"))
+      O.send_symmetric = true;
+    else if (!strcmp(a, "--no-bind"))
+      O.bind = false;
+    else if (!strcmp(a, "--tune") && v)
+      O.tune = TAKE;
+    else if (!strcmp(a, "--shapes") && v)
+      O.shapes = TAKE;
     else if (!strcmp(a, "--env")) {
       symcoll_env_foreach(print_env, NULL);
       return 0;
     } else if (!strcmp(a, "--merge")) {
       merge = &argv[i + 1];
-      while (i + 1 < argc && argv[i + 1][0] != '-') { i++; nmerge++; }
+      while (i + 1 < argc && argv[i + 1][0] != '-') {
+        i++;
+        nmerge++;
+      }
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(argv[0]);
       return 0;
@@ -899,7 +972,8 @@ int main(int argc, char **argv) {
   }
   if (!algos_set && O.coll->kind == SYMCOLL_COLL_ALL_REDUCE)
     snprintf(O.algos, sizeof O.algos, "%s",
-             gpu ? "oneshot,oneshot_db,lamport,twoshot,oneshot_db@0:256,lamport@0:256,twoshot@0:256,oneshot_db@0:1024,lamport@0:1024,twoshot@0:1024"
+             gpu ? "oneshot,oneshot_db,lamport,twoshot,oneshot_db@0:256,lamport@0:256,twoshot@0:256,oneshot_db@0:1024,"
+                   "lamport@0:1024,twoshot@0:1024"
                  : "oneshot,twoshot");
   else if (!algos_set) { /* the collective's algorithms without auto */
     char *autop = strstr(O.algos, ",auto");

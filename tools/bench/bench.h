@@ -26,8 +26,8 @@ typedef struct bctx {
  * reduce_scatter: the input); `count` the call's count argument. */
 typedef struct bench_coll {
   symcoll_coll_t kind;
-  bool has_op;                 /* all_gather combines nothing */
-  double busbw_factor_num;     /* busbw = algbw * num * (n - 1) / n: 2 for all_reduce, else 1 */
+  bool has_op;             /* all_gather combines nothing */
+  double busbw_factor_num; /* busbw = algbw * num * (n - 1) / n: 2 for all_reduce, else 1 */
   size_t (*count_of)(size_t bytes, size_t es, int n);
   size_t (*send_elems)(size_t count, int n);
   size_t (*recv_elems)(size_t count, int n);

@@ -2,12 +2,16 @@
 #include "bench.h"
 #include "exact.h"
 
-static size_t count_of(size_t bytes, size_t es, int n) { return bytes / es / (size_t)n; }
+static size_t count_of(size_t bytes, size_t es, int n) {
+  return bytes / es / (size_t)n;
+}
 static size_t send_elems(size_t count, int n) {
   (void)n;
   return count;
 }
-static size_t recv_elems(size_t count, int n) { return count * (size_t)n; }
+static size_t recv_elems(size_t count, int n) {
+  return count * (size_t)n;
+}
 static void fill(void *send, symcoll_dtype_t dt, size_t count, int rank, int n, uint32_t seed) {
   (void)n;
   exact_fill(send, dt, count, rank, seed);
@@ -23,6 +27,13 @@ static symcoll_status_t run(symcoll_comm_t comm, const void *send, void *recv, s
 }
 
 const bench_coll_t bench_all_gather = {
-    .kind = SYMCOLL_COLL_ALL_GATHER, .has_op = false, .busbw_factor_num = 1, .count_of = count_of,
-    .send_elems = send_elems, .recv_elems = recv_elems, .fill = fill, .expect = expect, .run = run,
+    .kind = SYMCOLL_COLL_ALL_GATHER,
+    .has_op = false,
+    .busbw_factor_num = 1,
+    .count_of = count_of,
+    .send_elems = send_elems,
+    .recv_elems = recv_elems,
+    .fill = fill,
+    .expect = expect,
+    .run = run,
 };

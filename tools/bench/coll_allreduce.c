@@ -24,6 +24,13 @@ static symcoll_status_t run(symcoll_comm_t comm, const void *send, void *recv, s
 }
 
 const bench_coll_t bench_all_reduce = {
-    .kind = SYMCOLL_COLL_ALL_REDUCE, .has_op = true, .busbw_factor_num = 2, .count_of = count_of,
-    .send_elems = same, .recv_elems = same, .fill = fill, .expect = expect, .run = run,
+    .kind = SYMCOLL_COLL_ALL_REDUCE,
+    .has_op = true,
+    .busbw_factor_num = 2,
+    .count_of = count_of,
+    .send_elems = same,
+    .recv_elems = same,
+    .fill = fill,
+    .expect = expect,
+    .run = run,
 };

@@ -31,7 +31,9 @@
 enum { COL_OVERLAP, COL_SEQUENTIAL, COL_AUTO, COL_NCCL, COL_GEMM };
 static const char *const col_names[MM_COLS] = {"overlap", "sequential", "auto", "nccl+cublas", "gemm"};
 
-typedef struct { size_t m, n, k; } mm_shape_t;
+typedef struct {
+  size_t m, n, k;
+} mm_shape_t;
 
 static double wall_s(void) {
   struct timespec ts;
@@ -67,8 +69,8 @@ static int lt_gemm(lt_t *lt, const void *a, const void *b, void *c, size_t m, si
   cublasLtMatrixLayoutCreate(&lc, t, n, m, (int64_t)n);
   cublasLtMatmulPreferenceCreate(&p);
   cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
-  int rc = cublasLtMatmulAlgoGetHeuristic(lt->h, d, la, lb, lc, lc, p, 1, &res, &found) != CUBLAS_STATUS_SUCCESS ||
-           !found;
+  int rc =
+      cublasLtMatmulAlgoGetHeuristic(lt->h, d, la, lb, lc, lc, p, 1, &res, &found) != CUBLAS_STATUS_SUCCESS || !found;
   const float one = 1, zero = 0;
   if (!rc)
     rc = cublasLtMatmul(lt->h, d, &one, b, la, a, lb, &zero, c, lc, c, lc, &res.algo, lt->ws, wsb, s) !=
@@ -140,25 +142,31 @@ static int mm_call(mm_t *x, int col, char *err, size_t errn) {
   if (col <= COL_AUTO) {
     symcoll_matmul_opts_t o;
     symcoll_matmul_opts_init(&o);
-    o.algo = col == COL_OVERLAP ? SYMCOLL_ALGO_OVERLAP : col == COL_SEQUENTIAL ? SYMCOLL_ALGO_SEQUENTIAL : SYMCOLL_ALGO_AUTO;
-    symcoll_status_t st = x->ag ? symcoll_all_gather_matmul(c->comm, x->a, x->b, x->cbuf[col], s.m, s.n, s.k, x->dt, &o,
-                                                            x->stream)
-                                : symcoll_matmul_reduce_scatter(c->comm, x->a, x->b, x->cbuf[col], rows, s.n, s.k, x->dt,
-                                                                &o, x->stream);
+    o.algo = col == COL_OVERLAP      ? SYMCOLL_ALGO_OVERLAP
+             : col == COL_SEQUENTIAL ? SYMCOLL_ALGO_SEQUENTIAL
+                                     : SYMCOLL_ALGO_AUTO;
+    symcoll_status_t st =
+        x->ag ? symcoll_all_gather_matmul(c->comm, x->a, x->b, x->cbuf[col], s.m, s.n, s.k, x->dt, &o, x->stream)
+              : symcoll_matmul_reduce_scatter(c->comm, x->a, x->b, x->cbuf[col], rows, s.n, s.k, x->dt, &o, x->stream);
     if (st != SYMCOLL_OK) snprintf(err, errn, "%.*s", (int)(errn > 0 ? errn - 1 : 0), bench_status(st));
     return st != SYMCOLL_OK;
   }
 #ifdef SYMCOLL_BENCH_CUDA
   cudaStream_t cs = (cudaStream_t)x->stream;
   if (col == COL_GEMM)
-    return lt_gemm(&x->lt, x->ag ? x->tmp : x->a, x->b, x->cbuf[col], rows, s.n, s.k, x->dt, cs) ? (snprintf(err, errn, "cublasLtMatmul failed"), 1) : 0;
+    return lt_gemm(&x->lt, x->ag ? x->tmp : x->a, x->b, x->cbuf[col], rows, s.n, s.k, x->dt, cs)
+               ? (snprintf(err, errn, "cublasLtMatmul failed"), 1)
+               : 0;
   /* NCCL + cuBLASLt: the unfused pair users run today. */
   if (x->ag) {
     if (x->nccl.run(c, &x->nccl, &bench_all_gather, x->a, x->tmp, s.m * s.k, x->dt, SYMCOLL_SUM))
       return snprintf(err, errn, "%.*s", (int)(errn > 0 ? errn - 1 : 0), x->nccl.err), 1;
-    return lt_gemm(&x->lt, x->tmp, x->b, x->cbuf[col], rows, s.n, s.k, x->dt, cs) ? (snprintf(err, errn, "cublasLtMatmul failed"), 1) : 0;
+    return lt_gemm(&x->lt, x->tmp, x->b, x->cbuf[col], rows, s.n, s.k, x->dt, cs)
+               ? (snprintf(err, errn, "cublasLtMatmul failed"), 1)
+               : 0;
   }
-  if (lt_gemm(&x->lt, x->a, x->b, x->tmp, rows, s.n, s.k, x->dt, cs)) return snprintf(err, errn, "cublasLtMatmul failed"), 1;
+  if (lt_gemm(&x->lt, x->a, x->b, x->tmp, rows, s.n, s.k, x->dt, cs))
+    return snprintf(err, errn, "cublasLtMatmul failed"), 1;
   if (x->nccl.run(c, &x->nccl, &bench_reduce_scatter, x->tmp, x->cbuf[col], s.m * s.n, x->dt, SYMCOLL_SUM))
     return snprintf(err, errn, "%s", x->nccl.err), 1;
   return 0;
@@ -228,14 +236,15 @@ static void run_shape(mm_t *x, const mm_shape_t sh, int reps, mm_row_t *row) {
       bench_barrier(c);
       if (mm_call(x, k, err, sizeof err)) {
         char what[160];
-        snprintf(what, sizeof what, "%s %s %zux%zux%zu", col_names[k], x->ag ? "all_gather_matmul" : "matmul_reduce_scatter",
-                 sh.m, sh.n, sh.k);
+        snprintf(what, sizeof what, "%s %s %zux%zux%zu", col_names[k],
+                 x->ag ? "all_gather_matmul" : "matmul_reduce_scatter", sh.m, sh.n, sh.k);
         bench_fail(c, what, err);
       }
 #ifdef SYMCOLL_BENCH_CUDA
       if (c->gpu) {
         cudaStreamSynchronize(s);
-        if (symcoll_comm_check(c->comm) != SYMCOLL_OK) bench_fail(c, col_names[k], bench_status(symcoll_comm_check(c->comm)));
+        if (symcoll_comm_check(c->comm) != SYMCOLL_OK)
+          bench_fail(c, col_names[k], bench_status(symcoll_comm_check(c->comm)));
       }
 #endif
     }
@@ -264,12 +273,15 @@ static void run_shape(mm_t *x, const mm_shape_t sh, int reps, mm_row_t *row) {
         cudaStreamSynchronize(s);
         bench_barrier(c);
         cudaEventRecord(e0, s);
-        if (exec[k]) cudaGraphLaunch(exec[k], s);
-        else if (mm_call(x, k, err, sizeof err)) bench_fail(c, col_names[k], err);
+        if (exec[k])
+          cudaGraphLaunch(exec[k], s);
+        else if (mm_call(x, k, err, sizeof err))
+          bench_fail(c, col_names[k], err);
         cudaEventRecord(e1, s);
         cudaError_t e = cudaEventSynchronize(e1);
         if (e != cudaSuccess) bench_fail(c, col_names[k], cudaGetErrorString(e));
-        if (symcoll_comm_check(c->comm) != SYMCOLL_OK) bench_fail(c, col_names[k], bench_status(symcoll_comm_check(c->comm)));
+        if (symcoll_comm_check(c->comm) != SYMCOLL_OK)
+          bench_fail(c, col_names[k], bench_status(symcoll_comm_check(c->comm)));
         float ms = 0;
         cudaEventElapsedTime(&ms, e0, e1);
         t[(size_t)k * (size_t)reps + (size_t)r] = 1e3 * ms;
@@ -349,22 +361,30 @@ int bench_matmul_rank(bctx_t *c, const bench_mm_opts_t *o) {
     cudaMalloc((void **)&x.flush, 256u << 20);
   }
 #endif
-  x.nccl_ok = c->gpu && peer_nccl_column(&x.nccl) && x.nccl.init(c, &x.nccl, x.ag ? &bench_all_gather : &bench_reduce_scatter) == 0;
+  x.nccl_ok = c->gpu && peer_nccl_column(&x.nccl) &&
+              x.nccl.init(c, &x.nccl, x.ag ? &bench_all_gather : &bench_reduce_scatter) == 0;
   FILE *csv = c->rank == 0 && o->csv ? fopen(o->csv, "w") : NULL;
   const char *coll = x.ag ? "all_gather_matmul" : "matmul_reduce_scatter";
   /* The columns this run has (the same for every row): NCCL + cuBLASLt and the GEMM alone
    * are GPU columns. */
   const bool shown[MM_COLS] = {true, true, true, x.nccl_ok, c->gpu};
   if (c->rank == 0) {
-    printf("# %s, %s, %d ranks (%s), %s\n# us per call (median of %d); in brackets the whole call's rate, "
-           "2 m n k nranks flop / time (G = GFLOP/s, T = TFLOP/s)\n", coll, symcoll_dtype_name(x.dt), c->nranks,
-           o->mode, o->machine, o->reps);
-    printf("# overlap: the collective moves chunks while the GEMMs of those already there run; sequential: the "
-           "collective, then one GEMM; auto: what the tuning table picks\n");
-    if (x.nccl_ok) printf("# nccl+cublas: ncclAllGather / ncclReduceScatter with cuBLASLt; gemm: the GEMM alone (the floor)\n");
-    else if (c->gpu) printf("# gemm: the GEMM alone (the floor); no nccl+cublas column: ranks share a GPU (NCCL takes one rank per GPU)\n");
-    printf("# ovl/seq: overlap's time over sequential's (below 1: overlapping pays); #wrong: elements that differ between "
-           "the columns (must be 0)\n");
+    printf(
+        "# %s, %s, %d ranks (%s), %s\n# us per call (median of %d); in brackets the whole call's rate, "
+        "2 m n k nranks flop / time (G = GFLOP/s, T = TFLOP/s)\n",
+        coll, symcoll_dtype_name(x.dt), c->nranks, o->mode, o->machine, o->reps);
+    printf(
+        "# overlap: the collective moves chunks while the GEMMs of those already there run; sequential: the "
+        "collective, then one GEMM; auto: what the tuning table picks\n");
+    if (x.nccl_ok)
+      printf("# nccl+cublas: ncclAllGather / ncclReduceScatter with cuBLASLt; gemm: the GEMM alone (the floor)\n");
+    else if (c->gpu)
+      printf(
+          "# gemm: the GEMM alone (the floor); no nccl+cublas column: ranks share a GPU (NCCL takes one rank per "
+          "GPU)\n");
+    printf(
+        "# ovl/seq: overlap's time over sequential's (below 1: overlapping pays); #wrong: elements that differ between "
+        "the columns (must be 0)\n");
     printf("%6s %6s %6s", "m", "n", "k");
     for (int k = 0; k < MM_COLS; k++)
       if (shown[k]) printf(" %20s", col_names[k]);

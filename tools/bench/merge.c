@@ -87,8 +87,8 @@ static int read_csv(merged_t *m, const char *path) {
 }
 
 static int is_symcoll(const char *n) {
-  static const char *const names[] = {"oneshot", "twoshot", "oneshot_db", "lamport", "auto", "pull", "push",
-                                      "copy_engine", "via_nccl"};
+  static const char *const names[] = {"oneshot", "twoshot", "oneshot_db",  "lamport", "auto",
+                                      "pull",    "push",    "copy_engine", "via_nccl"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!strncmp(n, names[i], strlen(names[i]))) return 1;
   return !strncmp(n, "symcoll", 7);
@@ -118,8 +118,10 @@ int bench_merge(int nfiles, char **files, const char *out_csv, const char *plot,
     printf("%12.0f %10.0f %5s", m->bytes[r], m->elems[r], m->dtype[r]);
     for (int c = 0; c < m->ncols; c++) {
       double u = m->us[r][c];
-      if (isnan(u)) printf(" %13s", "n/a");
-      else printf(" %13.2f", u);
+      if (isnan(u))
+        printf(" %13s", "n/a");
+      else
+        printf(" %13.2f", u);
       if (isnan(u)) continue;
       if (best < 0 || u < m->us[r][best]) best = c;
       if (is_symcoll(m->names[c]) && (best_sc < 0 || u < m->us[r][best_sc])) best_sc = c;
@@ -128,14 +130,15 @@ int bench_merge(int nfiles, char **files, const char *out_csv, const char *plot,
     for (int b = 0; b < nb && base < 0; b++)
       if (!isnan(m->us[r][bases[b]])) base = bases[b];
     char speed[16] = "-";
-    if (base >= 0 && best_sc >= 0)
-      snprintf(speed, sizeof speed, "%.3f", m->us[r][base] / m->us[r][best_sc]);
+    if (base >= 0 && best_sc >= 0) snprintf(speed, sizeof speed, "%.3f", m->us[r][base] / m->us[r][best_sc]);
     printf(" %7.0f %8s %s\n", m->wrong[r], speed, best >= 0 ? m->names[best] : "-");
     if (out) {
       fprintf(out, "%.0f,%.0f,%s", m->bytes[r], m->elems[r], m->dtype[r]);
       for (int c = 0; c < m->ncols; c++)
-        if (isnan(m->us[r][c])) fprintf(out, ",");
-        else fprintf(out, ",%.3f", m->us[r][c]);
+        if (isnan(m->us[r][c]))
+          fprintf(out, ",");
+        else
+          fprintf(out, ",%.3f", m->us[r][c]);
       fprintf(out, ",%.0f,%s,%s\n", m->wrong[r], speed, best >= 0 ? m->names[best] : "-");
     }
   }

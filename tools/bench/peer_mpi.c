@@ -13,7 +13,9 @@
 #include <mpi.h>
 
 static int active;
-int peer_mpi_active(void) { return active; }
+int peer_mpi_active(void) {
+  return active;
+}
 void peer_mpi_init(int *argc, char ***argv) {
   if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_RANK")) {
     MPI_Init(argc, argv);
@@ -51,15 +53,15 @@ static uint16_t f2h(float f) {
   memcpy(&h, &x, 2);
   return h;
 }
-#define HALF_OP(NAME, TOF, FROMF, EXPR)                                                       \
-  static void NAME(void *in, void *inout, int *len, MPI_Datatype *t) {                        \
-    (void)t;                                                                                  \
-    const uint16_t *a = in;                                                                   \
-    uint16_t *b = inout;                                                                      \
-    for (int i = 0; i < *len; i++) {                                                          \
-      float x = TOF(a[i]), y = TOF(b[i]);                                                     \
-      b[i] = FROMF(EXPR);                                                                     \
-    }                                                                                         \
+#define HALF_OP(NAME, TOF, FROMF, EXPR)                                \
+  static void NAME(void *in, void *inout, int *len, MPI_Datatype *t) { \
+    (void)t;                                                           \
+    const uint16_t *a = in;                                            \
+    uint16_t *b = inout;                                               \
+    for (int i = 0; i < *len; i++) {                                   \
+      float x = TOF(a[i]), y = TOF(b[i]);                              \
+      b[i] = FROMF(EXPR);                                              \
+    }                                                                  \
   }
 HALF_OP(bf_sum, bf2f, f2bf, x + y)
 HALF_OP(bf_max, bf2f, f2bf, x > y ? x : y)
@@ -102,17 +104,39 @@ static int mpi_run(bctx_t *c, column_t *col, const bench_coll_t *coll, const voi
   MPI_Datatype t;
   MPI_Op o = op == SYMCOLL_SUM ? MPI_SUM : op == SYMCOLL_MAX ? MPI_MAX : MPI_MIN;
   switch (dt) {
-  case SYMCOLL_FLOAT32: t = MPI_FLOAT; break;
-  case SYMCOLL_FLOAT64: t = MPI_DOUBLE; break;
-  case SYMCOLL_INT8: t = MPI_INT8_T; break;
-  case SYMCOLL_UINT8: t = MPI_UINT8_T; break;
-  case SYMCOLL_INT32: t = MPI_INT32_T; break;
-  case SYMCOLL_UINT32: t = MPI_UINT32_T; break;
-  case SYMCOLL_INT64: t = MPI_INT64_T; break;
-  case SYMCOLL_UINT64: t = MPI_UINT64_T; break;
-  case SYMCOLL_BFLOAT16: t = MPI_UINT16_T, o = st->half_ops[0][op]; break;
-  case SYMCOLL_FLOAT16: t = MPI_UINT16_T, o = st->half_ops[1][op]; break;
-  default: snprintf(col->err, sizeof col->err, "MPI has no %s reduction", symcoll_dtype_name(dt)); return 1;
+    case SYMCOLL_FLOAT32:
+      t = MPI_FLOAT;
+      break;
+    case SYMCOLL_FLOAT64:
+      t = MPI_DOUBLE;
+      break;
+    case SYMCOLL_INT8:
+      t = MPI_INT8_T;
+      break;
+    case SYMCOLL_UINT8:
+      t = MPI_UINT8_T;
+      break;
+    case SYMCOLL_INT32:
+      t = MPI_INT32_T;
+      break;
+    case SYMCOLL_UINT32:
+      t = MPI_UINT32_T;
+      break;
+    case SYMCOLL_INT64:
+      t = MPI_INT64_T;
+      break;
+    case SYMCOLL_UINT64:
+      t = MPI_UINT64_T;
+      break;
+    case SYMCOLL_BFLOAT16:
+      t = MPI_UINT16_T, o = st->half_ops[0][op];
+      break;
+    case SYMCOLL_FLOAT16:
+      t = MPI_UINT16_T, o = st->half_ops[1][op];
+      break;
+    default:
+      snprintf(col->err, sizeof col->err, "MPI has no %s reduction", symcoll_dtype_name(dt));
+      return 1;
   }
   if (coll->kind == SYMCOLL_COLL_ALL_REDUCE)
     return MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, t, o, MPI_COMM_WORLD) != MPI_SUCCESS;
@@ -138,13 +162,17 @@ int peer_mpi_column(column_t *col) {
   return 1;
 }
 #else
-int peer_mpi_active(void) { return 0; }
+int peer_mpi_active(void) {
+  return 0;
+}
 void peer_mpi_init(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
 }
 void peer_mpi_finalize(void) {}
-_Noreturn void peer_mpi_abort(int code) { _exit(code); }
+_Noreturn void peer_mpi_abort(int code) {
+  _exit(code);
+}
 int peer_mpi_column(column_t *col) {
   (void)col;
   return 0;

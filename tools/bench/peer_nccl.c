@@ -39,8 +39,8 @@ static int nccl_init(bctx_t *c, column_t *col, const bench_coll_t *coll) {
 
 /* ncclDataType_t by value (the fp8 types exist from NCCL 2.24 on). */
 static const int nccl_dtype[SYMCOLL_NUM_DTYPES] = {
-    [SYMCOLL_INT8] = 0,    [SYMCOLL_UINT8] = 1,   [SYMCOLL_INT32] = 2,         [SYMCOLL_UINT32] = 3,
-    [SYMCOLL_INT64] = 4,   [SYMCOLL_UINT64] = 5,  [SYMCOLL_FLOAT16] = 6,       [SYMCOLL_FLOAT32] = 7,
+    [SYMCOLL_INT8] = 0,    [SYMCOLL_UINT8] = 1,    [SYMCOLL_INT32] = 2,        [SYMCOLL_UINT32] = 3,
+    [SYMCOLL_INT64] = 4,   [SYMCOLL_UINT64] = 5,   [SYMCOLL_FLOAT16] = 6,      [SYMCOLL_FLOAT32] = 7,
     [SYMCOLL_FLOAT64] = 8, [SYMCOLL_BFLOAT16] = 9, [SYMCOLL_FLOAT8_E4M3] = 10, [SYMCOLL_FLOAT8_E5M2] = 11};
 
 static int nccl_run(bctx_t *c, column_t *col, const bench_coll_t *coll, const void *send, void *recv, size_t count,

@@ -17,9 +17,8 @@ void exact_fill_range(void *host, symcoll_dtype_t dt, size_t first, size_t count
 void exact_fill(void *host, symcoll_dtype_t dt, size_t count, int rank, uint32_t seed);
 /* host[0..count) = op over nranks ranks of elements first .. first + count. */
 void exact_expect_range(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t first, size_t count, int nranks,
-                     uint32_t seed);
-void exact_expect(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int nranks,
-               uint32_t seed);
+                        uint32_t seed);
+void exact_expect(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int nranks, uint32_t seed);
 void exact_store(void *host, symcoll_dtype_t dt, size_t i, double v);
 double exact_load(const void *host, symcoll_dtype_t dt, size_t i);
 #endif

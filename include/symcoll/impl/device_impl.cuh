@@ -13,14 +13,18 @@ __device__ __forceinline__ uint64_t globaltimer() {
 __device__ __forceinline__ uint32_t cas_release_sys(uint32_t *addr, uint32_t cmp, uint32_t val) {
   uint32_t old;
   asm volatile("atom.release.sys.global.cas.b32 %0, [%1], %2, %3;"
-               : "=r"(old) : "l"(addr), "r"(cmp), "r"(val) : "memory");
+               : "=r"(old)
+               : "l"(addr), "r"(cmp), "r"(val)
+               : "memory");
   return old;
 }
 
 __device__ __forceinline__ uint32_t cas_acquire_sys(uint32_t *addr, uint32_t cmp, uint32_t val) {
   uint32_t old;
   asm volatile("atom.acquire.sys.global.cas.b32 %0, [%1], %2, %3;"
-               : "=r"(old) : "l"(addr), "r"(cmp), "r"(val) : "memory");
+               : "=r"(old)
+               : "l"(addr), "r"(cmp), "r"(val)
+               : "memory");
   return old;
 }
 
@@ -37,8 +41,7 @@ __device__ __forceinline__ void raise_error(uint32_t *error, int status, int pee
 
 /* Spins on `try_once` until it succeeds, the deadline passes, or an error was raised. */
 template <typename F>
-__device__ __forceinline__ bool spin(F try_once, uint64_t timeout_ns, uint32_t *error, int peer,
-                                     int rank) {
+__device__ __forceinline__ bool spin(F try_once, uint64_t timeout_ns, uint32_t *error, int peer, int rank) {
   if (try_once()) return true;
   const uint64_t deadline = globaltimer() + timeout_ns;
   for (uint32_t i = 0;; i++) {
@@ -53,14 +56,12 @@ __device__ __forceinline__ bool spin(F try_once, uint64_t timeout_ns, uint32_t *
   }
 }
 
-__device__ __forceinline__ bool put_signal(uint32_t *slot, uint64_t timeout_ns, uint32_t *error,
-                                           int peer, int rank) {
+__device__ __forceinline__ bool put_signal(uint32_t *slot, uint64_t timeout_ns, uint32_t *error, int peer, int rank) {
   /* 0 -> 1; if the peer has not consumed the previous round's signal yet, wait for it. */
   return spin([&] { return cas_release_sys(slot, 0u, 1u) == 0u; }, timeout_ns, error, peer, rank);
 }
 
-__device__ __forceinline__ bool wait_signal(uint32_t *slot, uint64_t timeout_ns, uint32_t *error,
-                                            int peer, int rank) {
+__device__ __forceinline__ bool wait_signal(uint32_t *slot, uint64_t timeout_ns, uint32_t *error, int peer, int rank) {
   return spin([&] { return cas_acquire_sys(slot, 1u, 0u) == 1u; }, timeout_ns, error, peer, rank);
 }
 
@@ -100,8 +101,8 @@ __device__ __forceinline__ bool block_barrier_value(uint32_t *const *pads, uint3
   return __syncthreads_and(ok) != 0;
 }
 
-__device__ __forceinline__ bool block_barrier(uint32_t *const *pads, uint32_t slot, int rank,
-                                              int nranks, uint64_t timeout_ns, uint32_t *error) {
+__device__ __forceinline__ bool block_barrier(uint32_t *const *pads, uint32_t slot, int rank, int nranks,
+                                              uint64_t timeout_ns, uint32_t *error) {
   return block_barrier_value(pads, slot, rank, nranks, 1u, timeout_ns, error);
 }
 
