@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "harness.h"
+#include "launch.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -102,58 +103,14 @@ static int c_bind(int d) {
 static const th_buf_ops_t cuda_ops = {"cuda", c_alloc, c_free, c_to_dev, c_to_host, c_stream, c_sync, c_bind};
 #endif
 
-/* CUDA must not be initialised in a process that later forks ranks (a forked child cannot
- * use its parent's CUDA state), so the parent asks a throw-away child. */
-static int probe_count = -2;
-static char probe_why[128];
-static void probe_cuda(void) {
-#ifdef SYMCOLL_HAVE_CUDA
-  if (probe_count != -2) return;
-  int fds[2];
-  if (pipe(fds) != 0) {
-    probe_count = 0;
-    snprintf(probe_why, sizeof probe_why, "pipe failed");
-    return;
-  }
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    char msg[128];
-    /* Without a GPU the runtime says "CUDA driver version is insufficient" (no driver) or
-     * "no CUDA-capable device": both mean no GPU here. */
-    snprintf(
-        msg, sizeof msg, "%d %s%s%s", e == cudaSuccess ? n : 0,
-        e == cudaSuccess ? (n ? "ok" : "no GPU on this machine") : "no GPU on this machine (the CUDA runtime says: ",
-        e == cudaSuccess ? "" : cudaGetErrorString(e), e == cudaSuccess ? "" : ")");
-    if (write(fds[1], msg, strlen(msg) + 1) < 0) _exit(1);
-    _exit(0);
-  }
-  close(fds[1]);
-  char msg[128] = "0 probe failed";
-  ssize_t got = read(fds[0], msg, sizeof msg - 1);
-  (void)got;
-  close(fds[0]);
-  waitpid(pid, NULL, 0);
-  probe_count = atoi(msg);
-  const char *sp = strchr(msg, ' ');
-  snprintf(probe_why, sizeof probe_why, "%s", sp ? sp + 1 : msg);
-#else
-  probe_count = 0;
-  snprintf(probe_why, sizeof probe_why, "this build has no CUDA transport (nvcc not found at configure time)");
-#endif
-}
-
+/* The GPUs here, asked of a throw-away child (tools/common/launch.c). */
+static char probe_why[160];
 int th_cuda_device_count(void) {
-  probe_cuda();
-  return probe_count > 0 ? probe_count : 0;
+  return sc_gpu_count(NULL, 0, probe_why, sizeof probe_why);
 }
 
 const th_buf_ops_t *th_cuda_ops(const char **why) {
-  probe_cuda();
-  if (probe_count <= 0) {
+  if (th_cuda_device_count() <= 0) {
     *why = probe_why;
     return NULL;
   }
@@ -166,23 +123,22 @@ const th_buf_ops_t *th_cuda_ops(const char **why) {
 
 /* ---- launching ranks ------------------------------------------------------------------ */
 
+/* What every rank of one th_run needs. */
 typedef struct {
   const th_launch_t *l;
   const th_buf_ops_t *ops;
   th_rank_fn fn;
   void *arg;
-  symcoll_comm_t comm;
-  int rank, device, failures;
-} rank_arg_t;
+  bool gpu;
+  const char *job;                         /* process mode */
+  symcoll_comm_t comms[SYMCOLL_MAX_RANKS]; /* thread mode */
+  int devices[SYMCOLL_MAX_RANKS];
+} run_t;
 
-static void *rank_thread(void *p) {
-  rank_arg_t *a = p;
-  if (a->ops->bind(a->device) != 0) {
-    a->failures = 1;
-    return NULL;
-  }
-  a->failures = a->fn(a->comm, a->ops, a->arg);
-  return NULL;
+static int thread_rank(int r, void *p) {
+  run_t *x = p;
+  if (x->ops->bind(x->devices[r]) != 0) return 1;
+  return x->fn(x->comms[r], x->ops, x->arg);
 }
 
 static int device_of(int rank) {
@@ -220,6 +176,29 @@ void th_set_mode(const char *mode) {
   g_mode = mode;
 }
 
+/* One rank as a process: its communicator, the body, the exit code. */
+static int process_rank(int r, void *p) {
+  run_t *x = p;
+  int dev = x->gpu ? device_of(r) : SYMCOLL_DEVICE_HOST;
+  if (x->ops->bind(dev) != 0) return 3;
+  symcoll_config_t cfg;
+  symcoll_config_init(&cfg);
+  cfg.job_id = x->job;
+  cfg.rank = r;
+  cfg.nranks = x->l->nranks;
+  cfg.device = dev;
+  cfg.timeout_ms = x->l->timeout_ms;
+  symcoll_comm_t comm;
+  symcoll_status_t s = symcoll_comm_create(&cfg, &comm);
+  if (s != SYMCOLL_OK) {
+    fprintf(stderr, "rank %d: comm_create: %s\n", r, symcoll_status_string(s));
+    return 2;
+  }
+  int f = x->fn(comm, x->ops, x->arg);
+  symcoll_comm_destroy(comm);
+  return f;
+}
+
 int th_run(const th_launch_t *l, th_rank_fn fn, void *arg) {
   const char *why = NULL;
   const th_buf_ops_t *ops = strcmp(l->backend, "cuda") == 0 ? th_cuda_ops(&why) : &th_host_ops;
@@ -245,82 +224,30 @@ int th_run(const th_launch_t *l, th_rank_fn fn, void *arg) {
 #ifdef SYMCOLL_HAVE_CUDA
     use_bounce = true;
 #endif
-    int devices[SYMCOLL_MAX_RANKS];
-    symcoll_comm_t comms[SYMCOLL_MAX_RANKS];
-    rank_arg_t a[SYMCOLL_MAX_RANKS];
-    pthread_t th[SYMCOLL_MAX_RANKS];
-    for (int r = 0; r < l->nranks; r++) devices[r] = gpu ? device_of(r) : SYMCOLL_DEVICE_HOST;
-    symcoll_status_t s = symcoll_comm_create_all(l->nranks, devices, comms);
+    run_t x = {.l = l, .ops = ops, .fn = fn, .arg = arg, .gpu = gpu};
+    for (int r = 0; r < l->nranks; r++) x.devices[r] = gpu ? device_of(r) : SYMCOLL_DEVICE_HOST;
+    symcoll_status_t s = symcoll_comm_create_all(l->nranks, x.devices, x.comms);
     if (s != SYMCOLL_OK) {
       fprintf(stderr, "comm_create_all: %s\n", symcoll_status_string(s));
       return -1;
     }
-    for (int r = 0; r < l->nranks; r++) {
-      a[r] = (rank_arg_t){l, ops, fn, arg, comms[r], r, devices[r], 0};
-      pthread_create(&th[r], NULL, rank_thread, &a[r]);
-    }
-    int failures = 0;
-    for (int r = 0; r < l->nranks; r++) {
-      pthread_join(th[r], NULL);
-      failures += a[r].failures;
-      symcoll_comm_destroy(comms[r]);
-    }
-    return failures;
+    const sc_ranks_result_t res = sc_thread_ranks(l->nranks, thread_rank, &x);
+    for (int r = 0; r < l->nranks; r++) symcoll_comm_destroy(x.comms[r]);
+    return res.sum;
   }
   /* GPU ranks sharing a GPU as processes (MPS) load every kernel up front too: a kernel that a
    * library (cuBLASLt) loads on its first launch can wait for the whole GPU to go idle. */
   if (gpu) setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   char job[64];
   th_job_id(job, sizeof job, "run");
-  pid_t pids[SYMCOLL_MAX_RANKS];
-  fflush(NULL);
-  for (int r = 0; r < l->nranks; r++) {
-    pids[r] = fork();
-    if (pids[r] == 0) {
-      int dev = gpu ? device_of(r) : SYMCOLL_DEVICE_HOST;
-      if (ops->bind(dev) != 0) _exit(3);
-      symcoll_config_t cfg;
-      symcoll_config_init(&cfg);
-      cfg.job_id = job;
-      cfg.rank = r;
-      cfg.nranks = l->nranks;
-      cfg.device = dev;
-      cfg.timeout_ms = l->timeout_ms;
-      symcoll_comm_t comm;
-      symcoll_status_t s = symcoll_comm_create(&cfg, &comm);
-      if (s != SYMCOLL_OK) {
-        fprintf(stderr, "rank %d: comm_create: %s\n", r, symcoll_status_string(s));
-        _exit(2);
-      }
-      int f = fn(comm, ops, arg);
-      symcoll_comm_destroy(comm);
-      fflush(NULL);
-      _exit(f > 250 ? 250 : f);
-    }
+  run_t x = {.l = l, .ops = ops, .fn = fn, .arg = arg, .gpu = gpu, .job = job};
+  const int wall = l->wall_s > 0 ? l->wall_s : 600;
+  const sc_ranks_result_t res = sc_fork_ranks(l->nranks, process_rank, &x, wall);
+  if (res.timed_out) {
+    fprintf(stderr, "ranks still running after %d s: killed them\n", wall);
+    return -1;
   }
-  int failures = 0, left = l->nranks;
-  double end = th_now() + (l->wall_s > 0 ? l->wall_s : 600);
-  while (left > 0) {
-    int st;
-    pid_t p = waitpid(-1, &st, WNOHANG);
-    if (p > 0) {
-      left--;
-      if (WIFEXITED(st))
-        failures += WEXITSTATUS(st);
-      else
-        failures = -1000000;
-      continue;
-    }
-    if (th_now() > end) {
-      fprintf(stderr, "ranks still running after %d s: killing them\n", l->wall_s);
-      for (int r = 0; r < l->nranks; r++) kill(pids[r], SIGKILL);
-      while (wait(NULL) > 0) {
-      }
-      return -1;
-    }
-    usleep(2000);
-  }
-  return failures < 0 ? -1 : failures;
+  return res.signaled ? -1 : res.sum;
 }
 
 /* job_id NULL: any job this test process started (names "test.<tag>.<pid>.<n>"), so that

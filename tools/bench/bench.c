@@ -27,6 +27,7 @@
 
 #include "bench.h"
 #include "exact.h"
+#include "launch.h"
 
 typedef struct {
   size_t min_bytes, max_bytes, step;
@@ -642,34 +643,34 @@ static void rank_setup(bctx_t *c) {
   if (s != SYMCOLL_OK) bench_fail(c, "control memory", bench_status(s));
 }
 
-static void *rank_thread(void *p) {
-  bctx_t *c = p;
-  rank_setup(c);
-  run_rank(c);
-  return NULL;
+typedef struct {
+  symcoll_comm_t comms[SYMCOLL_MAX_RANKS], ctls[SYMCOLL_MAX_RANKS];
+  int devs[SYMCOLL_MAX_RANKS];
+} threads_t;
+
+static int thread_rank(int r, void *p) {
+  threads_t *t = p;
+  bctx_t c = {.comm = t->comms[r], .ctl = t->ctls[r], .rank = r, .nranks = O.nranks, .device = t->devs[r]};
+  rank_setup(&c);
+  run_rank(&c);
+  return 0;
 }
 
 static int run_threads(void) {
-  int n = O.nranks, devs[SYMCOLL_MAX_RANKS];
-  symcoll_comm_t comms[SYMCOLL_MAX_RANKS], ctls[SYMCOLL_MAX_RANKS];
+  const int n = O.nranks;
+  threads_t t;
   threads_mode = true;
-  for (int r = 0; r < n; r++) devs[r] = rank_device(r);
-  symcoll_status_t s = symcoll_comm_create_all(n, devs, comms);
-  if (s == SYMCOLL_OK) s = symcoll_comm_create_all(n, NULL, ctls);
+  for (int r = 0; r < n; r++) t.devs[r] = rank_device(r);
+  symcoll_status_t s = symcoll_comm_create_all(n, t.devs, t.comms);
+  if (s == SYMCOLL_OK) s = symcoll_comm_create_all(n, NULL, t.ctls);
   if (s != SYMCOLL_OK) {
     fprintf(stderr, "symcoll_comm_create_all: %s\n", bench_status(s));
     return 1;
   }
-  bctx_t c[SYMCOLL_MAX_RANKS];
-  pthread_t th[SYMCOLL_MAX_RANKS];
+  sc_thread_ranks(n, thread_rank, &t);
   for (int r = 0; r < n; r++) {
-    c[r] = (bctx_t){.comm = comms[r], .ctl = ctls[r], .rank = r, .nranks = n, .device = devs[r]};
-    pthread_create(&th[r], NULL, rank_thread, &c[r]);
-  }
-  for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
-  for (int r = 0; r < n; r++) {
-    symcoll_comm_destroy(comms[r]);
-    symcoll_comm_destroy(ctls[r]);
+    symcoll_comm_destroy(t.comms[r]);
+    symcoll_comm_destroy(t.ctls[r]);
   }
   return total_wrong > 0 ? 3 : 0;
 }
@@ -731,6 +732,10 @@ static int run_job_process(void) {
   return total_wrong > 0 ? 3 : 0;
 }
 
+static int forked_rank(int r, void *job) {
+  return run_one_process(job, r, O.nranks);
+}
+
 static int run_processes(void) {
   /* Joined from a launcher (mpirun, torchrun, SYMCOLL_RANK): this process is one rank. */
   if (across_nodes() && !getenv("SYMCOLL_NODE_RANKS")) return run_job_process();
@@ -747,17 +752,9 @@ static int run_processes(void) {
     }
   char job[64];
   snprintf(job, sizeof job, "bench.%d", (int)getpid());
-  fflush(NULL);
-  for (int r = 0; r < O.nranks; r++)
-    if (fork() == 0) _exit(run_one_process(job, r, O.nranks));
   /* The first rank that fails ends the run: the others lose it within their timeout (or at
    * once, through its pidfd) and fail too; the exit code is the first non-zero one. */
-  int st, rc = 0;
-  while (wait(&st) > 0) {
-    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-    if (code && !rc) rc = code;
-  }
-  return rc;
+  return sc_fork_ranks(O.nranks, forked_rank, job, 0).first;
 }
 
 /* ---- options ------------------------------------------------------------------------------------ */
@@ -791,36 +788,6 @@ static void usage(const char *argv0) {
       argv0);
 }
 
-/* GPUs here (and GPU 0's name), asked of a throw-away child: a process that initialises CUDA
- * and then forks ranks leaves them unable to use CUDA. */
-static int gpu_count(void) {
-#ifdef SYMCOLL_BENCH_CUDA
-  int fds[2];
-  struct {
-    int n;
-    char name[128];
-  } r = {0, ""};
-  if (pipe(fds) != 0) return 0;
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    struct cudaDeviceProp p;
-    if (cudaGetDeviceCount(&r.n) != cudaSuccess) r.n = 0;
-    if (r.n > 0 && cudaGetDeviceProperties(&p, 0) == cudaSuccess) snprintf(r.name, sizeof r.name, "%.127s", p.name);
-    _exit(write(fds[1], &r, sizeof r) == sizeof r ? 0 : 1);
-  }
-  close(fds[1]);
-  if (read(fds[0], &r, sizeof r) != sizeof r) r.n = 0;
-  close(fds[0]);
-  waitpid(pid, NULL, 0);
-  memcpy(gpu_model, r.name, sizeof gpu_model);
-  gpu_model[sizeof gpu_model - 1] = 0;
-  return r.n;
-#else
-  return 0;
-#endif
-}
-
 static const char *default_algos(symcoll_coll_t coll, bool gpu) {
   if (across_nodes()) return "hierarchical,engine,auto";
   switch (coll) {
@@ -835,7 +802,7 @@ static const char *default_algos(symcoll_coll_t coll, bool gpu) {
 
 int main(int argc, char **argv) {
   peer_mpi_init(&argc, &argv);
-  int ngpu = gpu_count();
+  int ngpu = sc_gpu_count(gpu_model, sizeof gpu_model, NULL, 0);
   read_cpu_model();
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   O = (opts_t){.min_bytes = 8192,
