@@ -86,6 +86,17 @@ typedef struct {
 /* Runs the table on this rank; 0, or non-zero when a result was wrong. */
 int bench_matmul_rank(bctx_t *c, const bench_mm_opts_t *o);
 
+/* bench_launch.c: the ranks of one run, each running body (0: all right; the exit code). */
+typedef struct {
+  const char *backend, *mode; /* "cuda" or "host"; "thread" or "process" */
+  int nranks, ngpus;          /* ranks go to GPUs round robin */
+  bool bind, inplace;         /* pin rank r to the r-th allowed CPU; in-place calls */
+  int (*body)(bctx_t *c);
+} bench_launch_t;
+int bench_launch(const bench_launch_t *l);
+/* Whether this process is one rank of a job spanning nodes (or of emulated nodes). */
+bool bench_across_nodes(void);
+
 int bench_merge(int nfiles, char **files, const char *out_csv, const char *plot, const char *title);
 int bench_plot(const char *csv, const char *png, const char *title);
 /* A failed call's status and why (symcoll_last_error), for error lines; per thread. */
