@@ -88,6 +88,17 @@ static size_t round_elems(cuda_state_t *cs, const symcoll__coll_args_t *a, size_
   return rb / es;
 }
 
+/* The signature with the launch shape folded in (grid and round): ranks that disagree on it
+ * would meet at barriers with other blocks or rounds, so they meet SYMCOLL_ERR_MISMATCH
+ * there instead. Every rank computes the same shape (shape(), round_elems()), so this never
+ * fires unless that breaks. */
+static uint32_t with_shape(const cuda_state_t *cs, uint32_t sig, const symcoll__cuda_launch_t *l, size_t chunk) {
+  if (!cs->signature) return sig;
+  const uint32_t s = sig ^ ((uint32_t)l->blocks * 0x27d4eb2fu) ^ ((uint32_t)chunk * 0x165667b1u) ^
+                     ((uint32_t)(chunk >> 32) * 0x9e3779b1u);
+  return s ? s : 1;
+}
+
 static symcoll_status_t launch_failed(const symcoll__coll_args_t *a, const symcoll__cuda_launch_t *l, int e) {
   SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "launching the %s %s kernel (%d x %d) failed: %s", symcoll_coll_name(a->coll),
                symcoll_algo_name(a->algo), l->blocks, l->threads, cudaGetErrorString((cudaError_t)e));
@@ -130,6 +141,7 @@ static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const 
   size_t work = round / per_vec;
   if (l.algo == SYMCOLL_ALGO_TWO_SHOT) work = (work + (size_t)comm->nranks - 1) / (size_t)comm->nranks;
   shape(cs, comm, a, &l, work, DEFAULT_THREADS);
+  k.sig = with_shape(cs, k.sig, &l, k.chunk_elems);
   int e = cudaSuccess, launches = 0;
   if (l.algo != SYMCOLL_ALGO_LAMPORT) {
     e = symcoll__cuda_launch(&l, &k, a->stream), launches = 1;
@@ -154,6 +166,7 @@ static symcoll_status_t ll_launches(symcoll_comm_t comm, cuda_state_t *cs, const
                                     symcoll__cuda_args_t *k, symcoll__cuda_launch_t *l, size_t total, size_t unit) {
   const size_t per = SYMCOLL_CUDA_LL_DATA / unit;
   shape(cs, comm, a, l, ((total < per ? total : per) * unit + 7) / 8, LL_THREADS);
+  k->sig = with_shape(cs, k->sig, l, per);
   int e = cudaSuccess, launches = 0;
   const char *send = k->send;
   char *recv = k->recv;
@@ -243,6 +256,7 @@ static symcoll_status_t all_gather(symcoll_comm_t comm, cuda_state_t *cs, const 
   k.chunk_elems = round_elems(cs, a, cs->db_half / (size_t)parts, parts);
   const size_t round = k.zero_copy || a->count < k.chunk_elems ? a->count : k.chunk_elems;
   shape(cs, comm, a, &l, round / (16 / es), DEFAULT_THREADS); /* 16-byte units */
+  k.sig = with_shape(cs, k.sig, &l, k.chunk_elems);
   int e = symcoll__cuda_launch(&l, &k, a->stream);
   trace(comm, a, &l, round, 1);
   return e == cudaSuccess ? SYMCOLL_OK : launch_failed(a, &l, e);
@@ -273,6 +287,7 @@ static symcoll_status_t reduce_scatter(symcoll_comm_t comm, cuda_state_t *cs, co
   k.chunk_elems = round_elems(cs, a, cs->db_half / (size_t)n, n);
   const size_t round = k.zero_copy || a->count < k.chunk_elems ? a->count : k.chunk_elems;
   shape(cs, comm, a, &l, round / (16 / es), DEFAULT_THREADS); /* 16-byte units */
+  k.sig = with_shape(cs, k.sig, &l, k.chunk_elems);
   int e = symcoll__cuda_launch(&l, &k, a->stream);
   trace(comm, a, &l, round, 1);
   return e == cudaSuccess ? SYMCOLL_OK : launch_failed(a, &l, e);
