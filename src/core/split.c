@@ -38,6 +38,25 @@ static symcoll_status_t parent_done(symcoll_comm_t parent, symcoll_status_t s, s
   return s;
 }
 
+/* The group of `color`: ranks of that color ordered by key, then by rank in the parent (a
+ * stable insertion); returns its size, *newrank_p = me's place in it (-1: not in it). */
+static int group_of(const int all[][2], int n, int color, int me, int *members, int *newrank_p) {
+  int newn = 0;
+  for (int r = 0; color >= 0 && r < n; r++) {
+    if (all[r][0] != color) continue;
+    int at = newn++;
+    while (at > 0 && (all[members[at - 1]][1] > all[r][1])) {
+      members[at] = members[at - 1];
+      at--;
+    }
+    members[at] = r;
+  }
+  *newrank_p = -1;
+  for (int i = 0; i < newn; i++)
+    if (members[i] == me) *newrank_p = i;
+  return newn;
+}
+
 symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, int key, symcoll_comm_t *newcomm_p) {
   symcoll__log_init();
   if (!comm || !newcomm_p) {
@@ -60,19 +79,8 @@ symcoll_status_t symcoll_comm_split(symcoll_comm_t comm, int color, int key, sym
   SYMCOLL_CHECK(comm->oob->allgather(comm, mine, all, sizeof mine));
   const uint64_t seq = ++comm->split_seq;
 
-  /* The group: ranks of our color ordered by key, then by rank in comm. */
-  int members[SYMCOLL_MAX_RANKS], newn = 0, newrank = -1;
-  for (int r = 0; color >= 0 && r < n; r++) {
-    if (all[r][0] != color) continue;
-    int at = newn++;
-    while (at > 0 && (all[members[at - 1]][1] > all[r][1])) {
-      members[at] = members[at - 1];
-      at--;
-    }
-    members[at] = r;
-  }
-  for (int i = 0; i < newn; i++)
-    if (members[i] == me) newrank = i;
+  int members[SYMCOLL_MAX_RANKS], newrank = -1;
+  const int newn = group_of(all, n, color, me, members, &newrank);
 
   symcoll_config_t cfg;
   symcoll_config_init(&cfg);

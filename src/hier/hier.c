@@ -519,9 +519,8 @@ void symcoll_job_config_init(symcoll_job_config_t *cfg) {
   cfg->device = SYMCOLL_DEVICE_HOST;
 }
 
-symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcoll_comm_t *comm_p) {
-  symcoll__log_init();
-  if (!cfg || !comm_p) return SYMCOLL_ERR_INVALID_ARGUMENT;
+/* The job configuration's own fields (the rank and size may still come from MPI). */
+static symcoll_status_t job_config_check(const symcoll_job_config_t *cfg) {
   if (cfg->struct_size != sizeof *cfg) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job config struct_size %zu, expected %zu (call symcoll_job_config_init)",
                  cfg->struct_size, sizeof *cfg);
@@ -540,6 +539,13 @@ symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcol
                  cfg->local_nranks, cfg->device, cfg->timeout_ms);
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   }
+  return SYMCOLL_OK;
+}
+
+symcoll_status_t symcoll_comm_create_job(const symcoll_job_config_t *cfg, symcoll_comm_t *comm_p) {
+  symcoll__log_init();
+  if (!cfg || !comm_p) return SYMCOLL_ERR_INVALID_ARGUMENT;
+  SYMCOLL_CHECK(job_config_check(cfg));
   const symcoll_engine_t kind = symcoll__engine_choice(cfg->engine, cfg->device, false);
   if (kind == SYMCOLL_ENGINE_SYMCOLL) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "SYMCOLL_ENGINE=symcoll is for nodes emulated with SYMCOLL_NODE_RANKS");
