@@ -654,6 +654,156 @@ static const char *default_algos(symcoll_coll_t coll, bool gpu) {
   }
 }
 
+/* What the command line says beside O. */
+typedef struct {
+  char **merge;
+  const char *title;
+  int nmerge, warmup_set, reps_set, algos_set, peers_set, range_set;
+} args_t;
+
+/* The command line into O and *x: -1 to go on, else the exit code (help, --env, bad usage). */
+static int parse_args(int argc, char **argv, args_t *x) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define TAKE (i++, v)
+    if (!strcmp(a, "-b") && v)
+      O.min_bytes = parse_size(TAKE), x->range_set = 1;
+    else if (!strcmp(a, "-e") && v)
+      O.max_bytes = parse_size(TAKE), x->range_set = 1;
+    else if (!strcmp(a, "-f") && v)
+      O.step = (size_t)atoi(TAKE);
+    else if (!strcmp(a, "-n") && v)
+      O.iters = atoi(TAKE);
+    else if (!strcmp(a, "-w") && v)
+      O.warmup = atoi(TAKE), x->warmup_set = 1;
+    else if (!strcmp(a, "-r") && v)
+      O.reps = atoi(TAKE), x->reps_set = 1;
+    else if (!strcmp(a, "-G") && v)
+      O.graph = atoi(TAKE);
+    else if (!strcmp(a, "-d") && v) {
+      const char *d = TAKE;
+      int found = -1;
+      for (int k = 0; k < SYMCOLL_NUM_DTYPES; k++)
+        if (!strcmp(d, symcoll_dtype_name((symcoll_dtype_t)k))) found = k;
+      if (!strcmp(d, "float")) found = SYMCOLL_FLOAT32;
+      if (found < 0) {
+        fprintf(stderr, "unknown dtype %s\n", d);
+        return 2;
+      }
+      O.dtype = (symcoll_dtype_t)found;
+    } else if (!strcmp(a, "-o") && v) {
+      const char *o = TAKE;
+      int found = -1;
+      for (int k = 0; k < SYMCOLL_NUM_OPS; k++)
+        if (!strcmp(o, symcoll_op_name((symcoll_op_t)k))) found = k;
+      if (found < 0) {
+        fprintf(stderr, "unknown op %s\n", o);
+        return 2;
+      }
+      O.op = (symcoll_op_t)found;
+    } else if (!strcmp(a, "--coll") && v) {
+      const char *c = TAKE;
+      O.mm = !strcmp(c, "all_gather_matmul") ? 1 : !strcmp(c, "matmul_reduce_scatter") ? 2 : 0;
+      O.coll = !strcmp(c, "all_reduce")       ? &bench_all_reduce
+               : !strcmp(c, "all_gather")     ? &bench_all_gather
+               : !strcmp(c, "reduce_scatter") ? &bench_reduce_scatter
+               : O.mm                         ? &bench_all_gather
+                                              : NULL;
+      if (!O.coll) {
+        fprintf(stderr,
+                "unknown collective %s (all_reduce, all_gather, reduce_scatter, all_gather_matmul, "
+                "matmul_reduce_scatter)\n",
+                c);
+        return 2;
+      }
+    } else if (!strcmp(a, "--algo") && v)
+      snprintf(O.algos, sizeof O.algos, "%s", TAKE), x->algos_set = 1;
+    else if (!strcmp(a, "--peers") && v)
+      snprintf(O.peers, sizeof O.peers, "%s", TAKE), x->peers_set = 1;
+    else if (!strcmp(a, "--backend") && v)
+      O.backend = TAKE;
+    else if (!strcmp(a, "--ranks") && v)
+      O.nranks = atoi(TAKE);
+    else if (!strcmp(a, "--mode") && v)
+      O.mode = TAKE;
+    else if (!strcmp(a, "--csv") && v)
+      O.csv = TAKE;
+    else if (!strcmp(a, "--json") && v)
+      O.json = TAKE;
+    else if (!strcmp(a, "--plot") && v)
+      O.plot = TAKE;
+    else if (!strcmp(a, "--title") && v)
+      x->title = TAKE;
+    else if (!strcmp(a, "--inplace"))
+      O.inplace = true;
+    else if (!strcmp(a, "--send-symmetric"))
+      O.send_symmetric = true;
+    else if (!strcmp(a, "--no-bind"))
+      O.bind = false;
+    else if (!strcmp(a, "--tune") && v)
+      O.tune = TAKE;
+    else if (!strcmp(a, "--shapes") && v)
+      O.shapes = TAKE;
+    else if (!strcmp(a, "--env")) {
+      symcoll_env_foreach(print_env, NULL);
+      return 0;
+    } else if (!strcmp(a, "--merge")) {
+      x->merge = &argv[i + 1];
+      while (i + 1 < argc && argv[i + 1][0] != '-') {
+        i++;
+        x->nmerge++;
+      }
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(argv[0]);
+      return 0;
+    } else {
+      fprintf(stderr, "unknown option %s\n", a);
+      usage(argv[0]);
+      return 2;
+    }
+  }
+  return -1;
+}
+
+#ifdef SYMCOLL_TUNE_TOOL
+/* symcoll-tune: candidates only, a wide size range, the table where the library looks. */
+static void tune_tool_defaults(const args_t *x, bool gpu, int ngpu) {
+  static char default_tune[512];
+  if (!O.tune) {
+    const char *home = getenv("HOME") ? getenv("HOME") : ".";
+    snprintf(default_tune, sizeof default_tune, "%s/.cache/symcoll", home);
+    for (char *p = default_tune + 1; *p; p++) /* mkdir -p */
+      if (*p == '/') {
+        *p = 0;
+        mkdir(default_tune, 0755);
+        *p = '/';
+      }
+    mkdir(default_tune, 0755);
+    strncat(default_tune, "/tune.txt", sizeof default_tune - strlen(default_tune) - 1);
+    O.tune = default_tune;
+  }
+  if (!x->algos_set && O.coll->kind == SYMCOLL_COLL_ALL_REDUCE)
+    snprintf(O.algos, sizeof O.algos, "%s",
+             gpu ? "oneshot,oneshot_db,lamport,twoshot,oneshot_db@0:256,lamport@0:256,twoshot@0:256,oneshot_db@0:1024,"
+                   "lamport@0:1024,twoshot@0:1024"
+                 : "oneshot,twoshot");
+  else if (!x->algos_set) { /* the collective's algorithms without auto */
+    char *autop = strstr(O.algos, ",auto");
+    if (autop) *autop = 0;
+  }
+  /* NCCL through symcoll's engine is a candidate where NCCL runs: one process per GPU. */
+  if (!x->algos_set && gpu && !strcmp(O.mode, "process") && O.nranks > 1 && O.nranks <= ngpu) {
+    strncat(O.algos, ",nccl", sizeof O.algos - strlen(O.algos) - 1);
+    setenv("SYMCOLL_NCCL", "1", 0);
+  }
+  if (!x->peers_set) O.peers[0] = 0;
+  if (!x->range_set) {
+    O.min_bytes = 1024;
+    O.max_bytes = 64u << 20;
+  }
+}
+#endif
+
 int main(int argc, char **argv) {
   peer_mpi_init(&argc, &argv);
   int ngpu = sc_gpu_count(gpu_model, sizeof gpu_model, NULL, 0);
@@ -674,142 +824,15 @@ int main(int argc, char **argv) {
                .bind = true};
   snprintf(O.peers, sizeof O.peers, "%s", peer_mpi_active() ? "mpi" : "nccl");
   O.nranks = ngpu > 0 ? ngpu : (int)(cores < 2 ? 2 : cores > 8 ? 8 : cores);
-  char **merge = NULL;
-  const char *title = NULL;
-  int nmerge = 0, warmup_set = 0, reps_set = 0, algos_set = 0, peers_set = 0, range_set = 0;
-  (void)peers_set;
-  (void)range_set;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define TAKE (i++, v)
-    if (!strcmp(a, "-b") && v)
-      O.min_bytes = parse_size(TAKE), range_set = 1;
-    else if (!strcmp(a, "-e") && v)
-      O.max_bytes = parse_size(TAKE), range_set = 1;
-    else if (!strcmp(a, "-f") && v)
-      O.step = (size_t)atoi(TAKE);
-    else if (!strcmp(a, "-n") && v)
-      O.iters = atoi(TAKE);
-    else if (!strcmp(a, "-w") && v)
-      O.warmup = atoi(TAKE), warmup_set = 1;
-    else if (!strcmp(a, "-r") && v)
-      O.reps = atoi(TAKE), reps_set = 1;
-    else if (!strcmp(a, "-G") && v)
-      O.graph = atoi(TAKE);
-    else if (!strcmp(a, "-d") && v) {
-      const char *d = TAKE;
-      int found = -1;
-      for (int k = 0; k < SYMCOLL_NUM_DTYPES; k++)
-        if (!strcmp(d, symcoll_dtype_name((symcoll_dtype_t)k))) found = k;
-      if (!strcmp(d, "float")) found = SYMCOLL_FLOAT32;
-      if (found < 0) {
-        fprintf(stderr, "unknown dtype %s\n", d);
-        return 2;
-      }
-      O.dtype = (symcoll_dtype_t)found;
-    } else if (!strcmp(a, "-o") && v) {
-      const char *o = TAKE;
-      O.op = !strcmp(o, "max") ? SYMCOLL_MAX : !strcmp(o, "min") ? SYMCOLL_MIN : SYMCOLL_SUM;
-    } else if (!strcmp(a, "--coll") && v) {
-      const char *c = TAKE;
-      O.mm = !strcmp(c, "all_gather_matmul") ? 1 : !strcmp(c, "matmul_reduce_scatter") ? 2 : 0;
-      O.coll = !strcmp(c, "all_reduce")       ? &bench_all_reduce
-               : !strcmp(c, "all_gather")     ? &bench_all_gather
-               : !strcmp(c, "reduce_scatter") ? &bench_reduce_scatter
-               : O.mm                         ? &bench_all_gather
-                                              : NULL;
-      if (!O.coll) {
-        fprintf(stderr,
-                "unknown collective %s (all_reduce, all_gather, reduce_scatter, all_gather_matmul, "
-                "matmul_reduce_scatter)\n",
-                c);
-        return 2;
-      }
-    } else if (!strcmp(a, "--algo") && v)
-      snprintf(O.algos, sizeof O.algos, "%s", TAKE), algos_set = 1;
-    else if (!strcmp(a, "--peers") && v)
-      snprintf(O.peers, sizeof O.peers, "%s", TAKE), peers_set = 1;
-    else if (!strcmp(a, "--backend") && v)
-      O.backend = TAKE;
-    else if (!strcmp(a, "--ranks") && v)
-      O.nranks = atoi(TAKE);
-    else if (!strcmp(a, "--mode") && v)
-      O.mode = TAKE;
-    else if (!strcmp(a, "--csv") && v)
-      O.csv = TAKE;
-    else if (!strcmp(a, "--json") && v)
-      O.json = TAKE;
-    else if (!strcmp(a, "--plot") && v)
-      O.plot = TAKE;
-    else if (!strcmp(a, "--title") && v)
-      title = TAKE;
-    else if (!strcmp(a, "--inplace"))
-      O.inplace = true;
-    else if (!strcmp(a, "--send-symmetric"))
-      O.send_symmetric = true;
-    else if (!strcmp(a, "--no-bind"))
-      O.bind = false;
-    else if (!strcmp(a, "--tune") && v)
-      O.tune = TAKE;
-    else if (!strcmp(a, "--shapes") && v)
-      O.shapes = TAKE;
-    else if (!strcmp(a, "--env")) {
-      symcoll_env_foreach(print_env, NULL);
-      return 0;
-    } else if (!strcmp(a, "--merge")) {
-      merge = &argv[i + 1];
-      while (i + 1 < argc && argv[i + 1][0] != '-') {
-        i++;
-        nmerge++;
-      }
-    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(argv[0]);
-      return 0;
-    } else {
-      fprintf(stderr, "unknown option %s\n", a);
-      usage(argv[0]);
-      return 2;
-    }
-  }
-  if (merge) return bench_merge(nmerge, merge, O.csv, O.plot, title);
+  args_t x = {0};
+  const int parsed = parse_args(argc, argv, &x);
+  if (parsed >= 0) return parsed;
+  if (x.merge) return bench_merge(x.nmerge, x.merge, O.csv, O.plot, x.title);
   const bool gpu = !strcmp(O.backend, "cuda");
-  if (!algos_set) snprintf(O.algos, sizeof O.algos, "%s", default_algos(O.coll->kind, gpu));
+  if (!x.algos_set) snprintf(O.algos, sizeof O.algos, "%s", default_algos(O.coll->kind, gpu));
   if (!O.coll->has_op) O.op = SYMCOLL_SUM;
 #ifdef SYMCOLL_TUNE_TOOL
-  /* symcoll-tune: candidates only, a wide size range, the table where the library looks. */
-  static char default_tune[512];
-  if (!O.tune) {
-    const char *home = getenv("HOME") ? getenv("HOME") : ".";
-    snprintf(default_tune, sizeof default_tune, "%s/.cache/symcoll", home);
-    for (char *p = default_tune + 1; *p; p++) /* mkdir -p */
-      if (*p == '/') {
-        *p = 0;
-        mkdir(default_tune, 0755);
-        *p = '/';
-      }
-    mkdir(default_tune, 0755);
-    strncat(default_tune, "/tune.txt", sizeof default_tune - strlen(default_tune) - 1);
-    O.tune = default_tune;
-  }
-  if (!algos_set && O.coll->kind == SYMCOLL_COLL_ALL_REDUCE)
-    snprintf(O.algos, sizeof O.algos, "%s",
-             gpu ? "oneshot,oneshot_db,lamport,twoshot,oneshot_db@0:256,lamport@0:256,twoshot@0:256,oneshot_db@0:1024,"
-                   "lamport@0:1024,twoshot@0:1024"
-                 : "oneshot,twoshot");
-  else if (!algos_set) { /* the collective's algorithms without auto */
-    char *autop = strstr(O.algos, ",auto");
-    if (autop) *autop = 0;
-  }
-  /* NCCL through symcoll's engine is a candidate where NCCL runs: one process per GPU. */
-  if (!algos_set && gpu && !strcmp(O.mode, "process") && O.nranks > 1 && O.nranks <= ngpu) {
-    strncat(O.algos, ",nccl", sizeof O.algos - strlen(O.algos) - 1);
-    setenv("SYMCOLL_NCCL", "1", 0);
-  }
-  if (!peers_set) O.peers[0] = 0;
-  if (!range_set) {
-    O.min_bytes = 1024;
-    O.max_bytes = 64u << 20;
-  }
+  tune_tool_defaults(&x, gpu, ngpu);
 #endif
   if (O.iters < 1 || O.reps < 1 || O.nranks < 1 || O.nranks > SYMCOLL_MAX_RANKS || O.min_bytes < 1 ||
       O.max_bytes < O.min_bytes) {
@@ -823,8 +846,8 @@ int main(int argc, char **argv) {
   }
   if (!gpu) {
     O.graph = 0;
-    if (!warmup_set) O.warmup = 20; /* first touches of new pages dominate otherwise */
-    if (!reps_set) O.reps = 100;
+    if (!x.warmup_set) O.warmup = 20; /* first touches of new pages dominate otherwise */
+    if (!x.reps_set) O.reps = 100;
   }
   /* Thread-mode ranks sharing a GPU need a hardware queue per stream (symcoll_comm_create_all);
    * not for processes, where MPS clients asking for 32 queues each can stall its server. */
@@ -833,7 +856,7 @@ int main(int argc, char **argv) {
    * while a peer rank's kernel on the same GPU waits for ours. Load them all up front. */
   if (O.mm && !strcmp(O.mode, "thread")) setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   if (O.mm) {
-    O.reps_set = reps_set;
+    O.reps_set = x.reps_set;
     O.plot = NULL; /* a table of shapes, not of sizes */
     if (!O.shapes) O.shapes = gpu ? "all" : "small";
     if (!gpu) setenv("OPENBLAS_NUM_THREADS", "1", 0); /* ranks share the cores */
