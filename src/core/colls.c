@@ -45,6 +45,7 @@ static const symcoll__coll_desc_t rows[] = {
                                             .fallback = SYMCOLL_ALGO_OVERLAP,
                                             .busbw_factor = 1},
 };
+_Static_assert(SYMCOLL_NUM_ALGOS <= 32, "the rows hold algorithms as bits of a uint32_t");
 _Static_assert(sizeof rows / sizeof rows[0] == SYMCOLL_NUM_COLL_KINDS,
                "every collective of SYMCOLL_COLL_MAP has a row here");
 

@@ -64,7 +64,8 @@ enum {
     "rendezvous name shared by the ranks of one job ([A-Za-z0-9._:-], <= 64); "                                       \
     "unset: ppid.<the parent's pid>")                                                                                 \
   X(SYMCOLL_GPU_SIGNATURE, BOOL, "1", 0, 1, "",                                                                       \
-    "testing only: 0 makes GPU kernels carry 1 in place of each call's signature (to measure its cost)")              \
+    "testing only: 0 makes GPU kernels carry 1 in place of each call's signature (to measure its cost; the "          \
+    "double-buffered kernels still fold their staging half in)")                                                      \
   X(SYMCOLL_FAULT, STR, "", 0, 0, "", "testing only: POINT:RANK[:N] kills RANK at its Nth boot|alloc|coll point")
 
 /* The knob's value parsed by its type (INT, MS, BYTES, BOOL); its default if unset or invalid. */

@@ -44,16 +44,17 @@ __global__ void __launch_bounds__(1024) AllGather_Pull(const symcoll__cuda_args_
           a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch))
     GIVE_UP(a);
   const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
+  const uint32_t meet = sig_with_state(a.sig, epoch & 1u); /* ranks on other halves: MISMATCH */
   const size_t round = a.zero_copy ? a.count : a.chunk_elems;
   const bool in_place = a.send == a.recv + (size_t)a.rank * a.stride * sizeof(T);
   for (size_t base = 0; base < a.count; base += round) {
-    if (base > 0) BARRIER(a); /* peers are done with the previous round's staging */
+    if (base > 0) BARRIER_VALUE(a, meet); /* peers are done with the previous round's staging */
     const size_t n = a.count - base < round ? a.count - base : round;
     const size_t nvec = n / E, tail = n - nvec * E;
     const char *in = a.send + base * sizeof(T);
     const bool owner =
         a.zero_copy ? owns_tail(first, stride, nvec) : stage<T, U>(a.db[a.rank] + half, in, nvec, tail, first, stride);
-    BARRIER(a);
+    BARRIER_VALUE(a, meet);
     for (int k = 1; k < a.nranks; k++) {
       const int p = (a.rank + k) % a.nranks;
       const char *src = a.zero_copy ? a.src[p] + base * sizeof(T) : a.db[p] + half;
@@ -62,7 +63,7 @@ __global__ void __launch_bounds__(1024) AllGather_Pull(const symcoll__cuda_args_
     if (!in_place)
       copy_share<T, U>(a.recv + ((size_t)a.rank * a.stride + base) * sizeof(T), in, nvec, tail, first, stride, owner);
   }
-  if (a.zero_copy) BARRIER(a); /* peers are done reading our input */
+  if (a.zero_copy) BARRIER_VALUE(a, meet); /* peers are done reading our input */
 }
 
 template <typename T, bool VEC>
@@ -96,9 +97,10 @@ __global__ void __launch_bounds__(1024) AllGather_Push(const symcoll__cuda_args_
           a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch))
     GIVE_UP(a);
   const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
-  const size_t slot = a.chunk_elems * sizeof(T); /* one rank's part of a round */
+  const uint32_t meet = sig_with_state(a.sig, epoch & 1u); /* ranks on other halves: MISMATCH */
+  const size_t slot = a.chunk_elems * sizeof(T);           /* one rank's part of a round */
   for (size_t base = 0; base < a.count; base += a.chunk_elems) {
-    if (base > 0) BARRIER(a);
+    if (base > 0) BARRIER_VALUE(a, meet);
     const size_t n = a.count - base < a.chunk_elems ? a.count - base : a.chunk_elems;
     const size_t nvec = n / E, tail = n - nvec * E;
     const char *in = a.send + base * sizeof(T);
@@ -114,7 +116,7 @@ __global__ void __launch_bounds__(1024) AllGather_Push(const symcoll__cuda_args_
         const Pack<T, false> x = load_cg<T, false>(in, i);
         for (int k = 1; k < a.nranks; k++) store<T, false>(a.db[(a.rank + k) % a.nranks] + half + mine, i, x);
       }
-    BARRIER(a);
+    BARRIER_VALUE(a, meet);
     for (int p = 0; p < a.nranks; p++) {
       char *out = a.recv + ((size_t)p * a.stride + base) * sizeof(T);
       if (p != a.rank)

@@ -279,12 +279,12 @@ out:
   return s;
 }
 
-/* Which ranks share our GPU and whether every pair of GPUs can reach each other (bus ids and
- * peer access), then the geometry every rank sizes its kernels from: the fewest SMs and the
- * smallest L2 of all, and the most ranks on one GPU (a split's parent's too, since its groups
- * run at once). Collective: every rank learns every rank's verdict. */
+/* Which ranks share our GPU (bus ids), a WARN for pairs of GPUs the driver says cannot reach
+ * each other (the probe of every pair decides, after the workspace exists: a GPU this process
+ * cannot see may still be reachable), then the geometry every rank sizes its kernels from:
+ * the fewest SMs and the smallest L2 of all, and the most ranks on one GPU (a split's
+ * parent's too, since its groups run at once). Collective: the same exchanges on every rank. */
 static symcoll_status_t place_ranks(symcoll_comm_t comm, cuda_state_t *cs, char bus[32]) {
-  symcoll_status_t s = SYMCOLL_OK;
   char buses[SYMCOLL_MAX_RANKS][32];
   CUDA_TRY(cudaDeviceGetPCIBusId(bus, 32, comm->device));
   SYMCOLL_CHECK(comm->oob->allgather(comm, bus, buses, 32));
@@ -303,7 +303,6 @@ static symcoll_status_t place_ranks(symcoll_comm_t comm, cuda_state_t *cs, char 
     if (!can) {
       SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "GPU %s (rank %d) cannot access GPU %s (rank %d): no peer access", bus,
                    comm->rank, buses[r], r);
-      s = SYMCOLL_ERR_UNSUPPORTED;
     }
   }
   /* [SMs, L2 bytes, ranks of a parent communicator on this GPU] */
@@ -320,11 +319,7 @@ static symcoll_status_t place_ranks(symcoll_comm_t comm, cuda_state_t *cs, char 
     if (geos[r][0] < cs->sms) cs->sms = geos[r][0];
     if (geos[r][1] < cs->l2) cs->l2 = geos[r][1];
   }
-  int verdict = s, verdicts[SYMCOLL_MAX_RANKS];
-  SYMCOLL_CHECK(comm->oob->allgather(comm, &verdict, verdicts, sizeof(int)));
-  for (int r = 0; r < comm->nranks; r++)
-    if (verdicts[r] != SYMCOLL_OK) s = SYMCOLL_ERR_UNSUPPORTED;
-  return s;
+  return SYMCOLL_OK;
 }
 
 /* Offsets of the workspace's parts past the staging buffer (see cuda_host.h). */

@@ -265,7 +265,7 @@ __device__ __forceinline__ void publish_error(const symcoll__cuda_args_t &a) {
   } while (0)
 
 /* Every rank's block with this block index meets here with `value`: the call's signature,
- * or (BARRIER_STATE) the signature with per-rank state that must agree folded in, so that
+ * or (BARRIER_VALUE with sig_with_state) the signature with per-rank state that must agree folded in, so that
  * ranks that disagree meet SYMCOLL_ERR_MISMATCH instead of each other's data. */
 #define BARRIER_VALUE(a, value)                                                                                \
   do {                                                                                                         \

@@ -28,11 +28,12 @@ __global__ void __launch_bounds__(1024) ReduceScatter_Pull(const symcoll__cuda_a
           a, a.db_epoch, [](uint32_t e) { return e + 1u; }, &epoch))
     GIVE_UP(a);
   const size_t half = (size_t)(epoch & 1u) * a.db_half_bytes;
+  const uint32_t meet = sig_with_state(a.sig, epoch & 1u); /* ranks on other halves: MISMATCH */
   const size_t round = a.zero_copy ? a.count : a.chunk_elems;
   const size_t slot = a.chunk_elems * sizeof(T);
   const size_t mine = (size_t)a.rank * a.stride * sizeof(T); /* our block's offset in an input */
   for (size_t base = 0; base < a.count; base += round) {
-    if (base > 0) BARRIER(a); /* peers are done with the previous round's staging */
+    if (base > 0) BARRIER_VALUE(a, meet); /* peers are done with the previous round's staging */
     const size_t n = a.count - base < round ? a.count - base : round;
     const size_t nvec = n / E, tail = n - nvec * E;
     bool owner = owns_tail(first, stride, nvec);
@@ -41,7 +42,7 @@ __global__ void __launch_bounds__(1024) ReduceScatter_Pull(const symcoll__cuda_a
         if (q != a.rank)
           stage<T, U>(a.db[a.rank] + half + (size_t)q * slot, a.send + ((size_t)q * a.stride + base) * sizeof(T), nvec,
                       tail, first, stride);
-    BARRIER(a);
+    BARRIER_VALUE(a, meet);
     auto src = [&](int r) -> const char * {
       if (r == a.rank) return a.send + mine + base * sizeof(T);
       return a.zero_copy ? a.src[r] + mine + base * sizeof(T) : a.db[r] + half + (size_t)a.rank * slot;
@@ -50,7 +51,7 @@ __global__ void __launch_bounds__(1024) ReduceScatter_Pull(const symcoll__cuda_a
     for (size_t v = first; v < nvec; v += stride) store<T, U>(out, v, reduce_at<T, OP, U>(src, a.nranks, v));
     reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, owner);
   }
-  if (a.zero_copy) BARRIER(a); /* peers are done reading our input */
+  if (a.zero_copy) BARRIER_VALUE(a, meet); /* peers are done reading our input */
 }
 
 /* 8 bytes of a block at word w (fewer at its end) as two 32-bit halves. */

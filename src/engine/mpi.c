@@ -24,7 +24,7 @@
 
 #include <mpi.h>
 
-#include "../engine/engine.h"
+#include "engine.h"
 #include "symcoll_mpi.h"
 
 #define API __attribute__((visibility("default")))

@@ -92,6 +92,7 @@ static symcoll_status_t local_step(symcoll__hier_t *h, const symcoll__coll_args_
                             .op = symcoll__coll_desc(coll)->takes_op ? a->op : SYMCOLL_SUM,
                             .stream = a->stream,
                             .sig = a->sig};
+  h->local->coll_seq++; /* the local communicator's call count, which its WARNs name */
   return symcoll__coll_inner(h->local, &c);
 }
 

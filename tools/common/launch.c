@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "launch.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#define MAX_RANKS 64
+#define MAX_RANKS 64 /* SYMCOLL_MAX_RANKS */
 
 static struct {
   int asked, n;
@@ -82,6 +83,11 @@ static void count(sc_ranks_result_t *res, int code) {
 
 sc_ranks_result_t sc_fork_ranks(int n, sc_rank_fn fn, void *arg, int wall_s) {
   sc_ranks_result_t res = {0, 0, 0, 0};
+  if (n < 1 || n > MAX_RANKS) {
+    fprintf(stderr, "launch: %d ranks (1 to %d)\n", n, MAX_RANKS);
+    count(&res, 1);
+    return res;
+  }
   pid_t pids[MAX_RANKS];
   fflush(NULL);
   int started = 0;
@@ -107,7 +113,12 @@ sc_ranks_result_t sc_fork_ranks(int n, sc_rank_fn fn, void *arg, int wall_s) {
       count(&res, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0));
       continue;
     }
-    if (p < 0) break;
+    if (p < 0) {
+      if (errno == EINTR) continue;
+      res.sum += left; /* ranks nobody will report on: failed */
+      if (!res.first) res.first = 1;
+      break;
+    }
     if (now_s() > end) {
       for (int r = 0; r < started; r++) kill(pids[r], SIGKILL);
       while (wait(NULL) > 0) {
@@ -134,6 +145,11 @@ static void *rank_thread(void *p) {
 
 sc_ranks_result_t sc_thread_ranks(int n, sc_rank_fn fn, void *arg) {
   sc_ranks_result_t res = {0, 0, 0, 0};
+  if (n < 1 || n > MAX_RANKS) {
+    fprintf(stderr, "launch: %d ranks (1 to %d)\n", n, MAX_RANKS);
+    count(&res, 1);
+    return res;
+  }
   thread_arg_t t[MAX_RANKS];
   pthread_t th[MAX_RANKS];
   int started = 0;
