@@ -23,6 +23,7 @@
  * thread ranks). With at most sms / share blocks each, the waiting ranks (share - 1 of
  * them at most) leave sms / share SMs empty. */
 static int resident_blocks(cuda_state_t *cs, const void *fn, int threads) {
+  if (cs->share > 1) return cs->sms / cs->share < 1 ? 1 : cs->sms / cs->share;
   const size_t cap = sizeof cs->occ / sizeof cs->occ[0];
   size_t h = (((uintptr_t)fn >> 4) ^ (uintptr_t)threads * 2654435761u) % cap;
   int per_sm = 0;
@@ -37,9 +38,7 @@ static int resident_blocks(cuda_state_t *cs, const void *fn, int threads) {
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, 0) != cudaSuccess || per_sm < 1) per_sm = 1;
     if (!cs->occ[h].fn) cs->occ[h] = (typeof(cs->occ[0])){fn, threads, per_sm};
   }
-  if (cs->share > 1) per_sm = 1;
-  const int blocks = per_sm * cs->sms / cs->share;
-  return blocks < 1 ? 1 : blocks;
+  return per_sm * cs->sms;
 }
 
 /* Fills blocks and threads of l for `work` units of one thread each (a block-size option of
