@@ -75,19 +75,36 @@ typedef enum {
   SYMCOLL_NUM_DTYPES
 } symcoll_dtype_t;
 
-typedef enum { SYMCOLL_SUM = 0, SYMCOLL_MAX = 1, SYMCOLL_MIN = 2, SYMCOLL_NUM_OPS } symcoll_op_t;
+/*
+ * Reduction ops (NCCL's ncclRedOp_t of the same names). Every op combines in the accumulation
+ * type of the dtype (above), in rank order. PROD: integers wrap around like SUM. AVG: the SUM,
+ * then one division by the number of ranks in the accumulation type (integers: C's division,
+ * truncating toward zero, of the wrapped-around sum), then rounded back once, as NCCL's
+ * ncclAvg defines it.
+ */
+typedef enum {
+  SYMCOLL_SUM = 0,
+  SYMCOLL_MAX = 1,
+  SYMCOLL_MIN = 2,
+  SYMCOLL_PROD = 3,
+  SYMCOLL_AVG = 4,
+  SYMCOLL_NUM_OPS
+} symcoll_op_t;
 
 /*
  * The collectives, as one list: X(name, value, string). Values are ABI: a new collective is
  * appended with the next value and none is ever renumbered, whether it is plain or fused with
  * a GEMM (a property: symcoll_coll_is_fused). symcoll_coll_name() is generated from it.
  */
-#define SYMCOLL_COLL_MAP(X)                                                            \
-  X(ALL_REDUCE, 0, "all_reduce")                                                       \
-  X(ALL_GATHER, 1, "all_gather")                                                       \
-  X(REDUCE_SCATTER, 2, "reduce_scatter")                                               \
-  X(ALL_GATHER_MATMUL, 3, "all_gather_matmul")         /* symcoll_all_gather_matmul */ \
-  X(MATMUL_REDUCE_SCATTER, 4, "matmul_reduce_scatter") /* symcoll_matmul_reduce_scatter */
+#define SYMCOLL_COLL_MAP(X)                                                                \
+  X(ALL_REDUCE, 0, "all_reduce")                                                           \
+  X(ALL_GATHER, 1, "all_gather")                                                           \
+  X(REDUCE_SCATTER, 2, "reduce_scatter")                                                   \
+  X(ALL_GATHER_MATMUL, 3, "all_gather_matmul")         /* symcoll_all_gather_matmul */     \
+  X(MATMUL_REDUCE_SCATTER, 4, "matmul_reduce_scatter") /* symcoll_matmul_reduce_scatter */ \
+  X(BROADCAST, 5, "broadcast")                                                             \
+  X(REDUCE, 6, "reduce")                                                                   \
+  X(ALL_TO_ALL, 7, "all_to_all")
 
 /* clang-format off */
 #define SYMCOLL__COLL_ENUM(name, value, str) SYMCOLL_COLL_##name = value,
@@ -107,25 +124,26 @@ typedef enum {
  * only; symcoll_algo_name() and symcoll_algo_help() are generated from it. Which collective
  * runs which: symcoll_coll_algo_supported(); the protocols: docs/protocols.md.
  */
-#define SYMCOLL_ALGO_MAP(X)                                                                          \
-  X(AUTO, 0, "auto", "chosen per size from the tuning table")                                        \
-  X(ONE_SHOT, 1, "oneshot", "all_reduce: every rank reads every peer's staged input and reduces")    \
-  X(TWO_SHOT, 2, "twoshot", "all_reduce: reduce-scatter, then all-gather (2 x S traffic)")           \
-  X(ONE_SHOT_DB, 3, "oneshot_db",                                                                    \
-    "all_reduce: one-shot through two alternating staging halves, no "                               \
-    "trailing barrier (GPU; on CPU ranks oneshot)")                                                  \
-  X(LAMPORT, 4, "lamport",                                                                           \
-    "barrier-free (GPU): the data carries its own arrival (sentinel-cleared "                        \
-    "buffers for all_reduce, 16-byte LL packets otherwise; CPU ranks: oneshot/pull)")                \
-  X(NCCL, 5, "nccl", "through the NCCL communicator this one holds (SYMCOLL_NCCL)")                  \
-  X(PULL, 6, "pull", "all_gather, reduce_scatter: each rank reads its peers' blocks")                \
-  X(PUSH, 7, "push", "all_gather: each rank stores its block into every peer")                       \
-  X(COPY_ENGINE, 8, "copy_engine",                                                                   \
-    "all_gather (GPU): cudaMemcpyAsync from peers' symmetric buffers, "                              \
-    "no SM used")                                                                                    \
-  X(OVERLAP, 9, "overlap", "GEMM operations: one chunk's communication beside another's GEMM")       \
-  X(SEQUENTIAL, 10, "sequential", "GEMM operations: the collective, then one GEMM (or the reverse)") \
-  X(HIERARCHICAL, 11, "hierarchical", "across nodes: node-local steps and the engine between nodes") \
+#define SYMCOLL_ALGO_MAP(X)                                                                                  \
+  X(AUTO, 0, "auto", "chosen per size from the tuning table")                                                \
+  X(ONE_SHOT, 1, "oneshot",                                                                                  \
+    "all_reduce, reduce: every rank (reduce: the root) reads every peer's staged input and reduces")         \
+  X(TWO_SHOT, 2, "twoshot", "all_reduce: reduce-scatter, then all-gather (2 x S traffic)")                   \
+  X(ONE_SHOT_DB, 3, "oneshot_db",                                                                            \
+    "all_reduce: one-shot through two alternating staging halves, no "                                       \
+    "trailing barrier (GPU; on CPU ranks oneshot)")                                                          \
+  X(LAMPORT, 4, "lamport",                                                                                   \
+    "barrier-free (GPU): the data carries its own arrival (sentinel-cleared "                                \
+    "buffers for all_reduce, 16-byte LL packets otherwise; CPU ranks: oneshot/pull)")                        \
+  X(NCCL, 5, "nccl", "through the NCCL communicator this one holds (SYMCOLL_NCCL)")                          \
+  X(PULL, 6, "pull", "all_gather, reduce_scatter, broadcast, all_to_all: each rank reads its peers' blocks") \
+  X(PUSH, 7, "push", "all_gather, all_to_all: each rank stores its blocks into its peers")                   \
+  X(COPY_ENGINE, 8, "copy_engine",                                                                           \
+    "all_gather, broadcast, all_to_all (GPU): cudaMemcpyAsync from peers' symmetric buffers, "               \
+    "no SM used")                                                                                            \
+  X(OVERLAP, 9, "overlap", "GEMM operations: one chunk's communication beside another's GEMM")               \
+  X(SEQUENTIAL, 10, "sequential", "GEMM operations: the collective, then one GEMM (or the reverse)")         \
+  X(HIERARCHICAL, 11, "hierarchical", "across nodes: node-local steps and the engine between nodes")         \
   X(ENGINE, 12, "engine", "across nodes: the whole call through the engine")
 
 /* clang-format off */
@@ -452,8 +470,43 @@ SYMCOLL_API symcoll_status_t symcoll_reduce_scatter_ex(symcoll_comm_t comm, cons
                                                        size_t recvcount, symcoll_dtype_t dtype, symcoll_op_t op,
                                                        void *stream, const symcoll_coll_opts_t *opts);
 
-/** "all_reduce", "all_gather", "reduce_scatter", "all_gather_matmul", "matmul_reduce_scatter"
- * (SYMCOLL_COLL_MAP); "unknown" if out of range. */
+/**
+ * root's count elements reach every rank's recv (NCCL's ncclBroadcast, same argument order).
+ * send is read on root only (other ranks may pass NULL); in place when send == recv on root.
+ * Any dtype (bytes are moved). On a rank other than root, recv must not overlap send.
+ * root out of range: INVALID_ARGUMENT on every rank, nothing written.
+ */
+SYMCOLL_API symcoll_status_t symcoll_broadcast(symcoll_comm_t comm, const void *send, void *recv, size_t count,
+                                               symcoll_dtype_t dtype, int root, void *stream);
+SYMCOLL_API symcoll_status_t symcoll_broadcast_ex(symcoll_comm_t comm, const void *send, void *recv, size_t count,
+                                                  symcoll_dtype_t dtype, int root, void *stream,
+                                                  const symcoll_coll_opts_t *opts);
+
+/**
+ * root's recv[i] = op over ranks of send[i] (NCCL's ncclReduce, same argument order). recv is
+ * written on root only (other ranks may pass NULL); in place when send == recv. The same
+ * bits root would get from symcoll_all_reduce.
+ */
+SYMCOLL_API symcoll_status_t symcoll_reduce(symcoll_comm_t comm, const void *send, void *recv, size_t count,
+                                            symcoll_dtype_t dtype, symcoll_op_t op, int root, void *stream);
+SYMCOLL_API symcoll_status_t symcoll_reduce_ex(symcoll_comm_t comm, const void *send, void *recv, size_t count,
+                                               symcoll_dtype_t dtype, symcoll_op_t op, int root, void *stream,
+                                               const symcoll_coll_opts_t *opts);
+
+/**
+ * send and recv hold nranks blocks of count elements; block j of rank r's send lands in block
+ * r of rank j's recv (NCCL's ncclAlltoAll). In place when send == recv; any other overlap is
+ * refused. Any dtype. Zero-copy where send (pull) or recv (push) lies in a symmetric
+ * allocation on every rank.
+ */
+SYMCOLL_API symcoll_status_t symcoll_all_to_all(symcoll_comm_t comm, const void *send, void *recv, size_t count,
+                                                symcoll_dtype_t dtype, void *stream);
+SYMCOLL_API symcoll_status_t symcoll_all_to_all_ex(symcoll_comm_t comm, const void *send, void *recv, size_t count,
+                                                   symcoll_dtype_t dtype, void *stream,
+                                                   const symcoll_coll_opts_t *opts);
+
+/** "all_reduce", "all_gather", "reduce_scatter", "all_gather_matmul", "matmul_reduce_scatter",
+ * "broadcast", "reduce", "all_to_all" (SYMCOLL_COLL_MAP); "unknown" if out of range. */
 SYMCOLL_API const char *symcoll_coll_name(symcoll_coll_t coll);
 /** 1 if `coll` is fused with a GEMM (symcoll_all_gather_matmul, symcoll_matmul_reduce_scatter),
  * 0 if it is a plain collective, -1 if out of range. */

@@ -96,27 +96,30 @@ uint32_t symcoll__call_signature(symcoll_coll_t coll, size_t count, size_t n, si
   return s ? s : 1;
 }
 
+/* A rooted collective's root rides in the GEMM operations' `n` slot (they have no root). */
 static uint32_t call_signature(const symcoll__coll_args_t *a) {
-  return symcoll__call_signature(a->coll, a->count, 0, 0, a->dtype, a->op, a->algo);
+  return symcoll__call_signature(a->coll, a->count, (size_t)a->root, 0, a->dtype, a->op, a->algo);
 }
 
 /* SYMCOLL_CHECK=1: every rank compares the call's arguments with every peer's. */
 static symcoll_status_t check_agreement(symcoll_comm_t comm, const symcoll__coll_args_t *a) {
   /* The launch shape too: ranks whose grids or rounds differ would wait at different slots. */
-  uint64_t mine[8] = {a->count,          (uint64_t)a->dtype,  (uint64_t)a->op,
+  uint64_t mine[9] = {a->count,          (uint64_t)a->dtype,  (uint64_t)a->op,
                       (uint64_t)a->algo, (uint64_t)a->blocks, (uint64_t)a->threads,
-                      a->round_bytes,    (uint64_t)a->coll};
-  uint64_t all[SYMCOLL_MAX_RANKS][8];
+                      a->round_bytes,    (uint64_t)a->coll,   (uint64_t)a->root};
+  uint64_t all[SYMCOLL_MAX_RANKS][9];
   SYMCOLL_CHECK(comm->oob->allgather(comm, mine, all, sizeof mine));
   for (int r = 0; r < comm->nranks; r++)
     if (memcmp(all[r], mine, sizeof mine) != 0) {
       SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
-                   "call %llu: rank %d is in %s count %llu %s %s %s, rank %d in %s count %llu %s %s %s",
+                   "call %llu: rank %d is in %s count %llu %s %s %s root %llu, rank %d in %s count %llu %s %s %s "
+                   "root %llu",
                    (unsigned long long)comm->coll_seq, comm->rank, symcoll_coll_name(a->coll),
                    (unsigned long long)mine[0], symcoll_dtype_name(a->dtype), symcoll_op_name(a->op),
-                   symcoll_algo_name(a->algo), r, symcoll_coll_name((symcoll_coll_t)all[r][7]),
-                   (unsigned long long)all[r][0], symcoll_dtype_name((symcoll_dtype_t)all[r][1]),
-                   symcoll_op_name((symcoll_op_t)all[r][2]), symcoll_algo_name((symcoll_algo_t)all[r][3]));
+                   symcoll_algo_name(a->algo), (unsigned long long)mine[8], r,
+                   symcoll_coll_name((symcoll_coll_t)all[r][7]), (unsigned long long)all[r][0],
+                   symcoll_dtype_name((symcoll_dtype_t)all[r][1]), symcoll_op_name((symcoll_op_t)all[r][2]),
+                   symcoll_algo_name((symcoll_algo_t)all[r][3]), (unsigned long long)all[r][8]);
       if (!memcmp(all[r], mine, 4 * sizeof mine[0]))
         SYMCOLL_WARN(
             SYMCOLL_SUBSYS_COLL,
@@ -170,7 +173,7 @@ symcoll_algo_t symcoll__coll_auto(symcoll_comm_t comm, symcoll_coll_t coll, size
 /* ---- the one path ---------------------------------------------------------------------------- */
 
 static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const void *send, void *recv, size_t count,
-                                 symcoll_dtype_t dtype, symcoll_op_t op, void *stream,
+                                 symcoll_dtype_t dtype, symcoll_op_t op, int root, void *stream,
                                  const symcoll_coll_opts_t *opts) {
   const char *name = symcoll_coll_name(coll);
   const symcoll__coll_desc_t *d = symcoll__coll_desc(coll);
@@ -178,23 +181,31 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   if ((unsigned)dtype >= SYMCOLL_NUM_DTYPES)
     SYMCOLL_REFUSE("%s: unknown dtype %d (0..%d)", name, (int)dtype, SYMCOLL_NUM_DTYPES - 1);
   if ((unsigned)op >= SYMCOLL_NUM_OPS) SYMCOLL_REFUSE("%s: unknown op %d (0..%d)", name, (int)op, SYMCOLL_NUM_OPS - 1);
+  const int n = comm->nranks, me = comm->rank;
+  if (d->root != SYMCOLL__ROOT_NONE && (root < 0 || root >= n))
+    SYMCOLL_REFUSE("%s: root %d is not a rank of this communicator (0..%d)", name, root, n - 1);
+  if (d->root == SYMCOLL__ROOT_NONE) root = 0;
   size_t opt_round;
   SYMCOLL_CHECK(check_opts(coll, opts, &opt_round));
   if (count == 0) return SYMCOLL_OK;
-  const int n = comm->nranks, me = comm->rank;
   const size_t es = symcoll_dtype_size(dtype);
   const size_t mult = d->moves_all ? (size_t)n : 1;
   if (count > SIZE_MAX / es / mult / 2)
     SYMCOLL_REFUSE("%s: count %zu of %zu-byte elements (x %zu ranks) is too large", name, count, es, mult);
-  if (!send) SYMCOLL_REFUSE("%s: send is NULL", name);
-  if (!recv) SYMCOLL_REFUSE("%s: recv is NULL", name);
+  /* A rooted collective's root-only buffer is not looked at elsewhere (NULL there is fine). */
+  const bool uses_send = d->root != SYMCOLL__ROOT_SENDS || me == root;
+  const bool uses_recv = d->root != SYMCOLL__ROOT_RECEIVES || me == root;
+  if (!uses_send) send = NULL;
+  if (!uses_recv) recv = NULL;
+  if (uses_send && !send) SYMCOLL_REFUSE("%s: send is NULL%s", name, d->root ? " on the root" : "");
+  if (uses_recv && !recv) SYMCOLL_REFUSE("%s: recv is NULL%s", name, d->root ? " on the root" : "");
   const size_t block = count * es; /* one rank's part */
   if (((uintptr_t)send | (uintptr_t)recv) % es != 0)
     SYMCOLL_REFUSE("%s: send %p or recv %p is not aligned to the %zu-byte %s element", name, send, recv, es,
                    symcoll_dtype_name(dtype));
-  const bool in_place = in_place_of(d, send, recv, block, me);
+  const bool in_place = uses_send && uses_recv && in_place_of(d, send, recv, block, me);
   const size_t send_bytes = block * (d->send_all ? (size_t)n : 1), recv_bytes = block * (d->recv_all ? (size_t)n : 1);
-  if (!in_place && symcoll__overlap(send, send_bytes, recv, recv_bytes)) {
+  if (uses_send && uses_recv && !in_place && symcoll__overlap(send, send_bytes, recv, recv_bytes)) {
     switch (d->in_place) {
       case SYMCOLL__IN_PLACE_SAME:
         SYMCOLL_REFUSE("%s: send and recv overlap without being equal", name);
@@ -211,8 +222,14 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   if (!d->takes_op) op = SYMCOLL_SUM; /* not used: keep signatures equal */
   SYMCOLL_CHECK(symcoll__comm_status(comm));
 
-  symcoll__coll_args_t a = {
-      .coll = coll, .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op, .stream = stream};
+  symcoll__coll_args_t a = {.coll = coll,
+                            .send = send,
+                            .recv = recv,
+                            .count = count,
+                            .dtype = dtype,
+                            .op = op,
+                            .root = root,
+                            .stream = stream};
   const size_t bytes = block * mult;
   const symcoll__tune_entry_t *t = symcoll__coll_entry(comm, coll, count, dtype);
   const char *why = "table";
@@ -256,10 +273,11 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
     SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d: %s of %zu bytes (%s) runs %s (from the %s)", me, name, bytes,
                  symcoll_dtype_name(dtype), symcoll_algo_name(a.algo), why);
   }
-  SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: %s #%llu count %zu %s %s%s: %s (%s)%s%s", me, name,
+  SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: %s #%llu count %zu %s %s%s%s: %s (%s)%s%s", me, name,
                 (unsigned long long)comm->coll_seq, count, symcoll_dtype_name(dtype),
-                d->takes_op ? symcoll_op_name(op) : "", in_place ? " in place" : "", symcoll_algo_name(a.algo), why,
-                a.send_mem ? ", input symmetric" : "", a.recv_mem ? ", output symmetric" : "");
+                d->takes_op ? symcoll_op_name(op) : "", d->root ? (me == root ? " (root)" : " (not root)") : "",
+                in_place ? " in place" : "", symcoll_algo_name(a.algo), why, a.send_mem ? ", input symmetric" : "",
+                a.recv_mem ? ", output symmetric" : "");
   symcoll__fault_point(me, "coll");
   return comm->tp->coll(comm, &a);
 }
@@ -285,28 +303,54 @@ symcoll_status_t symcoll__coll_inner(symcoll_comm_t comm, symcoll__coll_args_t *
 symcoll_status_t symcoll_all_reduce_ex(symcoll_comm_t comm, const void *send, void *recv, size_t count,
                                        symcoll_dtype_t dtype, symcoll_op_t op, void *stream,
                                        const symcoll_coll_opts_t *opts) {
-  return run_coll(comm, SYMCOLL_COLL_ALL_REDUCE, send, recv, count, dtype, op, stream, opts);
+  return run_coll(comm, SYMCOLL_COLL_ALL_REDUCE, send, recv, count, dtype, op, 0, stream, opts);
 }
 symcoll_status_t symcoll_all_reduce(symcoll_comm_t comm, const void *send, void *recv, size_t count,
                                     symcoll_dtype_t dtype, symcoll_op_t op, void *stream) {
-  return run_coll(comm, SYMCOLL_COLL_ALL_REDUCE, send, recv, count, dtype, op, stream, NULL);
+  return run_coll(comm, SYMCOLL_COLL_ALL_REDUCE, send, recv, count, dtype, op, 0, stream, NULL);
 }
 symcoll_status_t symcoll_all_gather_ex(symcoll_comm_t comm, const void *send, void *recv, size_t sendcount,
                                        symcoll_dtype_t dtype, void *stream, const symcoll_coll_opts_t *opts) {
-  return run_coll(comm, SYMCOLL_COLL_ALL_GATHER, send, recv, sendcount, dtype, SYMCOLL_SUM, stream, opts);
+  return run_coll(comm, SYMCOLL_COLL_ALL_GATHER, send, recv, sendcount, dtype, SYMCOLL_SUM, 0, stream, opts);
 }
 symcoll_status_t symcoll_all_gather(symcoll_comm_t comm, const void *send, void *recv, size_t sendcount,
                                     symcoll_dtype_t dtype, void *stream) {
-  return run_coll(comm, SYMCOLL_COLL_ALL_GATHER, send, recv, sendcount, dtype, SYMCOLL_SUM, stream, NULL);
+  return run_coll(comm, SYMCOLL_COLL_ALL_GATHER, send, recv, sendcount, dtype, SYMCOLL_SUM, 0, stream, NULL);
 }
 symcoll_status_t symcoll_reduce_scatter_ex(symcoll_comm_t comm, const void *send, void *recv, size_t recvcount,
                                            symcoll_dtype_t dtype, symcoll_op_t op, void *stream,
                                            const symcoll_coll_opts_t *opts) {
-  return run_coll(comm, SYMCOLL_COLL_REDUCE_SCATTER, send, recv, recvcount, dtype, op, stream, opts);
+  return run_coll(comm, SYMCOLL_COLL_REDUCE_SCATTER, send, recv, recvcount, dtype, op, 0, stream, opts);
 }
 symcoll_status_t symcoll_reduce_scatter(symcoll_comm_t comm, const void *send, void *recv, size_t recvcount,
                                         symcoll_dtype_t dtype, symcoll_op_t op, void *stream) {
-  return run_coll(comm, SYMCOLL_COLL_REDUCE_SCATTER, send, recv, recvcount, dtype, op, stream, NULL);
+  return run_coll(comm, SYMCOLL_COLL_REDUCE_SCATTER, send, recv, recvcount, dtype, op, 0, stream, NULL);
+}
+
+symcoll_status_t symcoll_broadcast_ex(symcoll_comm_t comm, const void *send, void *recv, size_t count,
+                                      symcoll_dtype_t dtype, int root, void *stream, const symcoll_coll_opts_t *opts) {
+  return run_coll(comm, SYMCOLL_COLL_BROADCAST, send, recv, count, dtype, SYMCOLL_SUM, root, stream, opts);
+}
+symcoll_status_t symcoll_broadcast(symcoll_comm_t comm, const void *send, void *recv, size_t count,
+                                   symcoll_dtype_t dtype, int root, void *stream) {
+  return run_coll(comm, SYMCOLL_COLL_BROADCAST, send, recv, count, dtype, SYMCOLL_SUM, root, stream, NULL);
+}
+symcoll_status_t symcoll_reduce_ex(symcoll_comm_t comm, const void *send, void *recv, size_t count,
+                                   symcoll_dtype_t dtype, symcoll_op_t op, int root, void *stream,
+                                   const symcoll_coll_opts_t *opts) {
+  return run_coll(comm, SYMCOLL_COLL_REDUCE, send, recv, count, dtype, op, root, stream, opts);
+}
+symcoll_status_t symcoll_reduce(symcoll_comm_t comm, const void *send, void *recv, size_t count, symcoll_dtype_t dtype,
+                                symcoll_op_t op, int root, void *stream) {
+  return run_coll(comm, SYMCOLL_COLL_REDUCE, send, recv, count, dtype, op, root, stream, NULL);
+}
+symcoll_status_t symcoll_all_to_all_ex(symcoll_comm_t comm, const void *send, void *recv, size_t count,
+                                       symcoll_dtype_t dtype, void *stream, const symcoll_coll_opts_t *opts) {
+  return run_coll(comm, SYMCOLL_COLL_ALL_TO_ALL, send, recv, count, dtype, SYMCOLL_SUM, 0, stream, opts);
+}
+symcoll_status_t symcoll_all_to_all(symcoll_comm_t comm, const void *send, void *recv, size_t count,
+                                    symcoll_dtype_t dtype, void *stream) {
+  return run_coll(comm, SYMCOLL_COLL_ALL_TO_ALL, send, recv, count, dtype, SYMCOLL_SUM, 0, stream, NULL);
 }
 
 symcoll_status_t symcoll_coll_algo_supported(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo) {

@@ -44,6 +44,28 @@ static const symcoll__coll_desc_t rows[] = {
                                             .algos = BIT(SYMCOLL_ALGO_OVERLAP) | BIT(SYMCOLL_ALGO_SEQUENTIAL),
                                             .fallback = SYMCOLL_ALGO_OVERLAP,
                                             .busbw_factor = 1},
+    [SYMCOLL_COLL_BROADCAST] = {.in_place = SYMCOLL__IN_PLACE_SAME,
+                                .root = SYMCOLL__ROOT_SENDS,
+                                .algos = BIT(SYMCOLL_ALGO_PULL) | BIT(SYMCOLL_ALGO_LAMPORT) |
+                                         BIT(SYMCOLL_ALGO_COPY_ENGINE) | BIT(SYMCOLL_ALGO_NCCL) | ACROSS,
+                                .fallback = SYMCOLL_ALGO_PULL,
+                                .busbw_factor = 1,
+                                .busbw_whole = true},
+    [SYMCOLL_COLL_REDUCE] = {.takes_op = true,
+                             .in_place = SYMCOLL__IN_PLACE_SAME,
+                             .root = SYMCOLL__ROOT_RECEIVES,
+                             .algos = BIT(SYMCOLL_ALGO_ONE_SHOT) | BIT(SYMCOLL_ALGO_NCCL) | ACROSS,
+                             .fallback = SYMCOLL_ALGO_ONE_SHOT,
+                             .busbw_factor = 1,
+                             .busbw_whole = true},
+    [SYMCOLL_COLL_ALL_TO_ALL] = {.send_all = true,
+                                 .recv_all = true,
+                                 .moves_all = true,
+                                 .in_place = SYMCOLL__IN_PLACE_SAME,
+                                 .algos = BIT(SYMCOLL_ALGO_PULL) | BIT(SYMCOLL_ALGO_PUSH) | BIT(SYMCOLL_ALGO_LAMPORT) |
+                                          BIT(SYMCOLL_ALGO_COPY_ENGINE) | BIT(SYMCOLL_ALGO_NCCL) | ACROSS,
+                                 .fallback = SYMCOLL_ALGO_PULL,
+                                 .busbw_factor = 1},
 };
 _Static_assert(SYMCOLL_NUM_ALGOS <= 32, "the rows hold algorithms as bits of a uint32_t");
 _Static_assert(sizeof rows / sizeof rows[0] == SYMCOLL_NUM_COLL_KINDS,

@@ -18,6 +18,13 @@ typedef enum {
   SYMCOLL__IN_PLACE_RECV_IN_SEND, /* recv is this rank's block of send (reduce_scatter) */
 } symcoll__in_place_t;
 
+/* Collectives with a root: which of the root's buffers only it uses (NCCL's rules). */
+typedef enum {
+  SYMCOLL__ROOT_NONE,
+  SYMCOLL__ROOT_SENDS,    /* broadcast: send is read on the root only (others may pass NULL) */
+  SYMCOLL__ROOT_RECEIVES, /* reduce: recv is written on the root only (others may pass NULL) */
+} symcoll__root_t;
+
 #define SYMCOLL__ALGO_BIT(a) (1u << (unsigned)(a))
 
 typedef struct {
@@ -28,9 +35,11 @@ typedef struct {
   bool send_all, recv_all;
   bool moves_all; /* the call's size class: every rank's block (count x nranks) or one */
   symcoll__in_place_t in_place;
+  symcoll__root_t root;
   uint32_t algos;          /* SYMCOLL__ALGO_BIT of each algorithm on one node */
   symcoll_algo_t fallback; /* where nothing else is chosen, or the choice is not available */
-  int busbw_factor;        /* bus bandwidth = algbw x busbw_factor x (n - 1) / n (nccl-tests) */
+  int busbw_factor;        /* bus bandwidth = algbw x busbw_factor x (n - 1) / n (nccl-tests)... */
+  bool busbw_whole;        /* ...or algbw x busbw_factor (broadcast, reduce: nccl-tests) */
 } symcoll__coll_desc_t;
 
 /* The row of `coll`, or NULL if it is out of range. */

@@ -72,6 +72,10 @@ const char *symcoll_op_name(symcoll_op_t op) {
       return "max";
     case SYMCOLL_MIN:
       return "min";
+    case SYMCOLL_PROD:
+      return "prod";
+    case SYMCOLL_AVG:
+      return "avg";
     default:
       return "unknown";
   }

@@ -21,6 +21,7 @@ typedef struct symcoll__coll_args {
   size_t count; /* the call's count: all_reduce count, all_gather sendcount, reduce_scatter recvcount */
   symcoll_dtype_t dtype;
   symcoll_op_t op;     /* SUM for all_gather */
+  int root;            /* broadcast, reduce: the root rank; 0 for the others */
   symcoll_algo_t algo; /* never AUTO here: core resolved it */
   int blocks, threads;
   size_t round_bytes; /* 0: the transport's own */

@@ -315,6 +315,9 @@ symcoll_status_t symcoll__cuda_coll(symcoll_comm_t comm, const symcoll__coll_arg
         break;
       case SYMCOLL_COLL_ALL_GATHER_MATMUL:
       case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* through symcoll__cuda_matmul */
+      case SYMCOLL_COLL_BROADCAST:
+      case SYMCOLL_COLL_REDUCE:
+      case SYMCOLL_COLL_ALL_TO_ALL:
       case SYMCOLL_NUM_COLL_KINDS:
         s = SYMCOLL_NO_ENTRY("the CUDA transport's collective entry", a->coll);
         break;

@@ -30,6 +30,9 @@ extern "C" const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l) {
       return symcoll__cuda_reducescatter_kernel(l);
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_COLL_BROADCAST:
+    case SYMCOLL_COLL_REDUCE:
+    case SYMCOLL_COLL_ALL_TO_ALL:
     case SYMCOLL_NUM_COLL_KINDS:
       return nullptr; /* no kernel of this file's kind: the launch fails */
   }

@@ -153,6 +153,9 @@ symcoll_status_t symcoll__nccl_coll(symcoll__nccl_t *nc, const symcoll__coll_arg
         break;
       case SYMCOLL_COLL_ALL_GATHER_MATMUL:
       case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+      case SYMCOLL_COLL_BROADCAST:
+      case SYMCOLL_COLL_REDUCE:
+      case SYMCOLL_COLL_ALL_TO_ALL:
       case SYMCOLL_NUM_COLL_KINDS:
         pthread_mutex_unlock(&nc->lock);
         return SYMCOLL_NO_ENTRY("the NCCL engine", a->coll);

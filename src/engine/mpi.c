@@ -193,6 +193,9 @@ static symcoll_status_t eng_coll(void *ctx, symcoll_coll_t coll, const void *sen
       break; /* below */
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_COLL_BROADCAST:
+    case SYMCOLL_COLL_REDUCE:
+    case SYMCOLL_COLL_ALL_TO_ALL:
     case SYMCOLL_NUM_COLL_KINDS:
       say(1, "MPI engine: no entry for %s", symcoll_coll_name(coll));
       return SYMCOLL_ERR_UNSUPPORTED;

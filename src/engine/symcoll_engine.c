@@ -14,6 +14,9 @@ static symcoll_status_t sc_coll(void *ctx, symcoll_coll_t coll, const void *send
       return symcoll_reduce_scatter(c, send, recv, count, dtype, op, stream);
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_COLL_BROADCAST:
+    case SYMCOLL_COLL_REDUCE:
+    case SYMCOLL_COLL_ALL_TO_ALL:
     case SYMCOLL_NUM_COLL_KINDS:
       break;
   }

@@ -205,6 +205,9 @@ static symcoll_status_t hier_coll(symcoll_comm_t c, const symcoll__coll_args_t *
         break;
       case SYMCOLL_COLL_ALL_GATHER_MATMUL:
       case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+      case SYMCOLL_COLL_BROADCAST:
+      case SYMCOLL_COLL_REDUCE:
+      case SYMCOLL_COLL_ALL_TO_ALL:
       case SYMCOLL_NUM_COLL_KINDS:
         s = SYMCOLL_NO_ENTRY("the hierarchical transport", a->coll);
         break;

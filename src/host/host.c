@@ -251,6 +251,9 @@ static symcoll_status_t host_coll(symcoll_comm_t comm, const symcoll__coll_args_
       break;
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* through the transport's matmul entry */
+    case SYMCOLL_COLL_BROADCAST:
+    case SYMCOLL_COLL_REDUCE:
+    case SYMCOLL_COLL_ALL_TO_ALL:
     case SYMCOLL_NUM_COLL_KINDS:
       s = SYMCOLL_NO_ENTRY("the CPU transport's collective entry", a->coll);
       break;
