@@ -168,7 +168,7 @@ static void test_bad_collective_args(void **state) {
   EXPECT_BAD(symcoll_all_reduce(comm, send, NULL, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
   EXPECT_BAD(symcoll_all_reduce(comm, send, recv, N, SYMCOLL_NUM_DTYPES, SYMCOLL_SUM, NULL));
   EXPECT_BAD(symcoll_all_reduce(comm, send, recv, N, (symcoll_dtype_t)-1, SYMCOLL_SUM, NULL));
-  EXPECT_BAD(symcoll_all_reduce(comm, send, recv, N, SYMCOLL_FLOAT32, (symcoll_op_t)3, NULL));
+  EXPECT_BAD(symcoll_all_reduce(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_NUM_OPS, NULL));
   EXPECT_BAD(symcoll_all_reduce(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, (void *)send));
   EXPECT_BAD(symcoll_all_reduce(comm, (char *)send + 1, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
   EXPECT_BAD(symcoll_all_reduce(comm, send, (char *)recv + 2, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
@@ -185,6 +185,43 @@ static void test_bad_collective_args(void **state) {
   EXPECT_BAD(symcoll_reduce_scatter(comm, send, NULL, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
   EXPECT_BAD(symcoll_reduce_scatter(comm, send, recv, N, SYMCOLL_FLOAT32, (symcoll_op_t)-1, NULL));
   EXPECT_BAD(symcoll_reduce_scatter(comm, recv, recv + 2, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL));
+  /* broadcast / reduce: a root that is no rank (even with count 0), the root's NULL buffer. */
+  EXPECT_BAD(symcoll_broadcast(comm, send, recv, N, SYMCOLL_FLOAT32, 1, NULL));
+  EXPECT_BAD(symcoll_broadcast(comm, send, recv, N, SYMCOLL_FLOAT32, -1, NULL));
+  EXPECT_BAD(symcoll_broadcast(comm, NULL, NULL, 0, SYMCOLL_FLOAT32, 7, NULL));
+  EXPECT_BAD(symcoll_broadcast(comm, NULL, recv, N, SYMCOLL_FLOAT32, 0, NULL));
+  EXPECT_BAD(symcoll_broadcast(comm, send, NULL, N, SYMCOLL_FLOAT32, 0, NULL));
+  EXPECT_BAD(symcoll_broadcast(comm, recv, recv + 1, N, SYMCOLL_FLOAT32, 0, NULL));
+  EXPECT_BAD(symcoll_broadcast(comm, send, recv, N, SYMCOLL_NUM_DTYPES, 0, NULL));
+  EXPECT_BAD(symcoll_reduce(comm, send, NULL, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, 0, NULL));
+  EXPECT_BAD(symcoll_reduce(comm, NULL, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, 0, NULL));
+  EXPECT_BAD(symcoll_reduce(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_NUM_OPS, 0, NULL));
+  EXPECT_BAD(symcoll_reduce(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, 1, NULL));
+  EXPECT_BAD(symcoll_reduce(comm, recv + 1, recv, N, SYMCOLL_FLOAT32, SYMCOLL_AVG, 0, NULL));
+  /* all_to_all: both buffers hold every rank's block; any overlap but equality is refused. */
+  EXPECT_BAD(symcoll_all_to_all(comm, NULL, recv, N, SYMCOLL_FLOAT32, NULL));
+  EXPECT_BAD(symcoll_all_to_all(comm, send, NULL, N, SYMCOLL_FLOAT32, NULL));
+  EXPECT_BAD(symcoll_all_to_all(comm, recv + 1, recv, N, SYMCOLL_FLOAT32, NULL));
+  EXPECT_BAD(symcoll_all_to_all(comm, send, recv, SIZE_MAX / 4, SYMCOLL_FLOAT32, NULL));
+  o.algo = SYMCOLL_ALGO_PUSH; /* an algorithm of all_to_all, not of reduce */
+  assert_int_equal(symcoll_reduce_ex(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, 0, NULL, &o),
+                   SYMCOLL_ERR_UNSUPPORTED);
+  assert_memory_equal(recv, poison, sizeof recv);
+  /* One rank: broadcast, reduce (every op, avg included) and all_to_all give the input. */
+  for (int op = 0; op < SYMCOLL_NUM_OPS; op++) {
+    assert_int_equal(symcoll_reduce(comm, send, recv, N, SYMCOLL_FLOAT32, (symcoll_op_t)op, 0, NULL), SYMCOLL_OK);
+    assert_memory_equal(recv, send, N * sizeof(float));
+    memcpy(recv, poison, sizeof recv);
+  }
+  assert_int_equal(symcoll_broadcast(comm, send, recv, N, SYMCOLL_FLOAT32, 0, NULL), SYMCOLL_OK);
+  assert_memory_equal(recv, send, N * sizeof(float));
+  memcpy(recv, poison, sizeof recv);
+  assert_int_equal(symcoll_all_to_all(comm, send, recv, N, SYMCOLL_FLOAT32, NULL), SYMCOLL_OK);
+  assert_memory_equal(recv, send, N * sizeof(float));
+  memcpy(recv, poison, sizeof recv);
+  assert_string_equal(symcoll_op_name(SYMCOLL_PROD), "prod");
+  assert_string_equal(symcoll_op_name(SYMCOLL_AVG), "avg");
+  assert_string_equal(symcoll_op_name(SYMCOLL_NUM_OPS), "unknown");
   o.algo = SYMCOLL_ALGO_TWO_SHOT; /* an all_reduce algorithm: UNSUPPORTED for the others */
   assert_int_equal(symcoll_all_gather_ex(comm, send, recv, N, SYMCOLL_FLOAT32, NULL, &o), SYMCOLL_ERR_UNSUPPORTED);
   assert_memory_equal(recv, poison, sizeof recv);
@@ -421,7 +458,7 @@ typedef struct {
 } refusal_arg_t;
 static void refuse(void *p) {
   refusal_arg_t *a = p;
-  float x[8];
+  float x[8] = {0};
   switch (a->which) {
     case 0:
       symcoll_all_reduce(NULL, x, x, 8, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
@@ -441,6 +478,12 @@ static void refuse(void *p) {
     case 5:
       symcoll_reduce_scatter(a->comm, x, x + 1, 4, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL);
       break;
+    case 6:
+      symcoll_broadcast(a->comm, x, x, 8, SYMCOLL_FLOAT32, 3, NULL);
+      break;
+    case 7:
+      symcoll_reduce(a->comm, x, NULL, 8, SYMCOLL_FLOAT32, SYMCOLL_PROD, 0, NULL);
+      break;
     default:
       symcoll_all_gather(a->comm, x, x, 8, SYMCOLL_FLOAT32, (void *)x);
       break;
@@ -450,9 +493,10 @@ static void refuse(void *p) {
 static void test_refusals_say_why(void **state) {
   (void)state;
   symcoll_comm_t comm = solo();
-  static const char *const want[] = {"comm is NULL", "send is NULL",       "unknown dtype 99", "unknown op 7",
-                                     "too large",    "recv overlaps send", "takes no stream"};
-  for (int i = 0; i < 7; i++) {
+  static const char *const want[] = {
+      "comm is NULL",       "send is NULL",         "unknown dtype 99",         "unknown op 7",   "too large",
+      "recv overlaps send", "root 3 is not a rank", "recv is NULL on the root", "takes no stream"};
+  for (int i = 0; i < (int)(sizeof want / sizeof want[0]); i++) {
     refusal_arg_t a = {comm, i};
     const char *text = stderr_of(refuse, &a);
     if (!strstr(text, want[i])) fail_msg("refusal %d logged \"%s\", expected it to say \"%s\"", i, text, want[i]);

@@ -1,11 +1,14 @@
 /*
  * The collective matrix, run on every rank of one launch:
- *   test_coll --coll all_reduce|all_gather|reduce_scatter|all --backend host|cuda
- *             --mode process|thread|env --ranks N [--quick]   (env: one rank of a launcher's job)
- * Every dtype x op x algorithm x count x placement (in/out of place, misaligned, zero-copy
- * from a symmetric allocation, all_gather into a symmetric output); exact-result inputs drawn
- * fresh for each run; outputs poisoned first and checked bit for bit, guard elements around
- * them included (nothing outside the result may be written).
+ *   test_coll --coll NAME|all --backend host|cuda --mode process|thread|env --ranks N [--quick]
+ *   (NAME: any plain collective of symcoll_coll_name; env: one rank of a launcher's job)
+ * Every plain collective x dtype x op x algorithm x count x placement (in/out of place,
+ * misaligned, zero-copy from a symmetric allocation, all_gather / all_to_all into a symmetric
+ * output); broadcast and reduce with a root that changes from case to case, the other ranks
+ * passing NULL for the buffer only the root uses in every other case; exact-result inputs
+ * drawn fresh for each run; outputs poisoned first and checked bit for bit, guard elements
+ * around them included (nothing outside the result may be written, and a reduce writes
+ * nothing on ranks other than the root).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -24,7 +27,7 @@
 static th_launch_t launch = {"host", "process", 2, 0, 600};
 static bool quick;
 static uint32_t base_seed;
-static int only_coll = -1;  /* -1: all three */
+static int only_coll = -1;  /* -1: every plain collective */
 static int only_dtype = -1; /* --dtype NAME: one dtype only */
 
 #define GUARD 16
@@ -50,7 +53,7 @@ static const char *const placement_names[] = {"out-of-place",
 /* Each collective's algorithms; those a communicator cannot run (e.g. hierarchical and engine
  * on one node, the one-node ones on a communicator spanning nodes) are skipped. */
 #define MAX_ALGOS 8
-static const symcoll_algo_t algos_of[SYMCOLL_NUM_COLLS][MAX_ALGOS] = {
+static const symcoll_algo_t algos_of[SYMCOLL_NUM_COLL_KINDS][MAX_ALGOS] = {
     [SYMCOLL_COLL_ALL_REDUCE] = {SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_ONE_SHOT_DB,
                                  SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_HIERARCHICAL, SYMCOLL_ALGO_ENGINE,
                                  SYMCOLL_ALGO_AUTO},
@@ -58,7 +61,23 @@ static const symcoll_algo_t algos_of[SYMCOLL_NUM_COLLS][MAX_ALGOS] = {
                                  SYMCOLL_ALGO_HIERARCHICAL, SYMCOLL_ALGO_ENGINE, SYMCOLL_ALGO_AUTO},
     [SYMCOLL_COLL_REDUCE_SCATTER] = {SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_HIERARCHICAL,
                                      SYMCOLL_ALGO_ENGINE, SYMCOLL_ALGO_AUTO},
+    [SYMCOLL_COLL_BROADCAST] = {SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_COPY_ENGINE,
+                                SYMCOLL_ALGO_HIERARCHICAL, SYMCOLL_ALGO_ENGINE, SYMCOLL_ALGO_AUTO},
+    [SYMCOLL_COLL_REDUCE] = {SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_HIERARCHICAL, SYMCOLL_ALGO_ENGINE, SYMCOLL_ALGO_AUTO},
+    [SYMCOLL_COLL_ALL_TO_ALL] = {SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_COPY_ENGINE,
+                                 SYMCOLL_ALGO_HIERARCHICAL, SYMCOLL_ALGO_ENGINE, SYMCOLL_ALGO_AUTO},
 };
+
+/* What the matrix needs to know of each collective: its buffers' sizes in blocks of count. */
+static bool takes_op(symcoll_coll_t coll) {
+  return coll == SYMCOLL_COLL_ALL_REDUCE || coll == SYMCOLL_COLL_REDUCE_SCATTER || coll == SYMCOLL_COLL_REDUCE;
+}
+static bool send_all(symcoll_coll_t coll) {
+  return coll == SYMCOLL_COLL_REDUCE_SCATTER || coll == SYMCOLL_COLL_ALL_TO_ALL;
+}
+static bool recv_all(symcoll_coll_t coll) {
+  return coll == SYMCOLL_COLL_ALL_GATHER || coll == SYMCOLL_COLL_ALL_TO_ALL;
+}
 
 typedef struct {
   symcoll_comm_t comm;
@@ -69,19 +88,75 @@ typedef struct {
 } ctx_t;
 
 /* Counts per rank's part: the largest only for the three float types the benchmarks use,
- * and for all_gather / reduce_scatter divided among the ranks. */
+ * and for collectives whose buffers hold every rank's block divided among the ranks. */
 static size_t count_at(int ci, symcoll_coll_t coll, int n) {
   static const size_t counts[] = {1, 7, 255, 4096, 65537, (1u << 20) + 3};
-  if (ci < 5 || coll == SYMCOLL_COLL_ALL_REDUCE) return counts[ci];
+  if (ci < 5 || !(send_all(coll) || recv_all(coll))) return counts[ci];
   return (1u << 20) / (size_t)n + 3;
+}
+
+static symcoll_status_t call(ctx_t *c, symcoll_coll_t coll, const void *send, void *recv, size_t count,
+                             symcoll_dtype_t dt, symcoll_op_t op, int root, const symcoll_coll_opts_t *o) {
+  void *stream = c->ops->stream();
+  switch (coll) {
+    case SYMCOLL_COLL_ALL_REDUCE:
+      return symcoll_all_reduce_ex(c->comm, send, recv, count, dt, op, stream, o);
+    case SYMCOLL_COLL_ALL_GATHER:
+      return symcoll_all_gather_ex(c->comm, send, recv, count, dt, stream, o);
+    case SYMCOLL_COLL_REDUCE_SCATTER:
+      return symcoll_reduce_scatter_ex(c->comm, send, recv, count, dt, op, stream, o);
+    case SYMCOLL_COLL_BROADCAST:
+      return symcoll_broadcast_ex(c->comm, send, recv, count, dt, root, stream, o);
+    case SYMCOLL_COLL_REDUCE:
+      return symcoll_reduce_ex(c->comm, send, recv, count, dt, op, root, stream, o);
+    case SYMCOLL_COLL_ALL_TO_ALL:
+      return symcoll_all_to_all_ex(c->comm, send, recv, count, dt, stream, o);
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_NUM_COLL_KINDS:
+      break;
+  }
+  return SYMCOLL_ERR_UNSUPPORTED;
+}
+
+/* The expected result at want (this rank's recv), as the independent host reference gives it. */
+static void expect(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int root,
+                   uint32_t seed, char *want) {
+  const size_t es = symcoll_dtype_size(dt), me = (size_t)c->rank;
+  switch (coll) {
+    case SYMCOLL_COLL_ALL_REDUCE:
+      exact_expect(want, dt, op, count, c->n, seed);
+      return;
+    case SYMCOLL_COLL_REDUCE_SCATTER:
+      exact_expect_range(want, dt, op, me * count, count, c->n, seed);
+      return;
+    case SYMCOLL_COLL_ALL_GATHER:
+      for (int r = 0; r < c->n; r++) exact_fill(want + (size_t)r * count * es, dt, count, r, seed);
+      return;
+    case SYMCOLL_COLL_BROADCAST:
+      exact_fill(want, dt, count, root, seed);
+      return;
+    case SYMCOLL_COLL_REDUCE:
+      if (c->rank == root) exact_expect(want, dt, op, count, c->n, seed);
+      return;                     /* other ranks: recv stays as it was */
+    case SYMCOLL_COLL_ALL_TO_ALL: /* block r: rank r's block [me] */
+      for (int r = 0; r < c->n; r++) exact_fill_range(want + (size_t)r * count * es, dt, me * count, count, r, seed);
+      return;
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_NUM_COLL_KINDS:
+      return;
+  }
 }
 
 static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, size_t count, symcoll_op_t op,
                     symcoll_algo_t algo, int pl, uint32_t seed) {
   const size_t es = symcoll_dtype_size(dt), n = (size_t)c->n, me = (size_t)c->rank;
-  const size_t send_n = coll == SYMCOLL_COLL_REDUCE_SCATTER ? n * count : count;
-  const size_t recv_n = coll == SYMCOLL_COLL_ALL_GATHER ? n * count : count;
+  const size_t send_n = send_all(coll) ? n * count : count;
+  const size_t recv_n = recv_all(coll) ? n * count : count;
   const bool in_place = pl == IN_PLACE || pl == MISALIGNED_IN_PLACE || pl == SYMMETRIC_IN_PLACE;
+  const bool rooted = coll == SYMCOLL_COLL_BROADCAST || coll == SYMCOLL_COLL_REDUCE;
+  const int root = rooted ? (int)((seed >> 3) % n) : 0;
   /* Offsets in elements from the buffers' starts; misaligned ones break 16-byte alignment. */
   const size_t off = pl == MISALIGNED ? 1 : pl == MISALIGNED_IN_PLACE ? 3 : GUARD;
   /* The checked region: recv's span, or for an in-place reduce_scatter the whole send. */
@@ -106,37 +181,26 @@ static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, size_t co
   if (coll == SYMCOLL_COLL_ALL_GATHER)
     exact_fill(c->hsend, dt, count, c->rank, seed);
   else
-    exact_fill(c->hsend, dt, send_n, c->rank, seed);
+    exact_fill_op(c->hsend, dt, op, send_n, c->rank, seed);
   c->ops->to_dev(send, c->hsend, send_n * es);
-  /* The expected region: poison, the input where in place, the result. */
+  /* The expected region: poison, the input where in place, the result over it. */
   memcpy(c->hexp, c->hpoison, span);
-  char *want = c->hexp + off * es;
-  if (coll == SYMCOLL_COLL_REDUCE_SCATTER && in_place) {
-    memcpy(want, c->hsend, send_n * es);
-    want += me * count * es;
-  }
-  if (coll == SYMCOLL_COLL_ALL_REDUCE)
-    exact_expect(want, dt, op, count, c->n, seed);
-  else if (coll == SYMCOLL_COLL_REDUCE_SCATTER)
-    exact_expect_range(want, dt, op, me * count, count, c->n, seed);
-  else
-    for (size_t r = 0; r < n; r++) exact_fill(want + r * count * es, dt, count, (int)r, seed);
+  if (in_place) memcpy(c->hexp + (size_t)(send - region), c->hsend, send_n * es);
+  expect(c, coll, dt, op, count, root, seed, c->hexp + (size_t)(recv - region));
+  /* Rooted: in every other case the ranks that are not the root pass NULL for the buffer only
+   * the root uses (NCCL allows it), and the others their buffer, which must stay untouched. */
+  const bool null_unused = rooted && !in_place && (seed & 1) && c->rank != root;
+  const void *send_arg = null_unused && coll == SYMCOLL_COLL_BROADCAST ? NULL : send;
+  void *recv_arg = null_unused && coll == SYMCOLL_COLL_REDUCE ? NULL : recv;
   symcoll_coll_opts_t o;
   symcoll_coll_opts_init(&o);
   o.algo = algo;
-  symcoll_status_t s;
-  void *stream = c->ops->stream();
-  if (coll == SYMCOLL_COLL_ALL_REDUCE)
-    s = symcoll_all_reduce_ex(c->comm, send, recv, count, dt, op, stream, &o);
-  else if (coll == SYMCOLL_COLL_ALL_GATHER)
-    s = symcoll_all_gather_ex(c->comm, send, recv, count, dt, stream, &o);
-  else
-    s = symcoll_reduce_scatter_ex(c->comm, send, recv, count, dt, op, stream, &o);
+  symcoll_status_t s = call(c, coll, send_arg, recv_arg, count, dt, op, root, &o);
   c->calls++;
-  const char *what_fmt = "rank %d: %s %s %s %s count %zu %s";
-#define WHAT                                                \
-  c->rank, symcoll_coll_name(coll), symcoll_dtype_name(dt), \
-      coll == SYMCOLL_COLL_ALL_GATHER ? "-" : symcoll_op_name(op), symcoll_algo_name(algo), count, placement_names[pl]
+  const char *what_fmt = "rank %d: %s %s %s %s count %zu %s root %d";
+#define WHAT                                                                                            \
+  c->rank, symcoll_coll_name(coll), symcoll_dtype_name(dt), takes_op(coll) ? symcoll_op_name(op) : "-", \
+      symcoll_algo_name(algo), count, placement_names[pl], root
   if (s != SYMCOLL_OK) {
     fprintf(stderr, what_fmt, WHAT);
     fprintf(stderr, ": %s\n", symcoll_status_string(s));
@@ -187,21 +251,21 @@ static int rank_matrix(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) 
   memset(c.hpoison, TH_POISON, maxb);
   /* Every rank's buffers exist before any rank's first kernel waits for it (thread mode). */
   if (symcoll_comm_barrier(comm) != SYMCOLL_OK) return 1;
-  for (int coll = 0; coll < SYMCOLL_NUM_COLLS; coll++) {
-    if (only_coll >= 0 && coll != only_coll) continue;
+  for (int coll = 0; coll < SYMCOLL_NUM_COLL_KINDS; coll++) {
+    if ((only_coll >= 0 && coll != only_coll) || symcoll_coll_is_fused((symcoll_coll_t)coll)) continue;
     for (int dt = 0; dt < SYMCOLL_NUM_DTYPES; dt++) {
       if (only_dtype >= 0 && dt != only_dtype) continue;
       const bool main_type = dt == SYMCOLL_FLOAT32 || dt == SYMCOLL_FLOAT16 || dt == SYMCOLL_BFLOAT16;
       for (int ci = 0; ci < (main_type ? ncounts : ncounts < 5 ? ncounts : 5); ci++) {
         const size_t count = count_at(ci, (symcoll_coll_t)coll, c.n);
-        for (int op = 0; op < (coll == SYMCOLL_COLL_ALL_GATHER ? 1 : SYMCOLL_NUM_OPS); op++) {
+        for (int op = 0; op < (takes_op((symcoll_coll_t)coll) ? SYMCOLL_NUM_OPS : 1); op++) {
           const uint32_t seed = base_seed + (uint32_t)(coll * 977 + dt * 131 + ci * 7 + op);
           for (int ai = 0; ai < MAX_ALGOS; ai++) {
             const symcoll_algo_t algo = algos_of[coll][ai];
             if (ai > 0 && algo == SYMCOLL_ALGO_AUTO) break;
             if (symcoll_coll_algo_supported(comm, (symcoll_coll_t)coll, algo) != SYMCOLL_OK) continue;
             for (int pl = 0; pl < NUM_PLACEMENTS; pl++) {
-              if ((pl == SYMMETRIC_RECV || pl == SYMMETRIC_IN_PLACE) && coll != SYMCOLL_COLL_ALL_GATHER) continue;
+              if ((pl == SYMMETRIC_RECV || pl == SYMMETRIC_IN_PLACE) && !recv_all((symcoll_coll_t)coll)) continue;
               int f = one_case(&c, (symcoll_coll_t)coll, (symcoll_dtype_t)dt, count, (symcoll_op_t)op, algo, pl, seed);
               if (f < 0) {
                 c.failures++;
@@ -249,8 +313,9 @@ int main(int argc, char **argv) {
         if (!strcmp(d, symcoll_dtype_name((symcoll_dtype_t)k))) only_dtype = k;
     } else if (!strcmp(argv[i], "--coll") && i + 1 < argc) {
       const char *c = argv[++i];
-      for (int k = 0; k < SYMCOLL_NUM_COLLS; k++)
-        if (!strcmp(c, symcoll_coll_name((symcoll_coll_t)k))) only_coll = k;
+      for (int k = 0; k < SYMCOLL_NUM_COLL_KINDS; k++)
+        if (!strcmp(c, symcoll_coll_name((symcoll_coll_t)k)) && !symcoll_coll_is_fused((symcoll_coll_t)k))
+          only_coll = k;
       if (only_coll < 0 && strcmp(c, "all") != 0) {
         fprintf(stderr, "unknown collective %s\n", c);
         return 2;

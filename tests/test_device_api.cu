@@ -526,7 +526,7 @@ static void nccl_rank(symcoll_comm_t comm, uint32_t seed, int *bad) {
   for (int dt = 0; dt < SYMCOLL_NUM_DTYPES; dt++)
     for (int op = 0; op < SYMCOLL_NUM_OPS; op++) {
       const size_t es = symcoll_dtype_size((symcoll_dtype_t)dt);
-      exact_fill(h.data(), (symcoll_dtype_t)dt, count, rank, seed + dt * 3 + op);
+      exact_fill_op(h.data(), (symcoll_dtype_t)dt, (symcoll_op_t)op, count, rank, seed + dt * 3 + op);
       exact_expect(want.data(), (symcoll_dtype_t)dt, (symcoll_op_t)op, count, n, seed + dt * 3 + op);
       cudaMemcpyAsync(in, h.data(), count * es, cudaMemcpyHostToDevice, s);
       cudaMemsetAsync(out, 0xff, count * es, s);

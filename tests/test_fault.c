@@ -56,6 +56,12 @@ static symcoll_status_t one_call(symcoll_comm_t comm, symcoll_coll_t coll, float
       return symcoll_all_gather(comm, buf + r * 1024, buf, 1024, SYMCOLL_FLOAT32, stream);
     case SYMCOLL_COLL_REDUCE_SCATTER:
       return symcoll_reduce_scatter(comm, buf, buf + r * 1024, 1024, SYMCOLL_FLOAT32, SYMCOLL_SUM, stream);
+    case SYMCOLL_COLL_BROADCAST:
+      return symcoll_broadcast(comm, buf, buf, 4096, SYMCOLL_FLOAT32, 0, stream);
+    case SYMCOLL_COLL_REDUCE:
+      return symcoll_reduce(comm, buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_AVG, 0, stream);
+    case SYMCOLL_COLL_ALL_TO_ALL:
+      return symcoll_all_to_all(comm, buf, buf, 1024, SYMCOLL_FLOAT32, stream);
     default:
       return symcoll_all_reduce(comm, buf, buf, 4096, SYMCOLL_FLOAT32, SYMCOLL_SUM, stream);
   }
@@ -234,6 +240,24 @@ static void test_never_calls_reduce_scatter(void **state) {
   (void)state;
   never_calls(SYMCOLL_COLL_REDUCE_SCATTER);
 }
+/* Rooted collectives: a rank other than the root dies, or never comes; the root and the other
+ * ranks still fail within the bound (the root reuses staging only once every peer is done). */
+static void test_killed_in_broadcast(void **state) {
+  (void)state;
+  killed_at_10th(SYMCOLL_COLL_BROADCAST);
+}
+static void test_never_calls_reduce(void **state) {
+  (void)state;
+  never_calls(SYMCOLL_COLL_REDUCE);
+}
+static void test_killed_in_all_to_all(void **state) {
+  (void)state;
+  killed_at_10th(SYMCOLL_COLL_ALL_TO_ALL);
+}
+static void test_never_calls_broadcast(void **state) {
+  (void)state;
+  never_calls(SYMCOLL_COLL_BROADCAST);
+}
 static void test_killed_in_all_gather_matmul(void **state) {
   (void)state;
   killed_at_10th(SYMCOLL_COLL_ALL_GATHER_MATMUL);
@@ -332,6 +356,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_check_reports_dead_peer),
       cmocka_unit_test(test_killed_in_all_gather),
       cmocka_unit_test(test_never_calls_reduce_scatter),
+      cmocka_unit_test(test_killed_in_broadcast),
+      cmocka_unit_test(test_never_calls_reduce),
+      cmocka_unit_test(test_killed_in_all_to_all),
+      cmocka_unit_test(test_never_calls_broadcast),
       cmocka_unit_test(test_killed_in_all_gather_matmul),
       cmocka_unit_test(test_never_calls_matmul_reduce_scatter),
   };

@@ -200,6 +200,12 @@ static void test_coll_table(void **state) {
     assert_true(d->busbw_factor >= 1);
     if (!d->fused) /* a buffer of every rank's blocks is what the size class counts */
       assert_int_equal(d->moves_all, d->send_all || d->recv_all);
+    /* A root's buffer is one block, used in place when it is the other one (NCCL's rules). */
+    if (d->root != SYMCOLL__ROOT_NONE) {
+      assert_false(d->send_all || d->recv_all || d->fused);
+      assert_int_equal(d->in_place, SYMCOLL__IN_PLACE_SAME);
+    }
+    if (d->busbw_whole) assert_true(d->root != SYMCOLL__ROOT_NONE); /* nccl-tests: broadcast, reduce */
   }
   assert_null(symcoll__coll_desc(SYMCOLL_NUM_COLL_KINDS));
   assert_int_equal(symcoll_coll_is_fused(SYMCOLL_NUM_COLL_KINDS), -1);

@@ -1,5 +1,5 @@
 /*
- * Soak: many calls of all three collectives, of random sizes, dtypes, ops, algorithms and
+ * Soak: many calls of every plain collective, of random sizes, dtypes, ops, roots, algorithms and
  * placements (the same draw on every rank), every result checked, with file descriptors and resident memory sampled:
  * they must not grow.   test_soak --backend host|cuda --mode process|thread --ranks N --calls K
  */
@@ -43,11 +43,49 @@ static uint32_t next(uint32_t *s) {
   return *s;
 }
 
-/* The algorithms each collective draws from (auto included). */
-static const symcoll_algo_t soak_algos[SYMCOLL_NUM_COLLS][5] = {
-    {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_ONE_SHOT_DB, SYMCOLL_ALGO_LAMPORT},
-    {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_COPY_ENGINE},
-    {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_AUTO}};
+/* The plain collectives and the algorithms each draws from (auto included). */
+static const symcoll_coll_t soak_colls[] = {SYMCOLL_COLL_ALL_REDUCE,     SYMCOLL_COLL_ALL_GATHER,
+                                            SYMCOLL_COLL_REDUCE_SCATTER, SYMCOLL_COLL_BROADCAST,
+                                            SYMCOLL_COLL_REDUCE,         SYMCOLL_COLL_ALL_TO_ALL};
+#define NUM_SOAK_COLLS (sizeof soak_colls / sizeof soak_colls[0])
+static const symcoll_algo_t soak_algos[SYMCOLL_NUM_COLL_KINDS][5] = {
+    [SYMCOLL_COLL_ALL_REDUCE] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT,
+                                 SYMCOLL_ALGO_ONE_SHOT_DB, SYMCOLL_ALGO_LAMPORT},
+    [SYMCOLL_COLL_ALL_GATHER] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH, SYMCOLL_ALGO_LAMPORT,
+                                 SYMCOLL_ALGO_COPY_ENGINE},
+    [SYMCOLL_COLL_REDUCE_SCATTER] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_PULL,
+                                     SYMCOLL_ALGO_AUTO},
+    [SYMCOLL_COLL_BROADCAST] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_COPY_ENGINE,
+                                SYMCOLL_ALGO_AUTO},
+    [SYMCOLL_COLL_REDUCE] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT,
+                             SYMCOLL_ALGO_AUTO},
+    [SYMCOLL_COLL_ALL_TO_ALL] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH, SYMCOLL_ALGO_LAMPORT,
+                                 SYMCOLL_ALGO_COPY_ENGINE},
+};
+
+static symcoll_status_t soak_call(symcoll_comm_t comm, const th_buf_ops_t *ops, symcoll_coll_t coll, const void *send,
+                                  void *recv, size_t count, symcoll_dtype_t dt, symcoll_op_t op, int root,
+                                  const symcoll_coll_opts_t *o) {
+  switch (coll) {
+    case SYMCOLL_COLL_ALL_REDUCE:
+      return symcoll_all_reduce_ex(comm, send, recv, count, dt, op, ops->stream(), o);
+    case SYMCOLL_COLL_ALL_GATHER:
+      return symcoll_all_gather_ex(comm, send, recv, count, dt, ops->stream(), o);
+    case SYMCOLL_COLL_REDUCE_SCATTER:
+      return symcoll_reduce_scatter_ex(comm, send, recv, count, dt, op, ops->stream(), o);
+    case SYMCOLL_COLL_BROADCAST:
+      return symcoll_broadcast_ex(comm, send, recv, count, dt, root, ops->stream(), o);
+    case SYMCOLL_COLL_REDUCE:
+      return symcoll_reduce_ex(comm, send, recv, count, dt, op, root, ops->stream(), o);
+    case SYMCOLL_COLL_ALL_TO_ALL:
+      return symcoll_all_to_all_ex(comm, send, recv, count, dt, ops->stream(), o);
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_NUM_COLL_KINDS:
+      break;
+  }
+  return SYMCOLL_ERR_UNSUPPORTED;
+}
 
 static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
   (void)arg;
@@ -60,14 +98,20 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
   /* Every rank's buffers exist before any rank's first kernel waits for it (thread mode). */
   if (symcoll_comm_barrier(comm) != SYMCOLL_OK) return 1;
   memset(hs, 0, maxb), memset(hr, 0, maxb), memset(hw, 0, maxb);
+  ops->to_dev(ds, hs, maxb), ops->to_dev(dr, hs, maxb); /* every page touched now, not as sizes grow */
   for (long i = 0; i < calls && wrong < 5; i++, done++) {
     /* The same draw on every rank: a collective, sizes mostly small, sometimes up to 64K
      * elements per rank's part, any dtype and op, an algorithm of the collective. */
-    const symcoll_coll_t coll = (symcoll_coll_t)(next(&rng) % SYMCOLL_NUM_COLLS);
+    const symcoll_coll_t coll = soak_colls[next(&rng) % NUM_SOAK_COLLS];
+    const bool all_send = coll == SYMCOLL_COLL_REDUCE_SCATTER || coll == SYMCOLL_COLL_ALL_TO_ALL;
+    const bool all_recv = coll == SYMCOLL_COLL_ALL_GATHER || coll == SYMCOLL_COLL_ALL_TO_ALL;
+    const int root = (int)(next(&rng) % (uint32_t)n);
     size_t count = 1 + next(&rng) % (next(&rng) % 8 == 0 ? maxc : 2048);
-    if (coll != SYMCOLL_COLL_ALL_REDUCE) count = (count + (size_t)n - 1) / (size_t)n;
+    if (all_send || all_recv) count = (count + (size_t)n - 1) / (size_t)n;
     symcoll_dtype_t dt = (symcoll_dtype_t)(next(&rng) % SYMCOLL_NUM_DTYPES);
-    symcoll_op_t op = (symcoll_op_t)(next(&rng) % 3);
+    symcoll_op_t op = (symcoll_op_t)(next(&rng) % SYMCOLL_NUM_OPS);
+    if (coll != SYMCOLL_COLL_ALL_REDUCE && coll != SYMCOLL_COLL_REDUCE_SCATTER && coll != SYMCOLL_COLL_REDUCE)
+      op = SYMCOLL_SUM; /* no op: the inputs of a sum */
     symcoll_coll_opts_t o;
     symcoll_coll_opts_init(&o);
     o.algo = soak_algos[coll][next(&rng) % 5];
@@ -78,12 +122,12 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
     const int inplace = next(&rng) % 2;
     const size_t es = symcoll_dtype_size(dt), off = next(&rng) % 4;
     const uint32_t seed = next(&rng);
-    const size_t sn = coll == SYMCOLL_COLL_REDUCE_SCATTER ? count * (size_t)n : count;
-    const size_t rn = coll == SYMCOLL_COLL_ALL_GATHER ? count * (size_t)n : count;
-    exact_fill(hs, dt, sn, rank, seed);
+    const size_t sn = all_send ? count * (size_t)n : count;
+    const size_t rn = all_recv ? count * (size_t)n : count;
+    exact_fill_op(hs, dt, op, sn, rank, seed);
     char *send = ds + off * es, *recv = dr + off * es;
     if (inplace) {
-      if (coll == SYMCOLL_COLL_ALL_REDUCE)
+      if (coll != SYMCOLL_COLL_ALL_GATHER && coll != SYMCOLL_COLL_REDUCE_SCATTER)
         recv = send;
       else if (coll == SYMCOLL_COLL_ALL_GATHER)
         recv = ds + off * es, send = recv + (size_t)rank * count * es;
@@ -91,23 +135,26 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
         recv = send + (size_t)rank * count * es;
     }
     ops->to_dev(send, hs, sn * es);
-    symcoll_status_t s = coll == SYMCOLL_COLL_ALL_REDUCE
-                             ? symcoll_all_reduce_ex(comm, send, recv, count, dt, op, ops->stream(), &o)
-                         : coll == SYMCOLL_COLL_ALL_GATHER
-                             ? symcoll_all_gather_ex(comm, send, recv, count, dt, ops->stream(), &o)
-                             : symcoll_reduce_scatter_ex(comm, send, recv, count, dt, op, ops->stream(), &o);
+    /* reduce: recv is only the root's (the others' stays as it was: not compared). */
+    symcoll_status_t s = soak_call(comm, ops, coll, send, recv, count, dt, op, root, &o);
     if (s != SYMCOLL_OK) {
       fprintf(stderr, "rank %d call %ld: %s: %s\n", rank, i, symcoll_coll_name(coll), symcoll_status_string(s));
       wrong = 1000;
       break;
     }
     ops->to_host(hr, recv, rn * es);
-    if (coll == SYMCOLL_COLL_ALL_REDUCE)
+    if (coll == SYMCOLL_COLL_ALL_REDUCE || coll == SYMCOLL_COLL_REDUCE)
       exact_expect(hw, dt, op, count, n, seed);
     else if (coll == SYMCOLL_COLL_REDUCE_SCATTER)
       exact_expect_range(hw, dt, op, (size_t)rank * count, count, n, seed);
+    else if (coll == SYMCOLL_COLL_BROADCAST)
+      exact_fill(hw, dt, count, root, seed);
+    else if (coll == SYMCOLL_COLL_ALL_TO_ALL)
+      for (int r = 0; r < n; r++)
+        exact_fill_range(hw + (size_t)r * count * es, dt, (size_t)rank * count, count, r, seed);
     else
       for (int r = 0; r < n; r++) exact_fill(hw + (size_t)r * count * es, dt, count, r, seed);
+    if (coll == SYMCOLL_COLL_REDUCE && rank != root) memcpy(hw, hr, rn * es);
     if (memcmp(hr, hw, rn * es) != 0) {
       symcoll_algo_t used = o.algo;
       if (used == SYMCOLL_ALGO_AUTO) symcoll_coll_algo(comm, coll, count, dt, &used);

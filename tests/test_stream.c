@@ -9,7 +9,7 @@
  * rank to rank, as NCCL allows). Calls go in batches of 1 to 12, enqueued back to back with
  * no host synchronisation and no barrier between them; then the rank waits for its stream,
  * asks symcoll_comm_check, and compares every output (and guard elements around it) with the
- * reference. Calls: all_reduce, all_gather, reduce_scatter (every dtype and op, counts from 1
+ * reference. Calls: every plain collective (every dtype and op, roots, counts from 1
  * to a few MB, every algorithm the communicator runs and auto, in and out of place, plain or
  * symmetric buffers) and the GEMM operations (fp32 / fp16 / bf16, odd shapes, overlap,
  * sequential, auto, with and without the gathered A), on the world communicator and on groups
@@ -51,7 +51,25 @@ static uint32_t below(uint32_t *s, uint32_t n) {
   return next(s) % n;
 }
 
-enum { K_ALL_REDUCE, K_ALL_GATHER, K_REDUCE_SCATTER, K_AG_MATMUL, K_MATMUL_RS, NUM_KINDS };
+enum {
+  K_ALL_REDUCE,
+  K_ALL_GATHER,
+  K_REDUCE_SCATTER,
+  K_BROADCAST,
+  K_REDUCE,
+  K_ALL_TO_ALL,
+  K_AG_MATMUL, /* the GEMM operations last: kinds before them are plain collectives */
+  K_MATMUL_RS,
+  NUM_KINDS
+};
+static const symcoll_coll_t kind_coll[NUM_KINDS] = {SYMCOLL_COLL_ALL_REDUCE,
+                                                    SYMCOLL_COLL_ALL_GATHER,
+                                                    SYMCOLL_COLL_REDUCE_SCATTER,
+                                                    SYMCOLL_COLL_BROADCAST,
+                                                    SYMCOLL_COLL_REDUCE,
+                                                    SYMCOLL_COLL_ALL_TO_ALL,
+                                                    SYMCOLL_COLL_ALL_GATHER_MATMUL,
+                                                    SYMCOLL_COLL_MATMUL_REDUCE_SCATTER};
 enum { P_PLAIN, P_SYMMETRIC, P_IN_PLACE };
 static const char *const place_names[] = {"plain", "symmetric", "in place"};
 
@@ -61,8 +79,10 @@ typedef struct {
   symcoll_dtype_t dt;
   symcoll_op_t op;
   symcoll_algo_t algo;
-  size_t count;   /* plain collectives: NCCL's count argument */
-  size_t m, n, k; /* GEMM operations: m per rank (all_gather_matmul) or in all (matmul_reduce_scatter) */
+  int root;         /* broadcast, reduce */
+  bool null_unused; /* broadcast, reduce: ranks other than the root pass NULL for the root's buffer */
+  size_t count;     /* plain collectives: NCCL's count argument */
+  size_t m, n, k;   /* GEMM operations: m per rank (all_gather_matmul) or in all (matmul_reduce_scatter) */
   int send_place, recv_place, a_out;
   uint32_t seed;
   /* this rank: */
@@ -125,10 +145,14 @@ static void prepare(rank_t *R, call_t *c, int i) {
   c->recv = c->recv_place == P_SYMMETRIC ? sym_r : plain_r;
   const uint32_t seed = c->seed ^ R->group_tag[c->level];
   size_t send_elems = 0;
-  if (c->kind == K_ALL_REDUCE) {
+  if (c->kind == K_ALL_REDUCE || c->kind == K_BROADCAST || c->kind == K_REDUCE) {
     send_elems = c->recv_elems = c->count;
     if (c->recv_place == P_IN_PLACE) c->recv = c->send;
-    exact_fill(R->h_in, c->dt, c->count, me, seed);
+    exact_fill_op(R->h_in, c->dt, c->op, c->count, me, seed);
+  } else if (c->kind == K_ALL_TO_ALL) {
+    send_elems = c->recv_elems = c->count * (size_t)n;
+    if (c->recv_place == P_IN_PLACE) c->recv = c->send;
+    exact_fill(R->h_in, c->dt, send_elems, me, seed);
   } else if (c->kind == K_ALL_GATHER) {
     send_elems = c->count, c->recv_elems = c->count * (size_t)n;
     if (c->recv_place == P_IN_PLACE) c->send = c->recv + (size_t)me * c->count * es;
@@ -136,7 +160,7 @@ static void prepare(rank_t *R, call_t *c, int i) {
   } else if (c->kind == K_REDUCE_SCATTER) {
     send_elems = c->count * (size_t)n, c->recv_elems = c->count;
     if (c->recv_place == P_IN_PLACE) c->recv = c->send + (size_t)me * c->count * es;
-    exact_fill(R->h_in, c->dt, send_elems, me, seed);
+    exact_fill_op(R->h_in, c->dt, c->op, send_elems, me, seed);
   } else { /* GEMM operations: [A | B] in the send region, [C | gathered A] in the recv region */
     const size_t a_elems = c->m * c->k; /* the shard (all_gather_matmul), or the whole A */
     for (size_t x = 0; x < c->m; x++)
@@ -168,6 +192,18 @@ static void reference(rank_t *R, const call_t *c) {
     for (int r = 0; r < n; r++) exact_fill(R->h_want + (size_t)r * c->count * es, c->dt, c->count, r, seed);
   } else if (c->kind == K_REDUCE_SCATTER) {
     exact_expect_range(R->h_want, c->dt, c->op, (size_t)me * c->count, c->count, n, seed);
+  } else if (c->kind == K_BROADCAST) {
+    exact_fill(R->h_want, c->dt, c->count, c->root, seed);
+  } else if (c->kind == K_REDUCE) { /* other ranks: recv as it was (in place: the input) */
+    if (me == c->root)
+      exact_expect(R->h_want, c->dt, c->op, c->count, n, seed);
+    else if (c->recv_place == P_IN_PLACE)
+      exact_fill_op(R->h_want, c->dt, c->op, c->count, me, seed);
+    else
+      memset(R->h_want, TH_POISON, c->count * es);
+  } else if (c->kind == K_ALL_TO_ALL) { /* block r: rank r's block [me] */
+    for (int r = 0; r < n; r++)
+      exact_fill_range(R->h_want + (size_t)r * c->count * es, c->dt, (size_t)me * c->count, c->count, r, seed);
   } else if (c->kind == K_AG_MATMUL) { /* row x: row x % m of rank x / m's shard, times this rank's B */
     for (size_t x = 0; x < c->m * (size_t)n; x++)
       for (size_t z = 0; z < c->n; z++) {
@@ -199,6 +235,7 @@ static symcoll_status_t issue(rank_t *R, const call_t *c) {
   symcoll_coll_opts_t o;
   symcoll_coll_opts_init(&o);
   o.algo = c->algo;
+  const bool root = symcoll_comm_rank(comm) == c->root;
   switch (c->kind) {
     case K_ALL_REDUCE:
       return symcoll_all_reduce_ex(comm, c->send, c->recv, c->count, c->dt, c->op, st, &o);
@@ -206,6 +243,14 @@ static symcoll_status_t issue(rank_t *R, const call_t *c) {
       return symcoll_all_gather_ex(comm, c->send, c->recv, c->count, c->dt, st, &o);
     case K_REDUCE_SCATTER:
       return symcoll_reduce_scatter_ex(comm, c->send, c->recv, c->count, c->dt, c->op, st, &o);
+    case K_BROADCAST:
+      return symcoll_broadcast_ex(comm, c->null_unused && !root ? NULL : c->send, c->recv, c->count, c->dt, c->root, st,
+                                  &o);
+    case K_REDUCE:
+      return symcoll_reduce_ex(comm, c->send, c->null_unused && !root ? NULL : c->recv, c->count, c->dt, c->op, c->root,
+                               st, &o);
+    case K_ALL_TO_ALL:
+      return symcoll_all_to_all_ex(comm, c->send, c->recv, c->count, c->dt, st, &o);
     default: {
       symcoll_matmul_opts_t mo;
       symcoll_matmul_opts_init(&mo);
@@ -219,25 +264,25 @@ static symcoll_status_t issue(rank_t *R, const call_t *c) {
 }
 
 static const char *kind_name(int kind) {
-  static const char *const names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_gather_matmul",
-                                      "matmul_reduce_scatter"};
-  return names[kind];
+  return symcoll_coll_name(kind_coll[kind]);
 }
 
 static void describe(rank_t *R, const call_t *c, long index, char *buf, size_t n) {
   symcoll_comm_t comm = R->comm[c->level];
   symcoll_algo_t used = c->algo;
-  static const symcoll_coll_t colls[] = {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_COLL_ALL_GATHER, SYMCOLL_COLL_REDUCE_SCATTER,
-                                         SYMCOLL_COLL_ALL_GATHER_MATMUL, SYMCOLL_COLL_MATMUL_REDUCE_SCATTER};
-  if (used == SYMCOLL_ALGO_AUTO && c->kind <= K_REDUCE_SCATTER)
-    symcoll_coll_algo(comm, colls[c->kind], c->count, c->dt, &used);
-  if (c->kind <= K_REDUCE_SCATTER)
-    snprintf(
-        buf, n, "call %ld: %s %s %s count %zu, %s%s (%s), send %s, recv %s (send %p recv %p), level %d (rank %d of %d)",
-        index, kind_name(c->kind), symcoll_dtype_name(c->dt), c->kind == K_ALL_GATHER ? "" : symcoll_op_name(c->op),
-        c->count, symcoll_algo_name(c->algo), c->algo == SYMCOLL_ALGO_AUTO ? " ->" : "", symcoll_algo_name(used),
-        place_names[c->send_place], place_names[c->recv_place], (void *)c->send, (void *)c->recv, c->level,
-        symcoll_comm_rank(comm), symcoll_comm_nranks(comm));
+  const bool plain = c->kind < K_AG_MATMUL;
+  const bool takes_op = c->kind == K_ALL_REDUCE || c->kind == K_REDUCE_SCATTER || c->kind == K_REDUCE;
+  if (used == SYMCOLL_ALGO_AUTO && plain) symcoll_coll_algo(comm, kind_coll[c->kind], c->count, c->dt, &used);
+  char root[48] = "";
+  if (c->kind == K_BROADCAST || c->kind == K_REDUCE)
+    snprintf(root, sizeof root, " root %d%s", c->root, c->null_unused ? " (others pass NULL)" : "");
+  if (plain)
+    snprintf(buf, n,
+             "call %ld: %s %s %s count %zu%s, %s%s (%s), send %s, recv %s (send %p recv %p), level %d (rank %d of %d)",
+             index, kind_name(c->kind), symcoll_dtype_name(c->dt), takes_op ? symcoll_op_name(c->op) : "", c->count,
+             root, symcoll_algo_name(c->algo), c->algo == SYMCOLL_ALGO_AUTO ? " ->" : "", symcoll_algo_name(used),
+             place_names[c->send_place], place_names[c->recv_place], (void *)c->send, (void *)c->recv, c->level,
+             symcoll_comm_rank(comm), symcoll_comm_nranks(comm));
   else
     snprintf(buf, n, "call %ld: %s %s m %zu n %zu k %zu, %s, %s, shard %s, level %d (rank %d of %d)", index,
              kind_name(c->kind), symcoll_dtype_name(c->dt), c->m, c->n, c->k, symcoll_algo_name(c->algo),
@@ -283,12 +328,21 @@ static int verify(rank_t *R, const call_t *c, long index) {
 
 /* ---- the stream of calls ---------------------------------------------------------------------- */
 
-static const symcoll_algo_t coll_algos[3][6] = {{SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT,
-                                                 SYMCOLL_ALGO_ONE_SHOT_DB, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_AUTO},
-                                                {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH,
-                                                 SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_COPY_ENGINE, SYMCOLL_ALGO_AUTO},
-                                                {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT,
-                                                 SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT}};
+/* Each plain kind's draws (auto twice or more: the table's choice is the common case). */
+static const symcoll_algo_t coll_algos[K_AG_MATMUL][6] = {
+    [K_ALL_REDUCE] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_ONE_SHOT_DB,
+                      SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_AUTO},
+    [K_ALL_GATHER] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH, SYMCOLL_ALGO_LAMPORT,
+                      SYMCOLL_ALGO_COPY_ENGINE, SYMCOLL_ALGO_AUTO},
+    [K_REDUCE_SCATTER] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_AUTO,
+                          SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT},
+    [K_BROADCAST] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_COPY_ENGINE,
+                     SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL},
+    [K_REDUCE] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_AUTO,
+                  SYMCOLL_ALGO_ONE_SHOT},
+    [K_ALL_TO_ALL] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_PULL, SYMCOLL_ALGO_PUSH, SYMCOLL_ALGO_LAMPORT,
+                      SYMCOLL_ALGO_COPY_ENGINE, SYMCOLL_ALGO_AUTO},
+};
 
 /* Draws the next call from the shared generator; false when it does not fit (then it is
  * drawn again: every rank rejects the same draws). */
@@ -296,11 +350,14 @@ static bool draw(rank_t *R, call_t *c) {
   uint32_t *g = &R->shared;
   memset(c, 0, sizeof *c);
   c->level = (int)below(g, (uint32_t)R->levels);
-  c->kind = (int)below(g, R->gemm ? 12 : 10);
+  c->kind = (int)below(g, R->gemm ? 18 : 16);
   c->kind = c->kind < 4     ? K_ALL_REDUCE
             : c->kind < 7   ? K_ALL_GATHER
             : c->kind < 10  ? K_REDUCE_SCATTER
-            : c->kind == 10 ? K_AG_MATMUL
+            : c->kind < 12  ? K_BROADCAST
+            : c->kind < 14  ? K_REDUCE
+            : c->kind < 16  ? K_ALL_TO_ALL
+            : c->kind == 16 ? K_AG_MATMUL
                             : K_MATMUL_RS;
   /* GEMM operations on the world only: the first launch of a GEMM shape waits for the GPU, and
    * on a GPU shared by groups a group beside this rank's could be waiting for it (README,
@@ -330,7 +387,9 @@ static bool draw(rank_t *R, call_t *c) {
     return in + 2 * GUARD * es + MAX_OFF * es <= R->slot && out + 2 * GUARD * es + MAX_OFF * es <= R->slot;
   }
   c->dt = (symcoll_dtype_t)below(g, SYMCOLL_NUM_DTYPES);
-  c->op = (symcoll_op_t)below(g, 3);
+  c->op = (symcoll_op_t)below(g, SYMCOLL_NUM_OPS);
+  if (c->kind != K_ALL_REDUCE && c->kind != K_REDUCE_SCATTER && c->kind != K_REDUCE) c->op = SYMCOLL_SUM; /* no op */
+  c->root = (int)below(g, (uint32_t)gn);
   const uint32_t cls = below(g, 20);
   const size_t es = esz(c->dt), cap = max_bytes / es;
   c->count = cls < 9    ? 1 + below(g, 64)
@@ -344,16 +403,15 @@ static bool draw(rank_t *R, call_t *c) {
   c->recv_place = rp == 0 ? P_IN_PLACE : rp == 1 ? P_SYMMETRIC : P_PLAIN;
   /* In place means one buffer: it is where send is. */
   if (c->recv_place == P_IN_PLACE && c->kind == K_ALL_GATHER) c->send_place = P_PLAIN;
-  const size_t mult = c->kind == K_ALL_REDUCE ? 1 : (size_t)n;
+  c->null_unused = c->recv_place != P_IN_PLACE && below(g, 2);
+  const size_t mult = c->kind == K_ALL_REDUCE || c->kind == K_BROADCAST || c->kind == K_REDUCE ? 1 : (size_t)n;
   return (c->count * mult + 2 * GUARD + MAX_OFF) * es <= R->slot;
 }
 
 /* Whether every rank of the call's communicator runs the drawn algorithm (the same answer
  * everywhere: the communicator's ranks share its tuning table and transport). */
 static void settle_algo(rank_t *R, call_t *c) {
-  static const symcoll_coll_t colls[] = {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_COLL_ALL_GATHER, SYMCOLL_COLL_REDUCE_SCATTER,
-                                         SYMCOLL_COLL_ALL_GATHER_MATMUL, SYMCOLL_COLL_MATMUL_REDUCE_SCATTER};
-  if (symcoll_coll_algo_supported(R->comm[c->level], colls[c->kind], c->algo) != SYMCOLL_OK)
+  if (symcoll_coll_algo_supported(R->comm[c->level], kind_coll[c->kind], c->algo) != SYMCOLL_OK)
     c->algo = SYMCOLL_ALGO_AUTO;
 }
 

@@ -330,6 +330,52 @@ class Comm:
                                             ctypes.byref(o)), "reduce_scatter")
         return out
 
+    def broadcast(self, x, root=0, out=None, algo=None):
+        """out = root's x on every rank (in place when out is None or is x); returns out. x is
+        read on root only: other ranks may pass None for it when they pass out."""
+        if x is None and out is None:
+            raise InvalidArgumentError("broadcast: x and out are both None (pass out on ranks other than root)")
+        out = x if out is None else out
+        po, no, dto, cuda, _ = _describe(out)
+        px = None
+        if x is not None:
+            px, n, dt, _, _ = _describe(x)
+            if n != no or dt != dto:
+                raise InvalidArgumentError(f"broadcast: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
+        o = _opts(algo)
+        check(lib.symcoll_broadcast_ex(self._c, px, po, no, dto, int(root), _stream_of(self, cuda), ctypes.byref(o)),
+              "broadcast")
+        return out
+
+    def reduce(self, x, root=0, op="sum", out=None, algo=None):
+        """root's out = op over ranks of x (in place when out is None or is x); returns out,
+        which only root's call writes (other ranks may pass out=None: nothing is written)."""
+        px, n, dt, cuda, _ = _describe(x)
+        po = px
+        if out is not None:
+            po, no, dto, _, _ = _describe(out)
+            if no != n or dto != dt:
+                raise InvalidArgumentError(f"reduce: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
+        o = _opts(algo)
+        check(lib.symcoll_reduce_ex(self._c, px, po, n, dt, _op(op), int(root), _stream_of(self, cuda),
+                                    ctypes.byref(o)), "reduce")
+        return x if out is None else out
+
+    def all_to_all(self, x, out=None, algo=None):
+        """x and out hold nranks blocks of x.size / nranks elements: block j of rank r's x lands
+        in block r of rank j's out (in place when out is None or is x). Returns out."""
+        out = x if out is None else out
+        px, n, dt, cuda, _ = _describe(x)
+        po, no, dto, _, _ = _describe(out)
+        if no != n or dto != dt:
+            raise InvalidArgumentError(f"all_to_all: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
+        if n % self.nranks:
+            raise InvalidArgumentError(f"all_to_all: x has {n} elements, not a multiple of nranks = {self.nranks}")
+        o = _opts(algo)
+        check(lib.symcoll_all_to_all_ex(self._c, px, po, n // self.nranks, dt, _stream_of(self, cuda),
+                                        ctypes.byref(o)), "all_to_all")
+        return out
+
     # -- collectives fused with a GEMM (2-D, row-major, contiguous; fp32, fp16, bf16) --
     def _mm_opts(self, algo, a_out=None):
         o = MatmulOpts()
@@ -383,7 +429,7 @@ class Comm:
 
 def _op(op):
     if op not in OPS:
-        raise InvalidArgumentError(f"unknown op {op!r} (sum, max, min)")
+        raise InvalidArgumentError(f"unknown op {op!r} (one of {', '.join(OPS)})")
     return OPS[op]
 
 

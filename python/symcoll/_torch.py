@@ -8,6 +8,12 @@ torch.compile(fullgraph=True) traces them without graph breaks:
     all_reduce_(Tensor(a!) x, str op, int comm) -> ()                   in place
     all_gather_into_tensor(Tensor(a!) out, Tensor x, int comm) -> ()    out: nranks x x.numel()
     reduce_scatter_tensor(Tensor(a!) out, Tensor x, str op, int comm) -> ()
+    broadcast(Tensor x, int root, int comm) -> Tensor                   root's x, a new tensor
+    broadcast_(Tensor(a!) x, int root, int comm) -> ()                  in place
+    reduce_(Tensor(a!) x, str op, int root, int comm) -> ()             in place on root (others:
+                                                                        x is left as it is)
+    all_to_all_single(Tensor(a!) out, Tensor x, int comm) -> ()         nranks equal blocks
+    all_to_all(Tensor x, int comm) -> Tensor                            a new tensor
     all_gather_matmul(Tensor a_shard, Tensor b, int comm, str algo="auto") -> (Tensor, Tensor)
                                                                         (C, the gathered A)
     matmul_reduce_scatter(Tensor a, Tensor b, int comm, str algo="auto") -> Tensor
@@ -94,6 +100,60 @@ def reduce_scatter_tensor(out: torch.Tensor, x: torch.Tensor, op: str, comm: int
 @reduce_scatter_tensor.register_fake
 def _(out, x, op, comm):
     return None
+
+
+@torch.library.custom_op("symcoll::broadcast_", mutates_args=("x",))
+def broadcast_(x: torch.Tensor, root: int, comm: int) -> None:
+    _comm(comm).broadcast(x, root)
+
+
+@broadcast_.register_fake
+def _(x, root, comm):
+    return None
+
+
+@torch.library.custom_op("symcoll::broadcast", mutates_args=())
+def broadcast(x: torch.Tensor, root: int, comm: int) -> torch.Tensor:
+    out = torch.empty_like(x)
+    _comm(comm).broadcast(x, root, out=out)
+    return out
+
+
+@broadcast.register_fake
+def _(x, root, comm):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("symcoll::reduce_", mutates_args=("x",))
+def reduce_(x: torch.Tensor, op: str, root: int, comm: int) -> None:
+    _comm(comm).reduce(x, root, op)
+
+
+@reduce_.register_fake
+def _(x, op, root, comm):
+    return None
+
+
+@torch.library.custom_op("symcoll::all_to_all_single", mutates_args=("out",))
+def all_to_all_single(out: torch.Tensor, x: torch.Tensor, comm: int) -> None:
+    _comm(comm).all_to_all(x, out)
+
+
+@all_to_all_single.register_fake
+def _(out, x, comm):
+    return None
+
+
+@torch.library.custom_op("symcoll::all_to_all", mutates_args=())
+def all_to_all(x: torch.Tensor, comm: int) -> torch.Tensor:
+    out = torch.empty_like(x)
+    _comm(comm).all_to_all(x, out)
+    return out
+
+
+@all_to_all.register_fake
+def _(x, comm):
+    return torch.empty_like(x)
 
 
 @torch.library.custom_op("symcoll::all_gather_matmul", mutates_args=())

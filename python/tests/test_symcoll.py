@@ -31,7 +31,7 @@ def test_version_and_errors():
         assert (comm.rank, comm.nranks, comm.device) == (0, 1, symcoll.DEVICE_HOST)
         x = np.arange(8, dtype=np.float32)
         with pytest.raises(symcoll.InvalidArgumentError):
-            comm.all_reduce(x, op="prod")
+            comm.all_reduce(x, op="mean")  # not an op of the library's (avg is)
         with pytest.raises(symcoll.InvalidArgumentError):
             comm.all_gather(x, np.empty(7, np.float32))
         with pytest.raises(symcoll.InvalidArgumentError):
@@ -58,7 +58,7 @@ def test_structs_match_the_library():
         assert x.struct_size == ctypes.sizeof(cls), cls.__name__
     assert _lib.DTYPES[:3] == ["fp32", "fp16", "bf16"] and len(_lib.DTYPES) == 12
     assert _lib.ALGOS[0] == "auto" and "copy_engine" in _lib.ALGOS
-    assert _lib.COLLS["all_reduce"] == 0 and _lib.OPS == {"sum": 0, "max": 1, "min": 2}
+    assert _lib.COLLS["all_reduce"] == 0 and _lib.OPS == {"sum": 0, "max": 1, "min": 2, "prod": 3, "avg": 4}
     assert _lib.ENGINES == {"auto": 0, "nccl": 1, "mpi": 2, "symcoll": 3}
 
 
@@ -100,6 +100,20 @@ def _collectives_rank(rank, n):
                 comm.all_gather(mine[:count], g)
                 if not np.array_equal(g, np.concatenate([s[:count] for s in srcs])):
                     failures.append(f"all_gather {dt} {count}")
+                root = count % n
+                b = mine[:count].copy()
+                comm.broadcast(b if rank == root else None, root, out=None if rank == root else b)
+                if not np.array_equal(b, srcs[root][:count]):
+                    failures.append(f"broadcast {dt} {count} root {root}")
+                r = mine[:count].copy()
+                comm.reduce(r, root, "max")  # in place; only the root's is written
+                want_r = np.max(np.stack([s[:count] for s in srcs]), axis=0) if rank == root else mine[:count]
+                if not np.array_equal(r, want_r):
+                    failures.append(f"reduce {dt} {count} root {root}")
+                a2a = np.empty(count * n, dt)
+                comm.all_to_all(mine, a2a)
+                if not np.array_equal(a2a, np.concatenate([s[rank * count:(rank + 1) * count] for s in srcs])):
+                    failures.append(f"all_to_all {dt} {count}")
         # symmetric arrays: the zero-copy path, and all_gather in place inside one
         sym = comm.empty((4, 256), "float32")
         sym[:] = rank + 1
@@ -260,6 +274,15 @@ def _torch_cpu_rank(rank, n):
             rs = torch.empty(8, dtype=dt)
             ops.reduce_scatter_tensor(rs, torch.ones(8 * n, dtype=dt), "sum", h)
             assert torch.equal(rs, torch.full((8,), n, dtype=dt))
+            root = n - 1
+            assert torch.equal(ops.broadcast(torch.full((16,), rank, dtype=dt), root, h), torch.full((16,), root, dtype=dt))
+            r = torch.full((16,), rank + 1, dtype=dt)
+            ops.reduce_(r, "prod", root, h)
+            fact = torch.full((16,), float(np.prod(np.arange(1, n + 1))), dtype=dt)
+            assert torch.equal(r, fact if rank == root else torch.full((16,), rank + 1, dtype=dt))
+            a = ops.all_to_all(torch.arange(4 * n).to(dt) + 100 * rank, h)  # block j: 4j.. + 100 rank
+            want_a = torch.cat([torch.arange(4 * rank, 4 * rank + 4) + 100 * p for p in range(n)]).to(dt)
+            assert torch.equal(a, want_a), (dt, a, want_a)
         sym = comm.empty((16,), torch.bfloat16)  # a symmetric CPU tensor
         sym.fill_(rank)
         ops.all_reduce_(sym, "max", h)
@@ -277,6 +300,11 @@ def _torch_cpu_rank(rank, n):
             torch.library.opcheck(ops.all_reduce_, (torch.randn(8), "sum", h))
             torch.library.opcheck(ops.all_gather_into_tensor, (torch.empty(8), torch.randn(8), h))
             torch.library.opcheck(ops.reduce_scatter_tensor, (torch.empty(8), torch.randn(8), "sum", h))
+            torch.library.opcheck(ops.broadcast, (torch.randn(8), 0, h))
+            torch.library.opcheck(ops.broadcast_, (torch.randn(8), 0, h))
+            torch.library.opcheck(ops.reduce_, (torch.randn(8), "avg", 0, h))
+            torch.library.opcheck(ops.all_to_all, (torch.randn(8), h))
+            torch.library.opcheck(ops.all_to_all_single, (torch.empty(8), torch.randn(8), h))
     return True
 
 

@@ -149,12 +149,14 @@ static bool in_place_of(const symcoll__coll_desc_t *d, const void *send, const v
 
 /* Zero-copy: peers read our input where it lies. Not in place when recv is written where
  * send lies (the reductions: writing the result would race with peers' reads); all_gather in
- * place: peers read our block of recv, which we do not write. A receive buffer that holds
- * every rank's block is found too (peers may write into it). */
+ * place: peers read our block of recv, which we do not write; rooted ones in place (only the
+ * root is ever in place: the others' unused buffer is NULL): broadcast's root writes nothing
+ * in place, and reduce's root is the only reader of every input, its own included. A receive
+ * buffer that holds every rank's block is found too (peers may write into it). */
 static void place_symmetric(symcoll_comm_t comm, const symcoll__coll_desc_t *d, symcoll__coll_args_t *a,
                             bool in_place) {
   const size_t block = a->count * symcoll_dtype_size(a->dtype), n = (size_t)comm->nranks;
-  if (!in_place || d->in_place == SYMCOLL__IN_PLACE_SEND_IN_RECV)
+  if (!in_place || d->in_place == SYMCOLL__IN_PLACE_SEND_IN_RECV || d->root != SYMCOLL__ROOT_NONE)
     a->send_mem = symcoll__mem_find(comm, a->send, block * (d->send_all ? n : 1), &a->send_off);
   if (d->recv_all) a->recv_mem = symcoll__mem_find(comm, a->recv, block * n, &a->recv_off);
 }

@@ -14,30 +14,41 @@
  * Every wait is bounded: on timeout the kernel records the error and returns. Barriers carry
  * the call's signature: a block that meets a peer in another call records MISMATCH.
  * Every dtype: floating types narrower than 32 bits combine in fp32 (device_common.cuh).
+ * Every op: each kernel combines all nranks sources of an element in one go, in rank order
+ * (two-shot too: the owner of a vector reduces every rank's copy of it), so AVG divides once.
+ * reduce (rooted) runs AllReduce_OneShot with a.root >= 0: only the root reduces and writes.
  */
 #include "device_common.cuh"
 
 namespace symcoll_cuda {
 namespace {
 
+/* a.root < 0: all_reduce, every rank writes recv. a.root >= 0: reduce, only the root reduces
+ * and writes (the others' recv is NULL): the others stage (or expose their input) and meet
+ * both barriers, the second now saying that the root is done reading. The root reads the
+ * same sources in the same order as all_reduce, so it gets the same bits. With a symmetric
+ * input the root may be in place: it is the only reader of every input, and each thread
+ * reads an element before it writes it. */
 template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(1024) AllReduce_OneShot(const symcoll__cuda_args_t a) {
   constexpr int U = unit_access<VEC>(), E = Pack<T, U>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t round = a.zero_copy ? a.count : a.chunk_elems;
+  const bool writes = a.root < 0 || a.root == a.rank;
   for (size_t base = 0; base < a.count; base += round) {
     const size_t n = a.count - base < round ? a.count - base : round;
     const size_t nvec = n / E, tail = n - nvec * E;
-    const char *in = a.send + base * sizeof(T);
-    char *out = a.recv + base * sizeof(T);
     /* Zero-copy reads the peers' inputs at this round's offset; staging starts at the base. */
     auto src = [&](int r) -> const char * { return a.zero_copy ? a.src[r] + base * sizeof(T) : a.ws[r]; };
-    if (!a.zero_copy) stage<T, U>(a.ws[a.rank], in, nvec, tail, first, stride);
+    if (!a.zero_copy) stage<T, U>(a.ws[a.rank], a.send + base * sizeof(T), nvec, tail, first, stride);
     BARRIER(a);
-    size_t v = first;
-    for (; v < nvec; v += stride) store<T, U>(out, v, reduce_at<T, OP, U>(src, a.nranks, v));
-    reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, v == nvec);
+    if (writes) {
+      char *out = a.recv + base * sizeof(T);
+      size_t v = first;
+      for (; v < nvec; v += stride) store<T, U>(out, v, reduce_at<T, OP, U>(src, a.nranks, v));
+      reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, v == nvec);
+    }
     /* Peers are done reading this block's share of our workspace (or of our input). */
     BARRIER(a);
   }
@@ -265,16 +276,28 @@ const void *pick(symcoll_algo_t algo) {
   }
 }
 
+template <typename T, int OP>
+const void *pick_vec(const symcoll__cuda_launch_t *l) {
+  return l->vec ? pick<T, OP, true>(l->algo) : pick<T, OP, false>(l->algo);
+}
+
 template <typename T>
 const void *pick_op(const symcoll__cuda_launch_t *l) {
   switch (l->op) {
     case SYMCOLL_SUM:
-      return l->vec ? pick<T, SYMCOLL_SUM, true>(l->algo) : pick<T, SYMCOLL_SUM, false>(l->algo);
+      return pick_vec<T, SYMCOLL_SUM>(l);
     case SYMCOLL_MAX:
-      return l->vec ? pick<T, SYMCOLL_MAX, true>(l->algo) : pick<T, SYMCOLL_MAX, false>(l->algo);
-    default:
-      return l->vec ? pick<T, SYMCOLL_MIN, true>(l->algo) : pick<T, SYMCOLL_MIN, false>(l->algo);
+      return pick_vec<T, SYMCOLL_MAX>(l);
+    case SYMCOLL_MIN:
+      return pick_vec<T, SYMCOLL_MIN>(l);
+    case SYMCOLL_PROD:
+      return pick_vec<T, SYMCOLL_PROD>(l);
+    case SYMCOLL_AVG:
+      return pick_vec<T, SYMCOLL_AVG>(l);
+    case SYMCOLL_NUM_OPS:
+      break;
   }
+  return nullptr;
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
  * CUDA transport: symmetric GPU memory from the VMM API (cuMemCreate, exported as POSIX fds
  * through the bootstrap in process mode, shared by address in thread mode), a reachability
  * probe at creation, the async error word. The launch path of the collectives is in
- * cuda_coll.c, their kernels in allreduce.cu, allgather.cu and reducescatter.cu.
+ * cuda_coll.c, their kernels in allreduce.cu (and reduce), allgather.cu (and all_to_all),
+ * reducescatter.cu and broadcast.cu.
  *
  * Driver entry points come through cudart (cudaGetDriverEntryPointByVersion) and cudart is
  * linked statically, so libsymcoll loads on machines without a GPU driver; there creating a
@@ -392,6 +393,7 @@ static symcoll_status_t fill_args(symcoll_comm_t comm, cuda_state_t *cs, const w
   a->timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
   a->rank = comm->rank;
   a->nranks = comm->nranks;
+  a->root = -1; /* broadcast and reduce set theirs */
   return SYMCOLL_OK;
 }
 
@@ -526,10 +528,28 @@ static symcoll_status_t cuda_tune_ready(symcoll_comm_t comm) {
   return s;
 }
 
+/* Core asks only about algorithms of the collective's row (colls.c). */
 static bool cuda_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo) {
   cuda_state_t *cs = comm->tp_state;
-  (void)coll;
-  return algo != SYMCOLL_ALGO_NCCL || cs->nccl.comm != NULL;
+  if (algo == SYMCOLL_ALGO_NCCL) return cs->nccl.comm != NULL;
+  switch (coll) {
+    case SYMCOLL_COLL_ALL_REDUCE:
+    case SYMCOLL_COLL_ALL_GATHER:
+    case SYMCOLL_COLL_REDUCE_SCATTER:
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+      return true; /* every algorithm of their rows */
+    case SYMCOLL_COLL_BROADCAST:
+      return algo == SYMCOLL_ALGO_PULL || algo == SYMCOLL_ALGO_LAMPORT || algo == SYMCOLL_ALGO_COPY_ENGINE;
+    case SYMCOLL_COLL_REDUCE:
+      return algo == SYMCOLL_ALGO_ONE_SHOT;
+    case SYMCOLL_COLL_ALL_TO_ALL:
+      return algo == SYMCOLL_ALGO_PULL || algo == SYMCOLL_ALGO_PUSH || algo == SYMCOLL_ALGO_LAMPORT ||
+             algo == SYMCOLL_ALGO_COPY_ENGINE;
+    case SYMCOLL_NUM_COLL_KINDS:
+      break;
+  }
+  return false;
 }
 
 const symcoll__transport_t symcoll__cuda_transport = {

@@ -111,14 +111,18 @@ static void trace(symcoll_comm_t comm, const symcoll__coll_args_t *a, const symc
                 l->blocks, l->threads, l->vec ? "16-byte vectors" : "element loads", round);
 }
 
-/* ---- all_reduce ------------------------------------------------------------------------------ */
+/* ---- all_reduce, reduce ------------------------------------------------------------------------ */
 
+/* reduce runs all_reduce's ONE_SHOT kernel with k.root set: only the root reduces and writes
+ * (the others' recv is NULL), every rank stages or exposes its input and meets both barriers.
+ * Zero-copy where core found a symmetric input (a->send_mem: for reduce, in place too). */
 static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__coll_args_t *a) {
   const size_t es = symcoll_dtype_size(a->dtype);
   symcoll__cuda_args_t k = cs->args;
   k.send = a->send;
   k.recv = a->recv;
   k.count = a->count;
+  k.root = a->coll == SYMCOLL_COLL_REDUCE ? a->root : -1;
   symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = a->op};
   /* LAMPORT's sentinel is a pattern of fp32 / fp16 / bf16: other types run one-shot
    * double-buffered (every rank alike, so the signature still matches). */
@@ -157,10 +161,11 @@ static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const 
   return e == cudaSuccess ? SYMCOLL_OK : launch_failed(a, &l, e);
 }
 
-/* ---- all_gather -------------------------------------------------------------------------------- */
+/* ---- launches several collectives share ------------------------------------------------------- */
 
-/* LL launches (all_gather and reduce_scatter): one per SYMCOLL_CUDA_LL_DATA bytes of a rank's
- * block; `bytes_unit` is what the kernel counts (all_gather: bytes, reduce_scatter: elements). */
+/* LL launches (all_gather, reduce_scatter, broadcast, all_to_all): one per SYMCOLL_CUDA_LL_DATA
+ * bytes of a rank's block; `unit` is the size of what the kernel counts (reduce_scatter:
+ * elements, the others bytes). */
 static symcoll_status_t ll_launches(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__coll_args_t *a,
                                     symcoll__cuda_args_t *k, symcoll__cuda_launch_t *l, size_t total, size_t unit) {
   const size_t per = SYMCOLL_CUDA_LL_DATA / unit;
@@ -171,7 +176,7 @@ static symcoll_status_t ll_launches(symcoll_comm_t comm, cuda_state_t *cs, const
   char *recv = k->recv;
   for (size_t base = 0; base < total && e == cudaSuccess; base += per, launches++) {
     symcoll__cuda_args_t c = *k;
-    c.send = send + base * unit;
+    c.send = send ? send + base * unit : NULL; /* broadcast: NULL but on the root */
     c.recv = recv + base * unit;
     c.count = total - base < per ? total - base : per;
     e = symcoll__cuda_launch(l, &c, a->stream);
@@ -180,42 +185,80 @@ static symcoll_status_t ll_launches(symcoll_comm_t comm, cuda_state_t *cs, const
   return e == cudaSuccess ? SYMCOLL_OK : launch_failed(a, l, e);
 }
 
+/* One launch of a kernel that stages rounds of k->chunk_elems elements per rank (all_gather,
+ * reduce_scatter, broadcast, all_to_all PULL / PUSH): the grid for one round in 16-byte units,
+ * the shape folded into the signature. Zero-copy kernels take the whole count as one round. */
+static symcoll_status_t launch_rounds(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__coll_args_t *a,
+                                      symcoll__cuda_args_t *k, symcoll__cuda_launch_t *l) {
+  const size_t es = symcoll_dtype_size(a->dtype);
+  const size_t round = k->zero_copy || a->count < k->chunk_elems ? a->count : k->chunk_elems;
+  shape(cs, comm, a, l, round / (16 / es), DEFAULT_THREADS);
+  k->sig = with_shape(cs, k->sig, l, k->chunk_elems);
+  int e = symcoll__cuda_launch(l, k, a->stream);
+  trace(comm, a, l, round, 1);
+  return e == cudaSuccess ? SYMCOLL_OK : launch_failed(a, l, e);
+}
+
+/* What the copy engine moves: rank r's piece for rank q lies at send + q * send_piece (all_gather
+ * and broadcast: 0, one piece for all; all_to_all: the block) and lands at recv + r * recv_piece
+ * of rank q (broadcast: 0); `root` is the only rank that sends (broadcast), or -1 for all. */
+typedef struct {
+  size_t send_piece, recv_piece;
+  int root;
+} ce_layout_t;
+
 /* The copy engine: cudaMemcpyAsync from peers' staging (or symmetric inputs) into recv, in
  * rounds of the staging buffer, each between two one-block barriers: the first says every
- * peer's round is staged, the second that every peer has read ours. */
+ * peer's round is staged, the second that every peer has read ours. The staging holds a round
+ * of one piece, or (all_to_all) of every peer's piece, piece q at slot [q]. In place, this
+ * rank's output blocks are its pieces for peers: each round stages them before the first
+ * barrier overwrites them. */
 static symcoll_status_t copy_engine(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__coll_args_t *a,
-                                    symcoll__cuda_args_t *k) {
+                                    symcoll__cuda_args_t *k, ce_layout_t c) {
   const int n = comm->nranks, me = comm->rank;
   const size_t block = a->count * symcoll_dtype_size(a->dtype);
-  const bool zc = k->zero_copy != 0;
-  const size_t round = zc ? block : cs->round_cap[SYMCOLL_ALGO_COPY_ENGINE] & ~(size_t)255;
-  const char *send = a->send;
+  const bool zc = k->zero_copy != 0, sends = c.root < 0 || c.root == me;
+  const int slots = c.send_piece ? n : 1;
+  const size_t round = zc ? block : (cs->round_cap[SYMCOLL_ALGO_COPY_ENGINE] / (size_t)slots) & ~(size_t)255;
+  const char *send = a->send; /* broadcast: NULL but on the root */
   char *recv = a->recv;
-  const bool in_place = send == recv + (size_t)me * block;
+  const bool in_place = sends && send + (size_t)me * c.send_piece == recv + (size_t)me * c.recv_piece;
+  /* Ranks whose workspaces differ would stage different rounds: they meet MISMATCH instead. */
+  const symcoll__cuda_launch_t one = {.blocks = 1};
+  k->sig = with_shape(cs, k->sig, &one, round);
   cudaStream_t s = (cudaStream_t)a->stream;
   cudaError_t e = cudaSuccess;
   int rounds = 0;
   for (size_t base = 0; base < block && e == cudaSuccess; base += round, rounds++) {
     const size_t m = block - base < round ? block - base : round;
-    if (!zc) e = cudaMemcpyAsync(k->ws[me], send + base, m, cudaMemcpyDeviceToDevice, s);
+    for (int q = 0; sends && !zc && q < slots && e == cudaSuccess; q++)
+      if (slots == 1 || q != me)
+        e = cudaMemcpyAsync(k->ws[me] + (size_t)q * round, send + (size_t)q * c.send_piece + base, m,
+                            cudaMemcpyDeviceToDevice, s);
     if (e == cudaSuccess) e = (cudaError_t)symcoll__cuda_ce_barrier(k, s);
     for (int j = 1; j < n && e == cudaSuccess; j++) { /* peers in rotated order */
       const int p = (me + j) % n;
-      const char *from = zc ? k->src[p] + base : k->ws[p]; /* staging holds the round at its start */
-      e = cudaMemcpyAsync(recv + (size_t)p * block + base, from, m, cudaMemcpyDeviceToDevice, s);
+      if (c.root >= 0 && p != c.root) continue;
+      const char *from = zc ? k->src[p] + (size_t)me * c.send_piece + base
+                            : k->ws[p] + (slots > 1 ? (size_t)me * round : 0); /* a round's slot starts there */
+      e = cudaMemcpyAsync(recv + (size_t)p * c.recv_piece + base, from, m, cudaMemcpyDeviceToDevice, s);
     }
-    if (e == cudaSuccess && !in_place)
-      e = cudaMemcpyAsync(recv + (size_t)me * block + base, send + base, m, cudaMemcpyDeviceToDevice, s);
+    if (e == cudaSuccess && sends && !in_place)
+      e = cudaMemcpyAsync(recv + (size_t)me * c.recv_piece + base, send + (size_t)me * c.send_piece + base, m,
+                          cudaMemcpyDeviceToDevice, s);
     if (e == cudaSuccess) e = (cudaError_t)symcoll__cuda_ce_barrier(k, s);
   }
-  SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: all_gather copy_engine: %d round(s) of %zu bytes, %s", me, rounds, round,
-                zc ? "from peers' inputs" : "staged");
+  SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: %s copy_engine: %d round(s) of %zu bytes, %s", me,
+                symcoll_coll_name(a->coll), rounds, round, zc ? "from peers' inputs" : "staged");
   if (e != cudaSuccess) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_gather copy_engine: enqueuing copies failed: %s", cudaGetErrorString(e));
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "%s copy_engine: enqueuing copies failed: %s", symcoll_coll_name(a->coll),
+                 cudaGetErrorString(e));
     return SYMCOLL_ERR_CUDA;
   }
   return SYMCOLL_OK;
 }
+
+/* ---- all_gather -------------------------------------------------------------------------------- */
 
 static symcoll_status_t all_gather(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__coll_args_t *a) {
   const size_t es = symcoll_dtype_size(a->dtype), block = a->count * es;
@@ -243,7 +286,7 @@ static symcoll_status_t all_gather(symcoll_comm_t comm, cuda_state_t *cs, const 
     for (int r = 0; r < n; r++) k.src[r] = (const char *)a->recv_mem->ptrs[r] + a->recv_off; /* stored into */
   }
   k.sig = kernel_sig(cs, a, k.zero_copy, zmem, zoff);
-  if (a->algo == SYMCOLL_ALGO_COPY_ENGINE) return copy_engine(comm, cs, a, &k);
+  if (a->algo == SYMCOLL_ALGO_COPY_ENGINE) return copy_engine(comm, cs, a, &k, (ce_layout_t){0, block, -1});
   if (a->algo == SYMCOLL_ALGO_LAMPORT) { /* counts in bytes */
     k.stride = block;
     l.vec = ((addr | block) & 7) == 0;
@@ -253,12 +296,7 @@ static symcoll_status_t all_gather(symcoll_comm_t comm, cuda_state_t *cs, const 
   /* A round per rank: pull stages one rank's piece per half, push every rank's. */
   const int parts = a->algo == SYMCOLL_ALGO_PUSH ? n : 1;
   k.chunk_elems = round_elems(cs, a, cs->db_half / (size_t)parts, parts);
-  const size_t round = k.zero_copy || a->count < k.chunk_elems ? a->count : k.chunk_elems;
-  shape(cs, comm, a, &l, round / (16 / es), DEFAULT_THREADS); /* 16-byte units */
-  k.sig = with_shape(cs, k.sig, &l, k.chunk_elems);
-  int e = symcoll__cuda_launch(&l, &k, a->stream);
-  trace(comm, a, &l, round, 1);
-  return e == cudaSuccess ? SYMCOLL_OK : launch_failed(a, &l, e);
+  return launch_rounds(comm, cs, a, &k, &l);
 }
 
 /* ---- reduce_scatter ----------------------------------------------------------------------------- */
@@ -284,12 +322,74 @@ static symcoll_status_t reduce_scatter(symcoll_comm_t comm, cuda_state_t *cs, co
   }
   l.vec = ((addr | block) & 15) == 0;
   k.chunk_elems = round_elems(cs, a, cs->db_half / (size_t)n, n);
-  const size_t round = k.zero_copy || a->count < k.chunk_elems ? a->count : k.chunk_elems;
-  shape(cs, comm, a, &l, round / (16 / es), DEFAULT_THREADS); /* 16-byte units */
-  k.sig = with_shape(cs, k.sig, &l, k.chunk_elems);
-  int e = symcoll__cuda_launch(&l, &k, a->stream);
-  trace(comm, a, &l, round, 1);
-  return e == cudaSuccess ? SYMCOLL_OK : launch_failed(a, &l, e);
+  return launch_rounds(comm, cs, a, &k, &l);
+}
+
+/* ---- broadcast ----------------------------------------------------------------------------------- */
+
+/* The root's block into every rank's recv; a->send is NULL on the other ranks. Never zero-copy:
+ * only the root could know whether its input is symmetric, and every rank must run the same
+ * protocol with the same signature; so PULL and COPY_ENGINE stage on the root. */
+static symcoll_status_t broadcast(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__coll_args_t *a) {
+  const size_t es = symcoll_dtype_size(a->dtype), block = a->count * es;
+  symcoll__cuda_args_t k = cs->args;
+  k.send = a->send;
+  k.recv = a->recv;
+  k.count = a->count;
+  k.root = a->root;
+  symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
+  const uintptr_t addr = (uintptr_t)a->send | (uintptr_t)a->recv;
+  k.sig = kernel_sig(cs, a, 0, NULL, 0);
+  if (a->algo == SYMCOLL_ALGO_COPY_ENGINE) return copy_engine(comm, cs, a, &k, (ce_layout_t){0, 0, a->root});
+  if (a->algo == SYMCOLL_ALGO_LAMPORT) { /* counts in bytes */
+    l.vec = ((addr | block) & 7) == 0;
+    return ll_launches(comm, cs, a, &k, &l, block, 1);
+  }
+  l.vec = (addr & 15) == 0;
+  k.chunk_elems = round_elems(cs, a, cs->db_half, 1);
+  return launch_rounds(comm, cs, a, &k, &l);
+}
+
+/* ---- all_to_all ----------------------------------------------------------------------------------- */
+
+/* Block q of send to block [rank] of rank q's recv, through the all-gather kernels (their
+ * all_to_all variants) and the copy engine. Zero-copy: PULL and COPY_ENGINE read peers'
+ * symmetric inputs in place (at peer's send + rank * block), PUSH stores straight into peers'
+ * symmetric outputs, never in place: core gives no send_mem in place (peers would read the
+ * blocks we overwrite), and in place our recv is our input, which we still read while peers
+ * would store into it. A peer that decides otherwise (in place with a symmetric recv, say)
+ * carries another signature: the two meet MISMATCH at the first barrier, before any store. */
+static symcoll_status_t all_to_all(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__coll_args_t *a) {
+  const size_t es = symcoll_dtype_size(a->dtype), block = a->count * es;
+  const int n = comm->nranks;
+  symcoll__cuda_args_t k = cs->args;
+  k.send = a->send;
+  k.recv = a->recv;
+  k.count = a->count;
+  k.stride = a->count;
+  symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
+  const uintptr_t addr = (uintptr_t)a->send | (uintptr_t)a->recv;
+  const bool in_place = a->send == a->recv;
+  const struct symcoll_mem *zmem = NULL;
+  size_t zoff = 0;
+  if (!in_place && a->send_mem && (a->algo == SYMCOLL_ALGO_PULL || a->algo == SYMCOLL_ALGO_COPY_ENGINE))
+    zmem = a->send_mem, zoff = a->send_off; /* peers read their block of our input */
+  else if (!in_place && a->recv_mem && a->algo == SYMCOLL_ALGO_PUSH)
+    zmem = a->recv_mem, zoff = a->recv_off; /* we store into our block of peers' outputs */
+  if (zmem) {
+    k.zero_copy = 1;
+    for (int r = 0; r < n; r++) k.src[r] = (const char *)zmem->ptrs[r] + zoff;
+  }
+  k.sig = kernel_sig(cs, a, k.zero_copy, zmem, zoff);
+  if (a->algo == SYMCOLL_ALGO_COPY_ENGINE) return copy_engine(comm, cs, a, &k, (ce_layout_t){block, block, -1});
+  if (a->algo == SYMCOLL_ALGO_LAMPORT) { /* counts in bytes */
+    k.stride = block;
+    l.vec = ((addr | block) & 7) == 0;
+    return ll_launches(comm, cs, a, &k, &l, block, 1);
+  }
+  l.vec = ((addr | block) & 15) == 0;
+  k.chunk_elems = round_elems(cs, a, cs->db_half / (size_t)n, n); /* a half holds every peer's piece */
+  return launch_rounds(comm, cs, a, &k, &l);
 }
 
 /* ---- entry ---------------------------------------------------------------------------------------- */
@@ -313,11 +413,17 @@ symcoll_status_t symcoll__cuda_coll(symcoll_comm_t comm, const symcoll__coll_arg
       case SYMCOLL_COLL_REDUCE_SCATTER:
         s = reduce_scatter(comm, cs, a);
         break;
+      case SYMCOLL_COLL_BROADCAST:
+        s = broadcast(comm, cs, a);
+        break;
+      case SYMCOLL_COLL_REDUCE: /* all_reduce's one-shot kernel with a root */
+        s = all_reduce(comm, cs, a);
+        break;
+      case SYMCOLL_COLL_ALL_TO_ALL:
+        s = all_to_all(comm, cs, a);
+        break;
       case SYMCOLL_COLL_ALL_GATHER_MATMUL:
       case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* through symcoll__cuda_matmul */
-      case SYMCOLL_COLL_BROADCAST:
-      case SYMCOLL_COLL_REDUCE:
-      case SYMCOLL_COLL_ALL_TO_ALL:
       case SYMCOLL_NUM_COLL_KINDS:
         s = SYMCOLL_NO_ENTRY("the CUDA transport's collective entry", a->coll);
         break;

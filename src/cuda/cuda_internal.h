@@ -1,5 +1,5 @@
 /* Shared between the CUDA transport's host code (cuda.c, cuda_coll.c) and its kernels
- * (allreduce.cu, allgather.cu, reducescatter.cu, launch.cu). */
+ * (allreduce.cu, allgather.cu, reducescatter.cu, broadcast.cu, launch.cu). */
 #ifndef SYMCOLL_CUDA_INTERNAL_H
 #define SYMCOLL_CUDA_INTERNAL_H
 #include <stddef.h>
@@ -32,13 +32,14 @@ typedef struct symcoll__cuda_args {
                                               symmetric outputs: peers' outputs) */
   const char *send;
   char *recv;
-  size_t count;         /* elements this launch handles (all_gather, reduce_scatter: per rank) */
-  size_t stride;        /* all_gather, reduce_scatter: elements between ranks' blocks in send/recv */
-  size_t chunk_elems;   /* elements staged per round (per rank for all_gather / reduce_scatter) */
+  size_t count;         /* elements this launch handles (all_gather, reduce_scatter, all_to_all: per rank) */
+  size_t stride;        /* all_gather, reduce_scatter, all_to_all: elements between ranks' blocks in send/recv */
+  size_t chunk_elems;   /* elements staged per round (per rank for all_gather / reduce_scatter / all_to_all) */
   uint32_t *error;      /* async error word (device memory) */
   uint32_t *host_error; /* where a kernel that gives up copies it: host memory the host reads */
   uint64_t timeout_ns;
   int rank, nranks;
+  int root; /* broadcast, reduce: the root (the one sender / the one writer); -1 elsewhere */
   int zero_copy;
   uint32_t sig; /* the call's signature: the value its barriers and packets carry */
   /* Double-buffered staging (ONE_SHOT_DB; all_gather and reduce_scatter PULL/PUSH): peers'
@@ -72,6 +73,7 @@ const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l);
 const void *symcoll__cuda_allreduce_kernel(const symcoll__cuda_launch_t *l);
 const void *symcoll__cuda_allgather_kernel(const symcoll__cuda_launch_t *l);
 const void *symcoll__cuda_reducescatter_kernel(const symcoll__cuda_launch_t *l);
+const void *symcoll__cuda_broadcast_kernel(const symcoll__cuda_launch_t *l);
 /* Loads every kernel of the library (see launch.cu); returns a cudaError_t. */
 int symcoll__cuda_preload(void);
 /* A tiny kernel that writes `value` into slot `slot` of every peer's pad, for the

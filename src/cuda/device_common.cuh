@@ -59,19 +59,57 @@ template <>
 struct Conv<fp8_e5m2> : ConvFp8<__NV_E5M2, fp8_e5m2> {};
 
 /* The same expressions as the CPU loops: max/min keep acc unless x wins (NaN in x wins);
- * integer sums wrap around in the unsigned type of the same width. */
+ * integer sums and products wrap around in the unsigned type of the same width (a product of
+ * types narrower than int is taken in 32 bits: their promotion to int could overflow). AVG
+ * combines as SUM; finish() divides once at the end. Floating products are __fmul_rn /
+ * __dmul_rn: round to nearest, never fused with a neighbouring add into an FMA. */
 template <int OP, typename A>
 __device__ __forceinline__ A combine(A acc, A x) {
-  if constexpr (OP == SYMCOLL_SUM) {
+  static_assert(OP == SYMCOLL_SUM || OP == SYMCOLL_AVG || OP == SYMCOLL_PROD || OP == SYMCOLL_MAX || OP == SYMCOLL_MIN,
+                "an op of symcoll_op_t");
+  if constexpr (OP == SYMCOLL_SUM || OP == SYMCOLL_AVG) {
     if constexpr (std::is_integral<A>::value) {
       using U = typename std::make_unsigned<A>::type;
       return (A)((U)acc + (U)x);
     } else {
       return acc + x;
     }
+  } else if constexpr (OP == SYMCOLL_PROD) {
+    if constexpr (std::is_integral<A>::value) {
+      using U = typename std::make_unsigned<A>::type;
+      using W = typename std::conditional<(sizeof(A) < sizeof(unsigned)), unsigned, U>::type;
+      return (A)(U)((W)(U)acc * (W)(U)x);
+    } else if constexpr (std::is_same<A, double>::value) {
+      return __dmul_rn(acc, x);
+    } else {
+      return __fmul_rn(acc, x);
+    }
+  } else if constexpr (OP == SYMCOLL_MAX) {
+    return acc > x ? acc : x;
+  } else {
+    return acc < x ? acc : x;
   }
-  if constexpr (OP == SYMCOLL_MAX) return acc > x ? acc : x;
-  return acc < x ? acc : x;
+}
+
+/* After the last combine of `nsrc` sources: AVG divides the sum once, in Acc, as the CPU loops
+ * do. Floats: __fdiv_rn / __ddiv_rn, IEEE division rounded to nearest whatever -prec-div says
+ * (never a reciprocal multiply; the build sets no fast-math flag: its -ftz would flush
+ * subnormals, which the CPU loops keep); integers: C's division of the wrapped
+ * sum (signed: toward zero; nsrc <= 64 fits every type). Every kernel combines all nranks
+ * sources in one go before it calls this (none accumulates partial sums across steps), so
+ * nsrc is nranks everywhere. Other ops: acc as it is. */
+template <int OP, typename A>
+__device__ __forceinline__ A finish(A acc, int nsrc) {
+  if constexpr (OP == SYMCOLL_AVG) {
+    if constexpr (std::is_integral<A>::value)
+      return (A)(acc / (A)nsrc);
+    else if constexpr (std::is_same<A, double>::value)
+      return __ddiv_rn(acc, (double)nsrc);
+    else
+      return __fdiv_rn(acc, (float)nsrc);
+  } else {
+    return acc;
+  }
 }
 
 /* Calls f with a T of the dtype (as a null pointer): one place maps dtypes to types. */
@@ -184,7 +222,8 @@ __device__ __forceinline__ void store(char *p, size_t v, const Pack<T, A> &x) {
   }
 }
 
-/* The op over ranks of fetch(r), in rank order, in Acc; returns the packed result. */
+/* The op over ranks of fetch(r), in rank order, in Acc (AVG: divided by nranks once at the end);
+ * returns the packed result. */
 template <typename T, int OP, int ACC, typename Fetch>
 __device__ __forceinline__ Pack<T, ACC> reduce_with(Fetch fetch, int nranks) {
   constexpr int E = Pack<T, ACC>::E;
@@ -200,7 +239,7 @@ __device__ __forceinline__ Pack<T, ACC> reduce_with(Fetch fetch, int nranks) {
   }
   Pack<T, ACC> out;
 #pragma unroll
-  for (int i = 0; i < E; i++) out.e[i] = Conv<T>::store(acc[i]);
+  for (int i = 0; i < E; i++) out.e[i] = Conv<T>::store(finish<OP>(acc[i], nranks));
   return out;
 }
 
@@ -246,6 +285,17 @@ __device__ __forceinline__ bool stage(char *dst, const char *in, size_t nvec, si
   if (owner)
     for (size_t i = nvec * E; i < nvec * E + tail; i++) store<T, false>(dst, i, load_cg<T, false>(in, i));
   return owner;
+}
+
+/* Copies this thread's share of one round of a block (nvec vectors, and the tail if it owns
+ * it) from src to dst: the same share stage() takes. */
+template <typename T, int ACC>
+__device__ __forceinline__ void copy_share(char *dst, const char *src, size_t nvec, size_t tail, size_t first,
+                                           size_t stride, bool owner) {
+  constexpr int E = Pack<T, ACC>::E;
+  for (size_t v = first; v < nvec; v += stride) store<T, ACC>(dst, v, load_cg<T, ACC>(src, v));
+  if (owner)
+    for (size_t i = nvec * E; i < nvec * E + tail; i++) store<T, false>(dst, i, load_cg<T, false>(src, i));
 }
 
 /* The communicator's error word, made visible to the host: a kernel that gives up (it timed
@@ -359,6 +409,32 @@ __device__ __forceinline__ bool ll_headers_ok(const symcoll__cuda_args_t &a, uin
   bool ok = true;
   if (t < a.nranks && t != a.rank) ok = ll_check_header(ll_slot(a, a.rank, buf, t), flag, a, t);
   return __syncthreads_and(ok) != 0;
+}
+
+/* 8 bytes of a block at word w (fewer at its end), as two 32-bit halves; byte loads where the
+ * address is not 8-byte aligned. The LL kernels that move bytes (all_gather, all_to_all,
+ * broadcast) count their blocks in bytes. */
+template <bool ALIGNED>
+__device__ __forceinline__ void word_load(const char *p, size_t w, size_t bytes, uint32_t *lo, uint32_t *hi) {
+  const size_t at = w * 8, n = bytes - at < 8 ? bytes - at : 8;
+  if (ALIGNED && n == 8) {
+    const uint2 v = __ldcg(reinterpret_cast<const uint2 *>(p) + w);
+    *lo = v.x, *hi = v.y;
+    return;
+  }
+  unsigned long long x = 0;
+  for (size_t i = 0; i < n; i++) x |= (unsigned long long)(unsigned char)p[at + i] << (8 * i);
+  *lo = (uint32_t)x, *hi = (uint32_t)(x >> 32);
+}
+template <bool ALIGNED>
+__device__ __forceinline__ void word_store(char *p, size_t w, size_t bytes, uint32_t lo, uint32_t hi) {
+  const size_t at = w * 8, n = bytes - at < 8 ? bytes - at : 8;
+  if (ALIGNED && n == 8) {
+    reinterpret_cast<uint2 *>(p)[w] = make_uint2(lo, hi);
+    return;
+  }
+  const unsigned long long x = (unsigned long long)lo | (unsigned long long)hi << 32;
+  for (size_t i = 0; i < n; i++) p[at + i] = (char)(x >> (8 * i));
 }
 
 /* The LL call number of this launch (1 .. 2^32 - 2, the same on every rank; consecutive

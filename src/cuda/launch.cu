@@ -25,14 +25,16 @@ extern "C" const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l) {
     case SYMCOLL_COLL_ALL_REDUCE:
       return symcoll__cuda_allreduce_kernel(l);
     case SYMCOLL_COLL_ALL_GATHER:
+    case SYMCOLL_COLL_ALL_TO_ALL: /* the all-gather kernels, block q of send to rank q */
       return symcoll__cuda_allgather_kernel(l);
     case SYMCOLL_COLL_REDUCE_SCATTER:
       return symcoll__cuda_reducescatter_kernel(l);
+    case SYMCOLL_COLL_BROADCAST:
+      return symcoll__cuda_broadcast_kernel(l);
+    case SYMCOLL_COLL_REDUCE: /* all_reduce's one-shot kernel, where only a.root writes */
+      return l->algo == SYMCOLL_ALGO_ONE_SHOT ? symcoll__cuda_allreduce_kernel(l) : nullptr;
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
-    case SYMCOLL_COLL_BROADCAST:
-    case SYMCOLL_COLL_REDUCE:
-    case SYMCOLL_COLL_ALL_TO_ALL:
     case SYMCOLL_NUM_COLL_KINDS:
       return nullptr; /* no kernel of this file's kind: the launch fails */
   }

@@ -9,6 +9,13 @@
  * 1 holds one in any case; 0 never. It needs every rank on a GPU of its own (NCCL refuses
  * two ranks on one GPU). Where a rank cannot hold one, no rank does, and the table's NCCL
  * rows fall back to the choice for the next smaller size.
+ *
+ * Every collective maps to NCCL's of the same name (all_to_all: ncclAlltoAll, NCCL 2.28, else
+ * a group of ncclSend / ncclRecv per peer), every op to ncclRedOp_t's. One difference: NCCL's
+ * ncclAvg of floating types multiplies each input by 1/n (rounded to the dtype) and sums the
+ * products, where symcoll sums in the accumulation type and divides once; so an average through
+ * NCCL may differ from symcoll's in the last bits when n is not a power of two (integers: both
+ * divide the sum, the same bits).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -25,7 +32,9 @@
 typedef struct {
   char internal[128];
 } nccl_id_t;
-enum { NCCL_OK = 0, NCCL_SUM = 0, NCCL_MAX = 2, NCCL_MIN = 3 };
+/* ncclResult_t's success and unhandled CUDA error; ncclRedOp_t's built-in ops. */
+enum { NCCL_OK = 0, NCCL_CUDA_ERROR = 1 };
+enum { NCCL_SUM = 0, NCCL_PROD = 1, NCCL_MAX = 2, NCCL_MIN = 3, NCCL_AVG = 4 };
 /* ncclDataType_t: int8, uint8, int32, uint32, int64, uint64, f16, f32, f64, bf16, fp8 e4m3, e5m2. */
 static const int nccl_dtype[SYMCOLL_NUM_DTYPES] = {
     [SYMCOLL_INT8] = 0,    [SYMCOLL_UINT8] = 1,    [SYMCOLL_INT32] = 2,        [SYMCOLL_UINT32] = 3,
@@ -38,6 +47,13 @@ static struct {
   int (*AllReduce)(const void *, void *, size_t, int, int, void *, void *);
   int (*AllGather)(const void *, void *, size_t, int, void *, void *);
   int (*ReduceScatter)(const void *, void *, size_t, int, int, void *, void *);
+  int (*Broadcast)(const void *, void *, size_t, int, int, void *, void *);
+  int (*Reduce)(const void *, void *, size_t, int, int, int, void *, void *);
+  int (*AlltoAll)(const void *, void *, size_t, int, void *, void *); /* optional (NCCL 2.28) */
+  int (*Send)(const void *, size_t, int, int, void *, void *);        /* optional (NCCL 2.7) */
+  int (*Recv)(void *, size_t, int, int, void *, void *);              /* optional */
+  int (*GroupStart)(void);                                            /* optional */
+  int (*GroupEnd)(void);                                              /* optional */
   int (*CommDestroy)(void *);
   int (*CommAbort)(void *);
   const char *(*GetErrorString)(int);
@@ -66,6 +82,7 @@ static void lib_load_once(void) {
       {"ncclAllReduce", (void **)&lib.AllReduce},     {"ncclCommDestroy", (void **)&lib.CommDestroy},
       {"ncclAllGather", (void **)&lib.AllGather},     {"ncclReduceScatter", (void **)&lib.ReduceScatter},
       {"ncclCommAbort", (void **)&lib.CommAbort},     {"ncclGetErrorString", (void **)&lib.GetErrorString},
+      {"ncclBroadcast", (void **)&lib.Broadcast},     {"ncclReduce", (void **)&lib.Reduce},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
     if (!(*t[i].fn = dlsym(h, t[i].name))) {
@@ -73,6 +90,11 @@ static void lib_load_once(void) {
       return;
     }
   lib.CommGetAsyncError = (int (*)(void *, int *))dlsym(h, "ncclCommGetAsyncError");
+  lib.AlltoAll = (int (*)(const void *, void *, size_t, int, void *, void *))dlsym(h, "ncclAlltoAll");
+  lib.Send = (int (*)(const void *, size_t, int, int, void *, void *))dlsym(h, "ncclSend");
+  lib.Recv = (int (*)(void *, size_t, int, int, void *, void *))dlsym(h, "ncclRecv");
+  lib.GroupStart = (int (*)(void))dlsym(h, "ncclGroupStart");
+  lib.GroupEnd = (int (*)(void))dlsym(h, "ncclGroupEnd");
   lib_ok = 1;
 }
 
@@ -130,12 +152,58 @@ symcoll_status_t symcoll__nccl_setup(symcoll_comm_t comm, symcoll__nccl_t *nc) {
       symcoll__tune_drop_algo(comm, SYMCOLL_ALGO_NCCL);
       return SYMCOLL_OK;
     }
+  nc->nranks = comm->nranks;
   SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "rank %d holds an NCCL communicator of %d ranks", comm->rank, comm->nranks);
   return SYMCOLL_OK;
 }
 
+/* Whether this NCCL has an all_to_all: its own, or the send / receive pairs it is made of. */
+static bool has_all_to_all(void) {
+  return lib.AlltoAll || (lib.Send && lib.Recv && lib.GroupStart && lib.GroupEnd);
+}
+
+/* all_to_all: ncclAlltoAll where the library has it, else one ncclSend and one ncclRecv per
+ * peer (itself included) in a group, which is what ncclAlltoAll does. NCCL defines no in-place
+ * all_to_all, so with send == recv the input is first copied to scratch, allocated and freed
+ * in stream order (capturable). Returns an ncclResult_t. */
+static int nccl_all_to_all(symcoll__nccl_t *nc, const symcoll__coll_args_t *a, int dt) {
+  const size_t block = a->count * symcoll_dtype_size(a->dtype), bytes = block * (size_t)nc->nranks;
+  cudaStream_t st = a->stream;
+  const void *send = a->send;
+  void *tmp = NULL;
+  if (send == a->recv) {
+    if (cudaMallocAsync(&tmp, bytes, st) != cudaSuccess) return NCCL_CUDA_ERROR;
+    if (cudaMemcpyAsync(tmp, send, bytes, cudaMemcpyDeviceToDevice, st) != cudaSuccess) {
+      cudaFreeAsync(tmp, st);
+      return NCCL_CUDA_ERROR;
+    }
+    send = tmp;
+  }
+  int rc;
+  if (lib.AlltoAll) {
+    rc = lib.AlltoAll(send, a->recv, a->count, dt, nc->comm, st);
+  } else {
+    rc = lib.GroupStart();
+    const int started = rc == NCCL_OK;
+    for (int p = 0; rc == NCCL_OK && p < nc->nranks; p++) {
+      rc = lib.Send((const char *)send + (size_t)p * block, a->count, dt, p, nc->comm, st);
+      if (rc == NCCL_OK) rc = lib.Recv((char *)a->recv + (size_t)p * block, a->count, dt, p, nc->comm, st);
+    }
+    if (started) { /* a group once opened is closed, whatever failed inside it */
+      const int end = lib.GroupEnd();
+      if (rc == NCCL_OK) rc = end;
+    }
+  }
+  if (tmp && cudaFreeAsync(tmp, st) != cudaSuccess && rc == NCCL_OK) rc = NCCL_CUDA_ERROR;
+  return rc;
+}
+
 symcoll_status_t symcoll__nccl_coll(symcoll__nccl_t *nc, const symcoll__coll_args_t *a) {
-  static const int op[] = {[SYMCOLL_SUM] = NCCL_SUM, [SYMCOLL_MAX] = NCCL_MAX, [SYMCOLL_MIN] = NCCL_MIN};
+  static const int op[SYMCOLL_NUM_OPS] = {[SYMCOLL_SUM] = NCCL_SUM,
+                                          [SYMCOLL_MAX] = NCCL_MAX,
+                                          [SYMCOLL_MIN] = NCCL_MIN,
+                                          [SYMCOLL_PROD] = NCCL_PROD,
+                                          [SYMCOLL_AVG] = NCCL_AVG};
   const int dt = nccl_dtype[a->dtype];
   /* The lock keeps an abort (from another thread) from freeing the communicator under us. */
   pthread_mutex_lock(&nc->lock);
@@ -151,11 +219,22 @@ symcoll_status_t symcoll__nccl_coll(symcoll__nccl_t *nc, const symcoll__coll_arg
       case SYMCOLL_COLL_REDUCE_SCATTER:
         rc = lib.ReduceScatter(a->send, a->recv, a->count, dt, op[a->op], nc->comm, a->stream);
         break;
+      case SYMCOLL_COLL_BROADCAST: /* send is read on the root only; in place when send == recv */
+        rc = lib.Broadcast(a->send, a->recv, a->count, dt, a->root, nc->comm, a->stream);
+        break;
+      case SYMCOLL_COLL_REDUCE: /* recv is written on the root only */
+        rc = lib.Reduce(a->send, a->recv, a->count, dt, op[a->op], a->root, nc->comm, a->stream);
+        break;
+      case SYMCOLL_COLL_ALL_TO_ALL:
+        if (!has_all_to_all()) {
+          pthread_mutex_unlock(&nc->lock);
+          SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "NCCL all_to_all: this libnccl has neither ncclAlltoAll nor ncclSend");
+          return SYMCOLL_ERR_UNSUPPORTED;
+        }
+        rc = nccl_all_to_all(nc, a, dt);
+        break;
       case SYMCOLL_COLL_ALL_GATHER_MATMUL:
       case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
-      case SYMCOLL_COLL_BROADCAST:
-      case SYMCOLL_COLL_REDUCE:
-      case SYMCOLL_COLL_ALL_TO_ALL:
       case SYMCOLL_NUM_COLL_KINDS:
         pthread_mutex_unlock(&nc->lock);
         return SYMCOLL_NO_ENTRY("the NCCL engine", a->coll);
@@ -186,9 +265,15 @@ void symcoll__nccl_fini(symcoll__nccl_t *nc) {
 /* ---- NCCL as the engine between nodes (hier.c) ------------------------------------------- */
 
 static symcoll_status_t eng_coll(void *ctx, symcoll_coll_t coll, const void *send, void *recv, size_t count,
-                                 symcoll_dtype_t dtype, symcoll_op_t op, void *stream) {
-  const symcoll__coll_args_t a = {
-      .coll = coll, .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op, .stream = stream};
+                                 symcoll_dtype_t dtype, symcoll_op_t op, int root, void *stream) {
+  const symcoll__coll_args_t a = {.coll = coll,
+                                  .send = send,
+                                  .recv = recv,
+                                  .count = count,
+                                  .dtype = dtype,
+                                  .op = op,
+                                  .root = root,
+                                  .stream = stream};
   return symcoll__nccl_coll(ctx, &a);
 }
 static symcoll_status_t eng_check(void *ctx) {
@@ -242,6 +327,7 @@ symcoll_status_t symcoll__nccl_engine(int (*xchg)(void *, const void *, void *, 
   pthread_mutex_init(&nc->lock, NULL);
   cudaSetDevice(device);
   if (rc == NCCL_OK) rc = lib.CommInitRank(&nc->comm, gsize, ids[root], grank);
+  nc->nranks = gsize;
   if (rc != NCCL_OK) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "NCCL engine: ncclCommInitRank (rank %d of %d): %s", grank, gsize,
                  lib.GetErrorString(rc));

@@ -7,6 +7,7 @@
 
 typedef struct symcoll__nccl {
   void *comm; /* ncclComm_t, NULL when none is held (or after an abort) */
+  int nranks; /* its ranks */
   pthread_mutex_t lock;
 } symcoll__nccl_t;
 

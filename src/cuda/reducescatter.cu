@@ -10,7 +10,8 @@
  * ReduceScatter_LL: no barrier: each rank writes block q of its input as LL packets into its
  *   slot of rank q's LL buffer (and a header with the call's signature); each rank checks the
  *   headers, then polls its peers' packets in rank order and reduces.
- * Combined as all_reduce combines (device_common.cuh), so the result is bit for bit the
+ * Combined as all_reduce combines (device_common.cuh): every rank's copy of an element in one
+ * go, in rank order, AVG divided once at the end; so the result is bit for bit the
  * all_reduce's part.
  */
 #include "device_common.cuh"
@@ -104,7 +105,7 @@ __global__ void __launch_bounds__(1024) ReduceScatter_LL(const symcoll__cuda_arg
     }
     Word out;
 #pragma unroll
-    for (int j = 0; j < W; j++) out.e[j] = Conv<T>::store(acc[j]);
+    for (int j = 0; j < W; j++) out.e[j] = Conv<T>::store(finish<OP>(acc[j], a.nranks));
     const size_t at = w * 8, n = bytes - at < 8 ? bytes - at : 8;
     if (ALIGNED && n == 8)
       reinterpret_cast<unsigned long long *>(a.recv)[w] = out.u;
@@ -136,8 +137,15 @@ extern "C" const void *symcoll__cuda_reducescatter_kernel(const symcoll__cuda_la
         return symcoll_cuda::pick<T, SYMCOLL_SUM>(l);
       case SYMCOLL_MAX:
         return symcoll_cuda::pick<T, SYMCOLL_MAX>(l);
-      default:
+      case SYMCOLL_MIN:
         return symcoll_cuda::pick<T, SYMCOLL_MIN>(l);
+      case SYMCOLL_PROD:
+        return symcoll_cuda::pick<T, SYMCOLL_PROD>(l);
+      case SYMCOLL_AVG:
+        return symcoll_cuda::pick<T, SYMCOLL_AVG>(l);
+      case SYMCOLL_NUM_OPS:
+        break;
     }
+    return nullptr;
   });
 }

@@ -9,6 +9,14 @@
  * not complete, the engine is broken: its request is never freed, and later calls refuse.
  * Types MPI does not reduce (fp16, bf16, fp8) get user operations that run symcoll's reduce
  * loops, so they round as symcoll does everywhere else.
+ *
+ * AVG, which MPI lacks, is MPI_SUM followed by one division by the number of ranks, done the
+ * way symcoll defines it (symcoll.h): fp32 and fp64 divide their sum in their own type,
+ * integers divide their (wrapped-around) sum with C's division, truncating toward zero; fp16,
+ * bf16 and fp8 are widened to fp32 first (symcoll's conversions, lent in the env), summed by
+ * MPI as MPI_FLOAT, divided in fp32 and rounded back once, so their sum never rounds to the
+ * narrow type before the division (a user operation over the narrow type would round at every
+ * step, and an average of partial averages would divide more than once).
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -97,6 +105,7 @@ static MPI_Datatype native_type(symcoll_dtype_t d) {
 USER_OP(op_sum, SYMCOLL_SUM)
 USER_OP(op_max, SYMCOLL_MAX)
 USER_OP(op_min, SYMCOLL_MIN)
+USER_OP(op_prod, SYMCOLL_PROD)
 
 static int types_init(void) {
   for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
@@ -109,8 +118,10 @@ static int types_init(void) {
   /* Not commutative to MPI: it then combines in rank order, as symcoll promises. */
   if (MPI_Op_create(op_sum, 0, &g_user_op[SYMCOLL_SUM]) != MPI_SUCCESS ||
       MPI_Op_create(op_max, 0, &g_user_op[SYMCOLL_MAX]) != MPI_SUCCESS ||
-      MPI_Op_create(op_min, 0, &g_user_op[SYMCOLL_MIN]) != MPI_SUCCESS)
+      MPI_Op_create(op_min, 0, &g_user_op[SYMCOLL_MIN]) != MPI_SUCCESS ||
+      MPI_Op_create(op_prod, 0, &g_user_op[SYMCOLL_PROD]) != MPI_SUCCESS)
     return -1;
+  g_user_op[SYMCOLL_AVG] = MPI_OP_NULL; /* AVG never reaches MPI as such (avg_coll) */
   return 0;
 }
 
@@ -118,10 +129,61 @@ static MPI_Datatype elem_type(symcoll_dtype_t d) {
   MPI_Datatype t = native_type(d);
   return t != MPI_DATATYPE_NULL ? t : g_half[d];
 }
+/* The MPI operation of op on d's elements (AVG is run as SUM: see avg_coll). */
 static MPI_Op elem_op(symcoll_dtype_t d, symcoll_op_t op) {
+  if (op == SYMCOLL_AVG) op = SYMCOLL_SUM;
   if (native_type(d) == MPI_DATATYPE_NULL) return g_user_op[op];
-  return op == SYMCOLL_SUM ? MPI_SUM : op == SYMCOLL_MAX ? MPI_MAX : MPI_MIN;
+  switch (op) {
+    case SYMCOLL_SUM:
+    case SYMCOLL_AVG:
+      return MPI_SUM;
+    case SYMCOLL_MAX:
+      return MPI_MAX;
+    case SYMCOLL_MIN:
+      return MPI_MIN;
+    case SYMCOLL_PROD:
+      return MPI_PROD;
+    case SYMCOLL_NUM_OPS:
+      break;
+  }
+  return MPI_OP_NULL;
 }
+static bool is_narrow_float(symcoll_dtype_t d) {
+  return native_type(d) == MPI_DATATYPE_NULL;
+}
+
+/* buf[i] /= n for a type MPI sums itself, as symcoll's AVG divides: floating types in their
+ * own precision, integers with C's division (signed: truncating toward zero). */
+#define DIVIDE(T)                                                               \
+  for (size_t i = 0; i < count; i++) ((T *)buf)[i] = (T)(((T *)buf)[i] / (T)n); \
+  return
+static void divide(symcoll_dtype_t d, void *buf, size_t count, int n) {
+  switch (d) {
+    case SYMCOLL_FLOAT32:
+      DIVIDE(float);
+    case SYMCOLL_FLOAT64:
+      DIVIDE(double);
+    case SYMCOLL_INT8:
+      DIVIDE(int8_t);
+    case SYMCOLL_UINT8:
+      DIVIDE(uint8_t);
+    case SYMCOLL_INT32:
+      DIVIDE(int32_t);
+    case SYMCOLL_UINT32:
+      DIVIDE(uint32_t);
+    case SYMCOLL_INT64:
+      DIVIDE(int64_t);
+    case SYMCOLL_UINT64:
+      DIVIDE(uint64_t);
+    case SYMCOLL_FLOAT16:
+    case SYMCOLL_BFLOAT16:
+    case SYMCOLL_FLOAT8_E4M3:
+    case SYMCOLL_FLOAT8_E5M2:
+    case SYMCOLL_NUM_DTYPES:
+      return; /* divided in fp32 (avg_coll) */
+  }
+}
+#undef DIVIDE
 
 /* ---- bounded completion ----------------------------------------------------------------------- */
 
@@ -165,8 +227,99 @@ static symcoll_status_t complete(mpi_engine_t *e, MPI_Request *req, int rc, cons
 
 /* ---- the engine --------------------------------------------------------------------------------- */
 
+/* A buffer of the engine's own, freed once no request that may still write it is pending (a
+ * call that did not complete leaves the engine broken and its buffers allocated). */
+static void scratch_free(mpi_engine_t *e, void *p) {
+  if (!e->broken) free(p);
+}
+
+/* reduce_scatter. In place (recv is our block of send), MPI would write the result over the
+ * input's first block: the result goes through a scratch block instead, so the other blocks
+ * stay as they were. */
+static symcoll_status_t reduce_scatter(mpi_engine_t *e, const void *send, void *recv, size_t count, size_t es,
+                                       MPI_Datatype t, MPI_Op op) {
+  const bool in_place = (char *)recv == (const char *)send + (size_t)e->rank * count * es;
+  void *out = in_place ? malloc(count * es > 0 ? count * es : 1) : recv;
+  if (!out) return SYMCOLL_ERR_NO_MEMORY;
+  MPI_Request req;
+  int rc = MPI_Ireduce_scatter_block(send, out, (int)count, t, op, e->comm, &req);
+  symcoll_status_t s = complete(e, &req, rc, "MPI_Ireduce_scatter_block");
+  if (in_place) {
+    if (s == SYMCOLL_OK) memcpy(recv, out, count * es);
+    scratch_free(e, out);
+  }
+  return s;
+}
+
+/* One collective over count elements of MPI type t (es bytes each) with MPI operation op. */
+static symcoll_status_t mpi_coll(mpi_engine_t *e, symcoll_coll_t coll, const void *send, void *recv, size_t count,
+                                 size_t es, MPI_Datatype t, MPI_Op op, int root) {
+  const int n = (int)count;
+  MPI_Request req;
+  int rc;
+  switch (coll) {
+    case SYMCOLL_COLL_ALL_REDUCE:
+      rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, t, op, e->comm, &req);
+      return complete(e, &req, rc, "MPI_Iallreduce");
+    case SYMCOLL_COLL_ALL_GATHER: { /* bytes: any type */
+      const bool in_place = (const char *)send == (char *)recv + (size_t)e->rank * count * es;
+      rc = MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, t, recv, n, t, e->comm, &req);
+      return complete(e, &req, rc, "MPI_Iallgather");
+    }
+    case SYMCOLL_COLL_REDUCE_SCATTER:
+      return reduce_scatter(e, send, recv, count, es, t, op);
+    case SYMCOLL_COLL_BROADCAST:
+      /* MPI broadcasts one buffer: the root's input goes to its recv first (NCCL's rules: send
+       * is read on the root only; in place when send == recv there). */
+      if (e->rank == root && send != recv) memcpy(recv, send, count * es);
+      rc = MPI_Ibcast(recv, n, t, root, e->comm, &req);
+      return complete(e, &req, rc, "MPI_Ibcast");
+    case SYMCOLL_COLL_REDUCE: { /* recv is the root's only (others may pass NULL) */
+      const bool at_root = e->rank == root;
+      rc = MPI_Ireduce(at_root && send == recv ? MPI_IN_PLACE : send, at_root ? recv : NULL, n, t, op, root, e->comm,
+                       &req);
+      return complete(e, &req, rc, "MPI_Ireduce");
+    }
+    case SYMCOLL_COLL_ALL_TO_ALL: /* MPI_IN_PLACE: each block is exchanged where it lies */
+      rc = MPI_Ialltoall(send == recv ? MPI_IN_PLACE : send, n, t, recv, n, t, e->comm, &req);
+      return complete(e, &req, rc, "MPI_Ialltoall");
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_NUM_COLL_KINDS:
+      break;
+  }
+  say(1, "MPI engine: no entry for %s", symcoll_coll_name(coll));
+  return SYMCOLL_ERR_UNSUPPORTED;
+}
+
+/* AVG of a reduction (all_reduce, reduce_scatter, reduce): MPI_SUM, then one division by the
+ * number of ranks where the result lands (see the top of this file). */
+static symcoll_status_t avg_coll(mpi_engine_t *e, symcoll_coll_t coll, const void *send, void *recv, size_t count,
+                                 symcoll_dtype_t dtype, int root) {
+  const bool gets_result = coll != SYMCOLL_COLL_REDUCE || e->rank == root;
+  if (!is_narrow_float(dtype)) {
+    symcoll_status_t s =
+        mpi_coll(e, coll, send, recv, count, symcoll_dtype_size(dtype), native_type(dtype), MPI_SUM, root);
+    if (s == SYMCOLL_OK && gets_result) divide(dtype, recv, count, e->nranks);
+    return s;
+  }
+  /* fp16, bf16, fp8: the input widened to fp32 (every rank's blocks for reduce_scatter), then
+   * the fp32 result: separate buffers, so never in place for MPI. */
+  const size_t in_n = coll == SYMCOLL_COLL_REDUCE_SCATTER ? count * (size_t)e->nranks : count;
+  float *in = malloc((in_n + count) * sizeof(float)), *out = in + in_n;
+  if (!in) return SYMCOLL_ERR_NO_MEMORY;
+  e->env->to_f32(dtype, in, send, in_n);
+  symcoll_status_t s = mpi_coll(e, coll, in, out, count, sizeof(float), MPI_FLOAT, MPI_SUM, root);
+  if (s == SYMCOLL_OK && gets_result) {
+    for (size_t i = 0; i < count; i++) out[i] = out[i] / (float)e->nranks;
+    e->env->from_f32(dtype, recv, out, count);
+  }
+  scratch_free(e, in);
+  return s;
+}
+
 static symcoll_status_t eng_coll(void *ctx, symcoll_coll_t coll, const void *send, void *recv, size_t count,
-                                 symcoll_dtype_t dtype, symcoll_op_t op, void *stream) {
+                                 symcoll_dtype_t dtype, symcoll_op_t op, int root, void *stream) {
   mpi_engine_t *e = ctx;
   (void)stream;
   if (e->broken) return SYMCOLL_ERR_ABORTED;
@@ -174,44 +327,11 @@ static symcoll_status_t eng_coll(void *ctx, symcoll_coll_t coll, const void *sen
     say(1, "MPI engine: %zu elements in one call (MPI counts are int)", count);
     return SYMCOLL_ERR_UNSUPPORTED;
   }
-  const int n = (int)count;
-  const size_t es = symcoll_dtype_size(dtype);
-  MPI_Request req;
-  int rc;
-  switch (coll) {
-    case SYMCOLL_COLL_ALL_REDUCE:
-      rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, elem_type(dtype), elem_op(dtype, op), e->comm,
-                          &req);
-      return complete(e, &req, rc, "MPI_Iallreduce");
-    case SYMCOLL_COLL_ALL_GATHER: { /* bytes: any type */
-      const bool in_place = (const char *)send == (char *)recv + (size_t)e->rank * count * es;
-      MPI_Datatype t = elem_type(dtype);
-      rc = MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, t, recv, n, t, e->comm, &req);
-      return complete(e, &req, rc, "MPI_Iallgather");
-    }
-    case SYMCOLL_COLL_REDUCE_SCATTER:
-      break; /* below */
-    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
-    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
-    case SYMCOLL_COLL_BROADCAST:
-    case SYMCOLL_COLL_REDUCE:
-    case SYMCOLL_COLL_ALL_TO_ALL:
-    case SYMCOLL_NUM_COLL_KINDS:
-      say(1, "MPI engine: no entry for %s", symcoll_coll_name(coll));
-      return SYMCOLL_ERR_UNSUPPORTED;
-  }
-  /* In place (recv is our block of send), MPI would write the result over the input's first
-   * block: the result goes through a scratch block instead, so the other blocks stay as they were. */
-  const bool in_place = (char *)recv == (const char *)send + (size_t)e->rank * count * es;
-  void *out = in_place ? malloc(count * es > 0 ? count * es : 1) : recv;
-  if (!out) return SYMCOLL_ERR_NO_MEMORY;
-  rc = MPI_Ireduce_scatter_block(send, out, n, elem_type(dtype), elem_op(dtype, op), e->comm, &req);
-  symcoll_status_t s = complete(e, &req, rc, "MPI_Ireduce_scatter_block");
-  if (in_place) {
-    if (s == SYMCOLL_OK) memcpy(recv, out, count * es);
-    if (!e->broken) free(out); /* a pending request may still write it */
-  }
-  return s;
+  const bool reduction =
+      coll == SYMCOLL_COLL_ALL_REDUCE || coll == SYMCOLL_COLL_REDUCE_SCATTER || coll == SYMCOLL_COLL_REDUCE;
+  if (reduction && op == SYMCOLL_AVG) return avg_coll(e, coll, send, recv, count, dtype, root);
+  return mpi_coll(e, coll, send, recv, count, symcoll_dtype_size(dtype), elem_type(dtype),
+                  reduction ? elem_op(dtype, op) : MPI_OP_NULL, root);
 }
 
 static symcoll_status_t eng_allgather(void *ctx, const void *send, void *recv, size_t bytes) {
@@ -244,7 +364,8 @@ static void eng_destroy(void *ctx) {
   /* MPI that we started ends with the last engine, unless a call was left pending (then the
    * process should exit: MPI_Finalize would wait for it). */
   if (last && g_we_initialised && !g_any_broken && !finalized) {
-    for (int op = 0; op < SYMCOLL_NUM_OPS; op++) MPI_Op_free(&g_user_op[op]);
+    for (int op = 0; op < SYMCOLL_NUM_OPS; op++)
+      if (g_user_op[op] != MPI_OP_NULL) MPI_Op_free(&g_user_op[op]);
     for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++)
       if (g_half[d] != MPI_DATATYPE_NULL) MPI_Type_free(&g_half[d]);
     MPI_Finalize();

@@ -13,6 +13,28 @@ static void engine_reduce(symcoll_dtype_t dtype, symcoll_op_t op, void *dst, con
   symcoll__host_reduce_fn(dtype, op)(dst, srcs, nsrc, n);
 }
 
+/* fp32, the accumulation type of fp16, bf16 and fp8, and back (an engine's AVG of those). */
+static void engine_to_f32(symcoll_dtype_t dtype, float *dst, const void *src, size_t n) {
+  const uint16_t *h = src;
+  const uint8_t *b = src;
+  for (size_t i = 0; i < n; i++)
+    dst[i] = dtype == SYMCOLL_FLOAT16    ? symcoll__f16_to_f32(h[i])
+             : dtype == SYMCOLL_BFLOAT16 ? symcoll__bf16_to_f32(h[i])
+                                         : symcoll__fp8_to_f32(b[i], dtype == SYMCOLL_FLOAT8_E5M2);
+}
+static void engine_from_f32(symcoll_dtype_t dtype, void *dst, const float *src, size_t n) {
+  uint16_t *h = dst;
+  uint8_t *b = dst;
+  for (size_t i = 0; i < n; i++) {
+    if (dtype == SYMCOLL_FLOAT16)
+      h[i] = symcoll__f32_to_f16(src[i]);
+    else if (dtype == SYMCOLL_BFLOAT16)
+      h[i] = symcoll__f32_to_bf16(src[i]);
+    else
+      b[i] = symcoll__f32_to_fp8(src[i], dtype == SYMCOLL_FLOAT8_E5M2);
+  }
+}
+
 const char *symcoll_engine_name(symcoll_engine_t kind) {
   switch (kind) {
     case SYMCOLL_ENGINE_AUTO:
@@ -53,8 +75,12 @@ symcoll_status_t symcoll__engine_open(symcoll_engine_t kind, const symcoll__engi
       return SYMCOLL_ERR_UNSUPPORTED;
 #endif
     case SYMCOLL_ENGINE_MPI: {
-      const symcoll__engine_env_t env = {
-          .abi = SYMCOLL_ENGINE_ABI, .timeout_ms = a->timeout_ms, .reduce = engine_reduce, .log = engine_log};
+      const symcoll__engine_env_t env = {.abi = SYMCOLL_ENGINE_ABI,
+                                         .timeout_ms = a->timeout_ms,
+                                         .reduce = engine_reduce,
+                                         .to_f32 = engine_to_f32,
+                                         .from_f32 = engine_from_f32,
+                                         .log = engine_log};
       return symcoll__mpi_engine_load(&env, a->mpi_comm, out);
     }
     case SYMCOLL_ENGINE_SYMCOLL:

@@ -3,7 +3,7 @@
 #include "registry.h"
 
 static symcoll_status_t sc_coll(void *ctx, symcoll_coll_t coll, const void *send, void *recv, size_t count,
-                                symcoll_dtype_t dtype, symcoll_op_t op, void *stream) {
+                                symcoll_dtype_t dtype, symcoll_op_t op, int root, void *stream) {
   symcoll_comm_t c = ctx;
   switch (coll) {
     case SYMCOLL_COLL_ALL_REDUCE:
@@ -12,11 +12,14 @@ static symcoll_status_t sc_coll(void *ctx, symcoll_coll_t coll, const void *send
       return symcoll_all_gather(c, send, recv, count, dtype, stream);
     case SYMCOLL_COLL_REDUCE_SCATTER:
       return symcoll_reduce_scatter(c, send, recv, count, dtype, op, stream);
+    case SYMCOLL_COLL_BROADCAST:
+      return symcoll_broadcast(c, send, recv, count, dtype, root, stream);
+    case SYMCOLL_COLL_REDUCE:
+      return symcoll_reduce(c, send, recv, count, dtype, op, root, stream);
+    case SYMCOLL_COLL_ALL_TO_ALL:
+      return symcoll_all_to_all(c, send, recv, count, dtype, stream);
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
-    case SYMCOLL_COLL_BROADCAST:
-    case SYMCOLL_COLL_REDUCE:
-    case SYMCOLL_COLL_ALL_TO_ALL:
     case SYMCOLL_NUM_COLL_KINDS:
       break;
   }

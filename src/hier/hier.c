@@ -82,18 +82,24 @@ static const symcoll__oob_t hier_oob = {
 /* A node-local step of call `a` on the node's communicator, through core's inner entry (the
  * table's algorithm and placement; the outer call's signature folded into the step's); the
  * outer call's arguments were checked once, at its entry. */
-static symcoll_status_t local_step(symcoll__hier_t *h, const symcoll__coll_args_t *a, symcoll_coll_t coll,
-                                   const void *send, void *recv, size_t count) {
+static symcoll_status_t local_step_at(symcoll__hier_t *h, const symcoll__coll_args_t *a, symcoll_coll_t coll,
+                                      const void *send, void *recv, size_t count, int root) {
   symcoll__coll_args_t c = {.coll = coll,
                             .send = send,
                             .recv = recv,
                             .count = count,
                             .dtype = a->dtype,
                             .op = symcoll__coll_desc(coll)->takes_op ? a->op : SYMCOLL_SUM,
+                            .root = root,
                             .stream = a->stream,
                             .sig = a->sig};
   h->local->coll_seq++; /* the local communicator's call count, which its WARNs name */
   return symcoll__coll_inner(h->local, &c);
+}
+/* A step of a collective without a root. */
+static symcoll_status_t local_step(symcoll__hier_t *h, const symcoll__coll_args_t *a, symcoll_coll_t coll,
+                                   const void *send, void *recv, size_t count) {
+  return local_step_at(h, a, coll, send, recv, count, 0);
 }
 
 #define STEP(call)                 \
@@ -121,17 +127,18 @@ static symcoll_status_t hier_all_reduce(symcoll__hier_t *h, const symcoll__coll_
   const char *send = a->send;
   char *recv = a->recv;
   symcoll_status_t s = SYMCOLL_OK;
-  if (L == 1) return h->cross.coll(h->cross.ctx, a->coll, send, recv, a->count, a->dtype, a->op, a->stream);
+  if (L == 1) return h->cross.coll(h->cross.ctx, a->coll, send, recv, a->count, a->dtype, a->op, 0, a->stream);
   if (per) {
     char *blk = recv + (size_t)h->lrank * per * es;
     STEP(local_step(h, a, SYMCOLL_COLL_REDUCE_SCATTER, send, blk, per));
-    STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_ALL_REDUCE, blk, blk, per, a->dtype, a->op, a->stream));
+    STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_ALL_REDUCE, blk, blk, per, a->dtype, a->op, 0, a->stream));
     STEP(local_step(h, a, SYMCOLL_COLL_ALL_GATHER, blk, recv, per));
   }
   if (rem) {
     const size_t off = per * L * es;
     STEP(local_step(h, a, SYMCOLL_COLL_ALL_REDUCE, send + off, recv + off, rem));
-    STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_ALL_REDUCE, recv + off, recv + off, rem, a->dtype, a->op, a->stream));
+    STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_ALL_REDUCE, recv + off, recv + off, rem, a->dtype, a->op, 0,
+                       a->stream));
   }
 out:
   return s;
@@ -145,7 +152,8 @@ static symcoll_status_t hier_all_gather(symcoll__hier_t *h, const symcoll__coll_
   symcoll_status_t s;
   STEP(scratch(h, N * blk + (h->node_major ? 0 : L * blk), a->stream, (void **)&tmp));
   row = tmp + N * blk;
-  STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_ALL_GATHER, a->send, tmp, a->count, a->dtype, SYMCOLL_SUM, a->stream));
+  STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_ALL_GATHER, a->send, tmp, a->count, a->dtype, SYMCOLL_SUM, 0,
+                     a->stream));
   for (size_t n = 0; n < N; n++) {
     const int *g = &h->grank[n * L];
     if (h->node_major) {
@@ -178,9 +186,91 @@ static symcoll_status_t hier_reduce_scatter(symcoll__hier_t *h, const symcoll__c
     const char *src = h->node_major ? send + (size_t)h->grank[m * L] * blk : ordered + m * L * blk;
     STEP(local_step(h, a, SYMCOLL_COLL_REDUCE_SCATTER, src, tmp + m * blk, a->count));
   }
-  STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_REDUCE_SCATTER, tmp, a->recv, a->count, a->dtype, a->op, a->stream));
+  STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_REDUCE_SCATTER, tmp, a->recv, a->count, a->dtype, a->op, 0, a->stream));
 out:
   scratch_free(h, tmp, a->stream);
+  return s;
+}
+/* Where global rank g lives: its node and local rank. */
+static void place_of(const symcoll__hier_t *h, int g, int *node, int *lrank) {
+  *node = *lrank = 0;
+  for (int i = 0; i < h->nnodes * h->lsize; i++)
+    if (h->grank[i] == g) *node = i / h->lsize, *lrank = i % h->lsize;
+}
+
+/* broadcast: the engine, among the ranks of the root's local rank (one per node), broadcasts
+ * from the root's node; then each node broadcasts from that rank. The root's input crosses
+ * between nodes once per node, and reaches the node's other ranks over the node's own links. */
+static symcoll_status_t hier_broadcast(symcoll__hier_t *h, const symcoll__coll_args_t *a) {
+  int rnode, rl;
+  place_of(h, a->root, &rnode, &rl);
+  symcoll_status_t s = SYMCOLL_OK;
+  if (h->lrank == rl)
+    STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_BROADCAST, a->send, a->recv, a->count, a->dtype, SYMCOLL_SUM, rnode,
+                       a->stream));
+  if (h->lsize > 1)
+    STEP(local_step_at(h, a, SYMCOLL_COLL_BROADCAST, h->lrank == rl ? a->recv : NULL, a->recv, a->count, rl));
+out:
+  return s;
+}
+
+/* reduce: each node reduces to its rank of the root's local rank (the root itself reduces its
+ * node into its recv, the other nodes' into scratch), then the engine reduces among those
+ * ranks to the root's node. As all_reduce here, a node's part is rounded to the dtype once
+ * before the step between nodes, so the root gets what hier_all_reduce gives it. */
+static symcoll_status_t hier_reduce(symcoll__hier_t *h, const symcoll__coll_args_t *a) {
+  int rnode, rl;
+  place_of(h, a->root, &rnode, &rl);
+  const bool leader = h->lrank == rl, is_root = leader && h->node == rnode;
+  const void *part = a->send; /* what this rank hands the engine */
+  void *tmp = NULL;
+  symcoll_status_t s = SYMCOLL_OK;
+  if (h->lsize > 1) {
+    void *dst = is_root ? a->recv : NULL;
+    if (leader && !is_root) STEP(scratch(h, a->count * symcoll_dtype_size(a->dtype), a->stream, &tmp));
+    if (tmp) dst = tmp;
+    STEP(local_step_at(h, a, SYMCOLL_COLL_REDUCE, a->send, dst, a->count, rl));
+    part = dst;
+  }
+  if (leader)
+    STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_REDUCE, part, is_root ? a->recv : NULL, a->count, a->dtype, a->op,
+                       rnode, a->stream));
+out:
+  scratch_free(h, tmp, a->stream);
+  return s;
+}
+
+/* all_to_all: the engine exchanges, among the ranks of equal local rank, all the blocks bound
+ * for one node at once (L blocks per peer: each rank sends nnodes - 1 messages between nodes
+ * instead of nranks - L), then the node's ranks exchange what they received. In between, the
+ * blocks are rearranged (copies on the stream): with x[n][k] the block for (node n, local
+ * rank k), the engine leaves y[n][k] = (n, our local rank) -> (our node, k); transposed to
+ * x[k][n], the local exchange gives local rank l its x[l][n], that is (n, l) -> us, which
+ * lands at recv's block of (n, l). In place is fine: send is read only by the first step. */
+static symcoll_status_t hier_all_to_all(symcoll__hier_t *h, const symcoll__coll_args_t *a) {
+  const size_t es = symcoll_dtype_size(a->dtype), blk = a->count * es, N = (size_t)h->nnodes, L = (size_t)h->lsize;
+  const size_t all = N * L * blk;
+  if (L == 1 && h->node_major) /* the engine's ranks are the communicator's */
+    return h->cross.coll(h->cross.ctx, SYMCOLL_COLL_ALL_TO_ALL, a->send, a->recv, a->count, a->dtype, SYMCOLL_SUM, 0,
+                         a->stream);
+  const char *src = a->send;
+  char *recv = a->recv, *x = NULL, *y;
+  symcoll_status_t s;
+  STEP(scratch(h, 2 * all, a->stream, (void **)&x));
+  y = x + all;
+  if (!h->node_major) { /* the input in (node, local rank) order */
+    for (size_t i = 0; i < N * L; i++) STEP(copy(h, x + i * blk, src + (size_t)h->grank[i] * blk, blk, a->stream));
+    src = x;
+  }
+  STEP(h->cross.coll(h->cross.ctx, SYMCOLL_COLL_ALL_TO_ALL, src, y, L * a->count, a->dtype, SYMCOLL_SUM, 0, a->stream));
+  for (size_t n = 0; n < N; n++)
+    for (size_t k = 0; k < L; k++) STEP(copy(h, x + (k * N + n) * blk, y + (n * L + k) * blk, blk, a->stream));
+  STEP(local_step(h, a, SYMCOLL_COLL_ALL_TO_ALL, x, y, N * a->count));
+  for (size_t l = 0; l < L; l++)
+    for (size_t n = 0; n < N; n++)
+      STEP(copy(h, recv + (size_t)h->grank[n * L + l] * blk, y + (l * N + n) * blk, blk, a->stream));
+out:
+  scratch_free(h, x, a->stream);
   return s;
 }
 #undef STEP
@@ -190,8 +280,17 @@ static void hier_engines_abort(symcoll__hier_t *h);
 static symcoll_status_t hier_coll(symcoll_comm_t c, const symcoll__coll_args_t *a) {
   symcoll__hier_t *h = c->tp_state;
   symcoll_status_t s = SYMCOLL_ERR_INTERNAL;
-  if (a->algo == SYMCOLL_ALGO_ENGINE) {
-    s = h->world.coll(h->world.ctx, a->coll, a->send, a->recv, a->count, a->dtype, a->op, a->stream);
+  /* AVG is the sum over all ranks divided once by their number: the steps of a hierarchy sum
+   * per level (rounding narrow types to the dtype in between) and an engine's AVG divides by
+   * its own ranks only, so an average of averages is all they could give. The world engine
+   * runs it whole, as SYMCOLL_ALGO_ENGINE would (PROD, being associative, takes the steps). */
+  const bool whole = a->algo == SYMCOLL_ALGO_ENGINE || (symcoll__coll_desc(a->coll)->takes_op && a->op == SYMCOLL_AVG);
+  if (whole && !(h->has_world && h->world.coll)) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "%s %s across nodes needs the engine over all ranks, which this job lacks",
+                 symcoll_coll_name(a->coll), symcoll_op_name(a->op));
+    s = SYMCOLL_ERR_UNSUPPORTED;
+  } else if (whole) {
+    s = h->world.coll(h->world.ctx, a->coll, a->send, a->recv, a->count, a->dtype, a->op, a->root, a->stream);
   } else {
     switch (a->coll) {
       case SYMCOLL_COLL_ALL_REDUCE:
@@ -203,11 +302,17 @@ static symcoll_status_t hier_coll(symcoll_comm_t c, const symcoll__coll_args_t *
       case SYMCOLL_COLL_REDUCE_SCATTER:
         s = hier_reduce_scatter(h, a);
         break;
+      case SYMCOLL_COLL_BROADCAST:
+        s = hier_broadcast(h, a);
+        break;
+      case SYMCOLL_COLL_REDUCE:
+        s = hier_reduce(h, a);
+        break;
+      case SYMCOLL_COLL_ALL_TO_ALL:
+        s = hier_all_to_all(h, a);
+        break;
       case SYMCOLL_COLL_ALL_GATHER_MATMUL:
       case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
-      case SYMCOLL_COLL_BROADCAST:
-      case SYMCOLL_COLL_REDUCE:
-      case SYMCOLL_COLL_ALL_TO_ALL:
       case SYMCOLL_NUM_COLL_KINDS:
         s = SYMCOLL_NO_ENTRY("the hierarchical transport", a->coll);
         break;

@@ -2,7 +2,8 @@
  * CPU transport: symmetric memory from memfd_create (passed to peers as fds, so nothing
  * appears in /dev/shm and nothing outlives the ranks), signal pads of C11 atomics, and the
  * epoch protocol every collective uses (host_internal.h). The collectives themselves are in
- * host_allreduce.c, host_allgather.c and host_reducescatter.c.
+ * host_allreduce.c, host_allgather.c, host_reducescatter.c, host_broadcast.c, host_reduce.c
+ * and host_alltoall.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -148,47 +149,54 @@ host_epoch_t symcoll__host_epoch_begin(symcoll_comm_t comm, host_state_t *hs, co
   const unsigned slot = ep.e & 1;
   pad->src_mem[slot] = zmem ? zmem->id : -1;
   pad->src_off[slot] = zmem ? zoff : ep.half_off;
+  pad->src_addr[slot] = 0; /* a collective reading in place sets it before it publishes */
   pad->call[slot] = (host_call_t){.sig = a->sig,
                                   .coll = (uint8_t)a->coll,
                                   .dtype = (uint8_t)a->dtype,
                                   .op = (uint8_t)a->op,
                                   .algo = (uint8_t)a->algo,
+                                  .root = (uint8_t)a->root,
                                   .count = a->count};
   return ep;
 }
 
-symcoll_status_t symcoll__host_wait_all(symcoll_comm_t comm, host_state_t *hs, size_t field, uint64_t target) {
-  for (int p = 0; p < comm->nranks; p++) {
-    if (p == comm->rank) continue;
-    _Atomic uint64_t *c = (_Atomic uint64_t *)((char *)hs->pad[p] + field);
-    if (atomic_load_explicit(c, memory_order_acquire) >= target) continue;
-    symcoll__waiter_t w;
-    symcoll__waiter_init(&w, comm, p);
-    while (atomic_load_explicit(c, memory_order_acquire) < target) {
-      cpu_relax();
-      symcoll_status_t s = symcoll__waiter_poll(&w);
-      /* A peer that published and then exited is not lost: look once more after its death. */
-      if (s == SYMCOLL_ERR_PEER_LOST && atomic_load_explicit(c, memory_order_acquire) >= target) break;
-      if (s != SYMCOLL_OK) {
-        if (s == SYMCOLL_ERR_TIMEOUT || s == SYMCOLL_ERR_PEER_LOST)
-          SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
-                       "job %s: rank %d %s waiting for rank %d in call %llu; the communicator "
-                       "refuses further calls (destroy it and make a new one)",
-                       comm->job_id, comm->rank, s == SYMCOLL_ERR_TIMEOUT ? "timed out" : "lost its peer", p,
-                       (unsigned long long)comm->coll_seq);
-        return s;
-      }
+symcoll_status_t symcoll__host_wait_peer(symcoll_comm_t comm, host_state_t *hs, int p, size_t field, uint64_t target) {
+  _Atomic uint64_t *c = (_Atomic uint64_t *)((char *)hs->pad[p] + field);
+  if (atomic_load_explicit(c, memory_order_acquire) >= target) return SYMCOLL_OK;
+  symcoll__waiter_t w;
+  symcoll__waiter_init(&w, comm, p);
+  while (atomic_load_explicit(c, memory_order_acquire) < target) {
+    cpu_relax();
+    symcoll_status_t s = symcoll__waiter_poll(&w);
+    /* A peer that published and then exited is not lost: look once more after its death. */
+    if (s == SYMCOLL_ERR_PEER_LOST && atomic_load_explicit(c, memory_order_acquire) >= target) break;
+    if (s != SYMCOLL_OK) {
+      if (s == SYMCOLL_ERR_TIMEOUT || s == SYMCOLL_ERR_PEER_LOST)
+        SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+                     "job %s: rank %d %s waiting for rank %d in call %llu; the communicator "
+                     "refuses further calls (destroy it and make a new one)",
+                     comm->job_id, comm->rank, s == SYMCOLL_ERR_TIMEOUT ? "timed out" : "lost its peer", p,
+                     (unsigned long long)comm->coll_seq);
+      return s;
     }
   }
   return SYMCOLL_OK;
 }
 
+symcoll_status_t symcoll__host_wait_all(symcoll_comm_t comm, host_state_t *hs, size_t field, uint64_t target) {
+  for (int p = 0; p < comm->nranks; p++)
+    if (p != comm->rank) SYMCOLL_CHECK(symcoll__host_wait_peer(comm, hs, p, field, target));
+  return SYMCOLL_OK;
+}
+
 static void describe(char *buf, size_t n, const host_call_t *c) {
   const symcoll__coll_desc_t *d = symcoll__coll_desc((symcoll_coll_t)c->coll);
+  char op[16] = "", root[16] = "";
+  if (d && d->takes_op) snprintf(op, sizeof op, " %s", symcoll_op_name((symcoll_op_t)c->op));
+  if (d && d->root != SYMCOLL__ROOT_NONE) snprintf(root, sizeof root, " root %d", (int)c->root);
   snprintf(buf, n, "%s %s %llu %s%s%s %s", symcoll_coll_name((symcoll_coll_t)c->coll),
            d && d->fused ? "m_shard" : "count", (unsigned long long)c->count,
-           symcoll_dtype_name((symcoll_dtype_t)c->dtype), d && d->takes_op ? " " : "",
-           d && d->takes_op ? symcoll_op_name((symcoll_op_t)c->op) : "", symcoll_algo_name((symcoll_algo_t)c->algo));
+           symcoll_dtype_name((symcoll_dtype_t)c->dtype), op, root, symcoll_algo_name((symcoll_algo_t)c->algo));
 }
 
 symcoll_status_t symcoll__host_wait_ready(symcoll_comm_t comm, host_state_t *hs, const host_epoch_t *ep, size_t k) {
@@ -221,6 +229,21 @@ const char *symcoll__host_peer_input(symcoll_comm_t comm, host_state_t *hs, cons
   return NULL;
 }
 
+symcoll_status_t symcoll__host_read_direct(symcoll_comm_t comm, int p, void *dst, uint64_t from, size_t bytes,
+                                           const char *what) {
+  if (comm->thread_mode) {
+    memcpy(dst, (const void *)(uintptr_t)from, bytes);
+    return SYMCOLL_OK;
+  }
+  struct iovec l = {dst, bytes}, r = {(void *)(uintptr_t)from, bytes};
+  const ssize_t got = process_vm_readv(comm->pids[p], &l, 1, &r, 1, 0);
+  if (got == (ssize_t)bytes) return SYMCOLL_OK;
+  const int err = got < 0 ? errno : 0;
+  SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "%s: reading %zu bytes of rank %d (pid %d) failed: %s", what, bytes, p,
+               (int)comm->pids[p], err ? strerror(err) : "short read");
+  return err == ESRCH ? SYMCOLL_ERR_PEER_LOST : SYMCOLL_ERR_SYSTEM;
+}
+
 symcoll_status_t symcoll__host_epoch_end(symcoll_comm_t comm, host_state_t *hs, const host_epoch_t *ep,
                                          bool zero_copy) {
   symcoll__host_publish(&hs->pad[comm->rank]->done, ep->e);
@@ -249,11 +272,17 @@ static symcoll_status_t host_coll(symcoll_comm_t comm, const symcoll__coll_args_
     case SYMCOLL_COLL_REDUCE_SCATTER:
       s = symcoll__host_reduce_scatter(comm, hs, a);
       break;
+    case SYMCOLL_COLL_BROADCAST:
+      s = symcoll__host_broadcast(comm, hs, a);
+      break;
+    case SYMCOLL_COLL_REDUCE:
+      s = symcoll__host_reduce(comm, hs, a);
+      break;
+    case SYMCOLL_COLL_ALL_TO_ALL:
+      s = symcoll__host_all_to_all(comm, hs, a);
+      break;
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* through the transport's matmul entry */
-    case SYMCOLL_COLL_BROADCAST:
-    case SYMCOLL_COLL_REDUCE:
-    case SYMCOLL_COLL_ALL_TO_ALL:
     case SYMCOLL_NUM_COLL_KINDS:
       s = SYMCOLL_NO_ENTRY("the CPU transport's collective entry", a->coll);
       break;
@@ -272,12 +301,39 @@ static symcoll_status_t host_copy(symcoll_comm_t comm, void *dst, const void *sr
   return SYMCOLL_OK;
 }
 
-/* CPU ranks run every algorithm but the GPU's copy engine and NCCL (LAMPORT and ONE_SHOT_DB
- * are the one-shot there, LAMPORT for gathers the pull: see symcoll.h). */
+/* What CPU ranks run, per collective: every algorithm of its row but the GPU's copy engine and
+ * NCCL (LAMPORT and ONE_SHOT_DB are the one-shot there, LAMPORT for the others the pull: see
+ * symcoll.h). Listed, not derived, so that an algorithm added to a row is not claimed here
+ * before the CPU protocol runs it. */
 static bool host_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo) {
   (void)comm;
-  (void)coll;
-  return algo != SYMCOLL_ALGO_COPY_ENGINE && algo != SYMCOLL_ALGO_NCCL;
+  uint32_t runs = 0;
+#define B SYMCOLL__ALGO_BIT
+  switch (coll) {
+    case SYMCOLL_COLL_ALL_REDUCE:
+      runs =
+          B(SYMCOLL_ALGO_ONE_SHOT) | B(SYMCOLL_ALGO_TWO_SHOT) | B(SYMCOLL_ALGO_ONE_SHOT_DB) | B(SYMCOLL_ALGO_LAMPORT);
+      break;
+    case SYMCOLL_COLL_ALL_GATHER:
+    case SYMCOLL_COLL_ALL_TO_ALL:
+      runs = B(SYMCOLL_ALGO_PULL) | B(SYMCOLL_ALGO_PUSH) | B(SYMCOLL_ALGO_LAMPORT);
+      break;
+    case SYMCOLL_COLL_REDUCE_SCATTER:
+    case SYMCOLL_COLL_BROADCAST:
+      runs = B(SYMCOLL_ALGO_PULL) | B(SYMCOLL_ALGO_LAMPORT);
+      break;
+    case SYMCOLL_COLL_REDUCE:
+      runs = B(SYMCOLL_ALGO_ONE_SHOT);
+      break;
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL: /* core asks has_gemm for these */
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+      runs = B(SYMCOLL_ALGO_OVERLAP) | B(SYMCOLL_ALGO_SEQUENTIAL);
+      break;
+    case SYMCOLL_NUM_COLL_KINDS:
+      break;
+  }
+#undef B
+  return (unsigned)algo < SYMCOLL_NUM_ALGOS && (runs & SYMCOLL__ALGO_BIT(algo)) != 0;
 }
 
 static const char *host_tune_class(symcoll_comm_t comm) {

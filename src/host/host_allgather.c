@@ -5,18 +5,11 @@
  *    its own staging's slots out (remote writes instead of remote reads).
  *  - pull in place from peers' private inputs (one copy, as Open MPI's single-copy path): where
  *    peers can read each other's memory (thread mode, or process_vm_readv allowed between every
- *    pair, agreed at creation) and a rank's chunk is at least DIRECT_MIN_BYTES, each rank
+ *    pair, agreed at creation) and a rank's block is at least HOST_DIRECT_MIN_BYTES, each rank
  *    publishes its input's address instead of staging it, and every peer copies straight from
  *    there into its output; the epoch ends when every peer has read it.
  * LAMPORT runs the pull on CPU ranks (the flag wait already is the only synchronisation). */
-#define _GNU_SOURCE
-#include <errno.h>
 #include <string.h>
-#include <sys/uio.h>
-
-#define DIRECT_MIN_BYTES                                                     \
-  (16 * 1024) /* below, staging's one extra copy costs less than the syscall \
-                 and the end-of-call wait (2-vCPU Xeon, 2 ranks) */
 
 #include "host_internal.h"
 
@@ -62,19 +55,8 @@ static symcoll_status_t pull_direct(symcoll_comm_t comm, host_state_t *hs, const
   symcoll_status_t s = SYMCOLL_OK;
   for (int j = 1; j < n && s == SYMCOLL_OK; j++) { /* peers from rank + 1 on */
     const int p = (me + j) % n;
-    char *dst = recv + ((size_t)p * count + lo) * es;
-    const uint64_t from = hs->pad[p]->src_addr[ep.e & 1];
-    if (comm->thread_mode) {
-      memcpy(dst, (const void *)(uintptr_t)from, bytes);
-      continue;
-    }
-    struct iovec l = {dst, bytes}, r = {(void *)(uintptr_t)from, bytes};
-    const ssize_t got = process_vm_readv(comm->pids[p], &l, 1, &r, 1, 0);
-    if (got != (ssize_t)bytes) {
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_gather: reading %zu bytes of rank %d (pid %d) failed: %s", bytes, p,
-                   (int)comm->pids[p], got < 0 ? strerror(errno) : "short read");
-      s = errno == ESRCH ? SYMCOLL_ERR_PEER_LOST : SYMCOLL_ERR_SYSTEM;
-    }
+    s = symcoll__host_read_direct(comm, p, recv + ((size_t)p * count + lo) * es, hs->pad[p]->src_addr[ep.e & 1], bytes,
+                                  "all_gather");
   }
   char *own = recv + ((size_t)me * count + lo) * es;
   if (s == SYMCOLL_OK && own != send) memcpy(own, send, bytes);
@@ -119,7 +101,7 @@ symcoll_status_t symcoll__host_all_gather(symcoll_comm_t comm, host_state_t *hs,
   for (size_t lo = 0; lo < a->count && s == SYMCOLL_OK; lo += per) {
     const size_t cnt = host_min(a->count - lo, per);
     /* The same choice on every rank: direct is agreed at creation, the rest is the call's. */
-    const bool direct = (comm->thread_mode || hs->cma) && !a->send_mem && a->count * es >= DIRECT_MIN_BYTES;
+    const bool direct = symcoll__host_direct_ok(comm, hs) && !a->send_mem && a->count * es >= HOST_DIRECT_MIN_BYTES;
     s = a->algo == SYMCOLL_ALGO_PUSH ? push(comm, hs, a, lo, cnt, per)
         : direct                     ? pull_direct(comm, hs, a, lo, cnt)
                                      : pull(comm, hs, a, lo, cnt, a->send_mem, a->send_off + lo * es);

@@ -1,6 +1,7 @@
 /*
  * Shared by the CPU transport's files: host.c (memory, communicator, waiting, dispatch) and
- * one file per collective (host_allreduce.c, host_allgather.c, host_reducescatter.c).
+ * one file per collective (host_allreduce.c, host_allgather.c, host_reducescatter.c,
+ * host_broadcast.c, host_reduce.c, host_alltoall.c; host_matmul.c for the GEMM operations).
  *
  * Protocol. Each rank's workspace starts with its pad; the rest is two halves used by
  * alternate epochs (one epoch per chunk of a call; a chunk fills at most half the workspace).
@@ -13,6 +14,12 @@
  * lies and which call it is in (the call's signature and arguments): the first wait of a call
  * compares them, so ranks in different calls return SYMCOLL_ERR_MISMATCH on both sides before
  * writing anything, and stay in step (the epoch is used up on both).
+ * Where a rank reads its peers is up to each call, but every rank of a call counts the same
+ * epochs, and every rank's first wait of an epoch waits for every peer (the two facts the
+ * reuse of halves rests on). A reader learns at that wait how each peer published its input:
+ * staged in its half, in a symmetric allocation (src_mem), or at an address in its own
+ * process (src_addr, read in place where peers can read each other's memory), so the peers
+ * of one call need not agree on it.
  */
 #ifndef SYMCOLL_HOST_INTERNAL_H
 #define SYMCOLL_HOST_INTERNAL_H
@@ -34,11 +41,16 @@
 #define HOST_PAD_BYTES 4096
 #define HOST_SUB_BYTES (64 * 1024)
 #define EPOCH_SHIFT 24
+/* Reading a peer's private input in place (one copy instead of staging's two) pays from this
+ * many bytes per rank's block: below, staging's extra copy costs less than the syscall and
+ * the end-of-epoch wait (2-vCPU Xeon, 2 ranks, all_gather). */
+#define HOST_DIRECT_MIN_BYTES (16 * 1024)
 
-/* The call a rank is in, as its peers see it. */
+/* The call a rank is in, as its peers see it (sig decides; the rest names it in messages). */
 typedef struct {
   uint32_t sig;
   uint8_t coll, dtype, op, algo;
+  uint8_t root; /* broadcast, reduce */
   uint64_t count;
 } host_call_t;
 
@@ -50,7 +62,9 @@ typedef struct {
    * every peer is provably done with it. src_mem -1 = own workspace. */
   _Alignas(64) int32_t src_mem[2];
   uint64_t src_off[2];
-  uint64_t src_addr[2]; /* all_gather read in place: the input's address in the owner's process */
+  /* Read in place through an address (all_gather, broadcast, all_to_all): the input's address
+   * in the owner's process; 0 when not (epoch begin clears it). */
+  uint64_t src_addr[2];
   host_call_t call[2];
 } host_pad_t;
 _Static_assert(sizeof(host_pad_t) <= HOST_PAD_BYTES, "pad too large");
@@ -82,6 +96,10 @@ typedef struct {
 SYMCOLL_HIDDEN host_epoch_t symcoll__host_epoch_begin(symcoll_comm_t comm, host_state_t *hs,
                                                       const symcoll__coll_args_t *a, bool first,
                                                       struct symcoll_mem *zmem, size_t zoff);
+/* Whether peers may read this rank's private memory in place (thread mode, or CMA). */
+static inline bool symcoll__host_direct_ok(symcoll_comm_t comm, const host_state_t *hs) {
+  return comm->thread_mode || hs->cma;
+}
 /* Publishes counter value v (release). */
 static inline void symcoll__host_publish(_Atomic uint64_t *c, uint64_t v) {
   atomic_store_explicit(c, v, memory_order_release);
@@ -90,12 +108,20 @@ static inline void symcoll__host_publish(_Atomic uint64_t *c, uint64_t v) {
  * call's first wait on `ready` also compares calls (MISMATCH). */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__host_wait_all(symcoll_comm_t comm, host_state_t *hs, size_t field,
                                                        uint64_t target);
+/* The same for one peer: a later wait of an epoch on the one rank whose data it reads (never
+ * an epoch's first wait, which waits for every peer). */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__host_wait_peer(symcoll_comm_t comm, host_state_t *hs, int p, size_t field,
+                                                        uint64_t target);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__host_wait_ready(symcoll_comm_t comm, host_state_t *hs, const host_epoch_t *ep,
                                                          size_t k);
 /* Where peer p's input of epoch ep starts (its staging, or its symmetric input), or NULL if
  * it names an allocation this rank does not know for `bytes` (a MISMATCH). */
 SYMCOLL_HIDDEN const char *symcoll__host_peer_input(symcoll_comm_t comm, host_state_t *hs, const host_epoch_t *ep,
                                                     int p, size_t bytes);
+/* Copies `bytes` at address `from` of peer p's process (its src_addr) into dst: memcpy in
+ * thread mode, process_vm_readv otherwise (only where hs->cma). `what` names the collective. */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__host_read_direct(symcoll_comm_t comm, int p, void *dst, uint64_t from,
+                                                          size_t bytes, const char *what);
 /* Ends the epoch: tells peers this rank's reads are done; a zero-copy epoch also waits for
  * theirs (they read our input in place). */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__host_epoch_end(symcoll_comm_t comm, host_state_t *hs, const host_epoch_t *ep,
@@ -108,6 +134,12 @@ SYMCOLL_HIDDEN symcoll_status_t symcoll__host_all_gather(symcoll_comm_t comm, ho
                                                          const symcoll__coll_args_t *a);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__host_reduce_scatter(symcoll_comm_t comm, host_state_t *hs,
                                                              const symcoll__coll_args_t *a);
+SYMCOLL_HIDDEN symcoll_status_t symcoll__host_broadcast(symcoll_comm_t comm, host_state_t *hs,
+                                                        const symcoll__coll_args_t *a);
+SYMCOLL_HIDDEN symcoll_status_t symcoll__host_reduce(symcoll_comm_t comm, host_state_t *hs,
+                                                     const symcoll__coll_args_t *a);
+SYMCOLL_HIDDEN symcoll_status_t symcoll__host_all_to_all(symcoll_comm_t comm, host_state_t *hs,
+                                                         const symcoll__coll_args_t *a);
 
 /* GEMMs (host_gemm.c, CBLAS opened on first use) and the fused operations (host_matmul.c). */
 SYMCOLL_HIDDEN bool symcoll__host_has_gemm(symcoll_comm_t comm);

@@ -6,8 +6,10 @@
 #include "../core/internal.h"
 
 /* Sources are combined in index order (floating types narrower than 32 bits in fp32, fp64 in
- * fp64, integers in their own type with wrap-around sums), so every rank that passes the same
- * sources in the same order gets the same bits, on every path below. dst may equal a source. */
+ * fp64, integers in their own type with wrap-around sums and products), so every rank that
+ * passes the same sources in the same order gets the same bits, on every path below. AVG is
+ * the sum divided once by nsrc: a call must pass every rank's source (an average of partial
+ * averages is not the average). dst may equal a source. */
 typedef void (*symcoll__reduce_fn)(void *dst, const void *const *srcs, int nsrc, size_t n);
 
 /* One build of the loops (reduce_loops.h compiled for one instruction set). */

@@ -141,10 +141,36 @@ STORER(st_f16, uint16_t, float, f2h)
 /* The same expressions as the GPU kernels (and x86 max/min instructions): NaN in x wins. */
 #define OP_MAX(a, x) ((a) > (x) ? (a) : (x))
 #define OP_MIN(a, x) ((a) < (x) ? (a) : (x))
+/* Integers multiply in the unsigned type of their width, as they add: wrap-around, no
+ * undefined overflow (8-bit operands promote to int, whose range holds their product). */
+#define OP_PROD(a, x) ((a) * (x))
+/* Floats: which NaN a sum or product of two NaNs returns depends on the operand order the
+ * compiler picks (x86 returns the first operand's), and compilers commute them freely, each
+ * build its own way. Where acc is a NaN the second operand is acc itself, so the result is
+ * acc's NaN, quiet, whatever the order; otherwise at most one operand is a NaN, and one NaN
+ * (or inf x 0, inf - inf) gives the same bits in either order. Written as a select between
+ * loaded values (no branch), which every build vectorises (SSE2: cmpneq, and, andn, or).
+ * PROD and AVG use it; SUM keeps the plain add, 5-20% faster in cache (its two-NaN payload is
+ * the one place where builds may still differ). */
+#define OP_SUM_F(a, x) ((a) + ((a) == (a) ? (x) : (a)))
+#define OP_PROD_F(a, x) ((a) * ((a) == (a) ? (x) : (a)))
 
-/* One block of m elements starting at element i: acc <- srcs[0], acc op= srcs[s], dst <- acc.
- * Inlined with m == BLK (a constant the vectoriser unrolls) and once more for the tail. */
-#define DEFINE_REDUCE(NAME, T, A, LD, ST, OP)                                                  \
+/* What the accumulator becomes before it is stored: itself, or (AVG) the sum divided once by
+ * the number of sources, in the accumulation type. Integer sums wrapped around in the unsigned
+ * type; a signed average divides the signed value those bits hold (C's division, truncating
+ * toward zero), so -7 / 2 is -3 on every rank and every build. */
+#define FIN_KEEP(a, nsrc) (a)
+static inline float avg_f32(float a, int nsrc) {
+  return a / (float)nsrc;
+}
+static inline double avg_f64(double a, int nsrc) {
+  return a / (double)nsrc;
+}
+
+/* One block of m elements starting at element i: acc <- srcs[0], acc op= srcs[s],
+ * acc <- FIN(acc), dst <- acc. Inlined with m == BLK (a constant the vectoriser unrolls) and
+ * once more for the tail. */
+#define DEFINE_REDUCE(NAME, T, A, LD, ST, OP, FIN)                                             \
   static inline void NAME##_blk(T *d, const void *const *srcs, int nsrc, size_t i, size_t m) { \
     A acc[BLK], x[BLK];                                                                        \
     if (m > BLK) __builtin_unreachable(); /* tells the optimiser the arrays suffice */         \
@@ -153,6 +179,7 @@ STORER(st_f16, uint16_t, float, f2h)
       LD(x, (const T *)srcs[s] + i, m);                                                        \
       for (size_t j = 0; j < m; j++) acc[j] = OP(acc[j], x[j]);                                \
     }                                                                                          \
+    for (size_t j = 0; j < m; j++) acc[j] = FIN(acc[j], nsrc);                                 \
     ST(d + i, acc, m);                                                                         \
   }                                                                                            \
   static void NAME(void *dst, const void *const *srcs, int nsrc, size_t n) {                   \
@@ -161,32 +188,43 @@ STORER(st_f16, uint16_t, float, f2h)
     if (i < n) NAME##_blk((T *)dst, srcs, nsrc, i, n - i);                                     \
   }
 
-/* Floating types: load into the accumulator type, store with rounding. */
-#define DEFINE_FLOAT(TAG, T, A, LD, ST)                   \
-  DEFINE_REDUCE(reduce_##TAG##_sum, T, A, LD, ST, OP_SUM) \
-  DEFINE_REDUCE(reduce_##TAG##_max, T, A, LD, ST, OP_MAX) \
-  DEFINE_REDUCE(reduce_##TAG##_min, T, A, LD, ST, OP_MIN)
+/* Floating types: load into the accumulator type, store with rounding (AVG: once, after the
+ * division). */
+#define DEFINE_FLOAT(TAG, T, A, LD, ST, AVG)                            \
+  DEFINE_REDUCE(reduce_##TAG##_sum, T, A, LD, ST, OP_SUM, FIN_KEEP)     \
+  DEFINE_REDUCE(reduce_##TAG##_max, T, A, LD, ST, OP_MAX, FIN_KEEP)     \
+  DEFINE_REDUCE(reduce_##TAG##_min, T, A, LD, ST, OP_MIN, FIN_KEEP)     \
+  DEFINE_REDUCE(reduce_##TAG##_prod, T, A, LD, ST, OP_PROD_F, FIN_KEEP) \
+  DEFINE_REDUCE(reduce_##TAG##_avg, T, A, LD, ST, OP_SUM_F, AVG)
 LOADER(ld_f32, float, float, AS_IS)
 STORER(st_f32, float, float, AS_IS)
 LOADER(ld_f64, double, double, AS_IS)
 STORER(st_f64, double, double, AS_IS)
-DEFINE_FLOAT(f32, float, float, ld_f32, st_f32)
-DEFINE_FLOAT(f64, double, double, ld_f64, st_f64)
-DEFINE_FLOAT(f16, uint16_t, float, ld_f16, st_f16)
-DEFINE_FLOAT(bf16, uint16_t, float, ld_bf16, st_bf16)
-DEFINE_FLOAT(e4m3, uint8_t, float, ld_fp8_e4m3, st_fp8_e4m3)
-DEFINE_FLOAT(e5m2, uint8_t, float, ld_fp8_e5m2, st_fp8_e5m2)
+DEFINE_FLOAT(f32, float, float, ld_f32, st_f32, avg_f32)
+DEFINE_FLOAT(f64, double, double, ld_f64, st_f64, avg_f64)
+DEFINE_FLOAT(f16, uint16_t, float, ld_f16, st_f16, avg_f32)
+DEFINE_FLOAT(bf16, uint16_t, float, ld_bf16, st_bf16, avg_f32)
+DEFINE_FLOAT(e4m3, uint8_t, float, ld_fp8_e4m3, st_fp8_e4m3, avg_f32)
+DEFINE_FLOAT(e5m2, uint8_t, float, ld_fp8_e5m2, st_fp8_e5m2, avg_f32)
 
-/* Integers: combined in their own type; sums in the unsigned type of the same width, which
- * wraps around by definition (the signed result has the same bits). */
-#define DEFINE_INT(TAG, T, U)                                         \
-  LOADER(ld_##TAG, T, T, AS_IS)                                       \
-  STORER(st_##TAG, T, T, AS_IS)                                       \
-  DEFINE_REDUCE(reduce_##TAG##_max, T, T, ld_##TAG, st_##TAG, OP_MAX) \
-  DEFINE_REDUCE(reduce_##TAG##_min, T, T, ld_##TAG, st_##TAG, OP_MIN) \
-  LOADER(ldu_##TAG, U, U, AS_IS)                                      \
-  STORER(stu_##TAG, U, U, AS_IS)                                      \
-  DEFINE_REDUCE(reduce_##TAG##_sum, U, U, ldu_##TAG, stu_##TAG, OP_SUM)
+/* Integers: max and min in their own type; sums and products in the unsigned type of the same
+ * width, which wraps around by definition (the signed result has the same bits); the average
+ * divides the wrapped sum read as T (GCC and Clang convert out-of-range values modulo 2^N).
+ * Integer division does not vectorise on x86: the accumulation does, the division is a
+ * scalar loop over the block. */
+#define DEFINE_INT(TAG, T, U)                                                       \
+  LOADER(ld_##TAG, T, T, AS_IS)                                                     \
+  STORER(st_##TAG, T, T, AS_IS)                                                     \
+  DEFINE_REDUCE(reduce_##TAG##_max, T, T, ld_##TAG, st_##TAG, OP_MAX, FIN_KEEP)     \
+  DEFINE_REDUCE(reduce_##TAG##_min, T, T, ld_##TAG, st_##TAG, OP_MIN, FIN_KEEP)     \
+  LOADER(ldu_##TAG, U, U, AS_IS)                                                    \
+  STORER(stu_##TAG, U, U, AS_IS)                                                    \
+  static inline U avg_##TAG(U a, int nsrc) {                                        \
+    return (U)((T)a / nsrc);                                                        \
+  }                                                                                 \
+  DEFINE_REDUCE(reduce_##TAG##_sum, U, U, ldu_##TAG, stu_##TAG, OP_SUM, FIN_KEEP)   \
+  DEFINE_REDUCE(reduce_##TAG##_prod, U, U, ldu_##TAG, stu_##TAG, OP_PROD, FIN_KEEP) \
+  DEFINE_REDUCE(reduce_##TAG##_avg, U, U, ldu_##TAG, stu_##TAG, OP_SUM, avg_##TAG)
 DEFINE_INT(i8, int8_t, uint8_t)
 DEFINE_INT(u8, uint8_t, uint8_t)
 DEFINE_INT(i32, int32_t, uint32_t)
@@ -194,8 +232,12 @@ DEFINE_INT(u32, uint32_t, uint32_t)
 DEFINE_INT(i64, int64_t, uint64_t)
 DEFINE_INT(u64, uint64_t, uint64_t)
 
-#define OPS(TAG) \
-  { reduce_##TAG##_sum, reduce_##TAG##_max, reduce_##TAG##_min }
+#define OPS(TAG)                                                                                                \
+  {                                                                                                             \
+    [SYMCOLL_SUM] = reduce_##TAG##_sum, [SYMCOLL_MAX] = reduce_##TAG##_max, [SYMCOLL_MIN] = reduce_##TAG##_min, \
+    [SYMCOLL_PROD] = reduce_##TAG##_prod, [SYMCOLL_AVG] = reduce_##TAG##_avg,                                   \
+  }
+_Static_assert(SYMCOLL_NUM_OPS == 5, "every op has a loop per dtype in OPS");
 const symcoll__reduce_table_t SYMCOLL_REDUCE_TABLE = {
     SYMCOLL_REDUCE_NAME,
     {

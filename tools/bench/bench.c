@@ -1,5 +1,6 @@
 /*
- * symcoll-bench: latency of a collective (all_reduce, all_gather, reduce_scatter) for symcoll's
+ * symcoll-bench: latency of a collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce,
+ * all_to_all; one file each, coll_*.c) for symcoll's
  * algorithms and for peers, side by side, in the same processes and the same run, with one
  * timing method for every column:
  * GPU: CUDA-graph replays of -n calls timed with device events (median of -r replays);
@@ -34,6 +35,7 @@ typedef struct {
   const bench_coll_t *coll;
   symcoll_dtype_t dtype;
   symcoll_op_t op;
+  int root; /* broadcast, reduce */
   int iters, warmup, reps;
   int graph;
   const char *backend, *mode;
@@ -174,7 +176,7 @@ static int sc_run(bctx_t *c, column_t *col, const bench_coll_t *coll, const void
   o.blocks = col->blocks;
   o.threads = col->threads;
   o.round_bytes = col->round_bytes;
-  symcoll_status_t s = coll->run(c->comm, send, recv, count, dt, op, c->stream, &o);
+  symcoll_status_t s = coll->run(c->comm, send, recv, count, dt, op, c->root, c->stream, &o);
   if (s != SYMCOLL_OK) snprintf(col->err, sizeof col->err, "%.*s", (int)sizeof col->err - 1, bench_status(s));
   return s != SYMCOLL_OK;
 }
@@ -285,7 +287,7 @@ static double check_column(bctx_t *c, column_t *col, void *send, void *recv, siz
                            uint32_t seed) {
   const size_t es = symcoll_dtype_size(O.dtype);
   const size_t sn = O.coll->send_elems(count, c->nranks), rn = O.coll->recv_elems(count, c->nranks);
-  O.coll->fill(h, O.dtype, count, c->rank, c->nranks, seed);
+  O.coll->fill(h, O.dtype, O.op, count, c->rank, c->nranks, seed);
   memset(h + sn * es, EXACT_POISON, rn * es);
   /* Poison the output, then place the input (in place: inside it). */
   copy(c, recv, h + sn * es, rn * es, 1);
@@ -454,6 +456,13 @@ static void run_rank(bctx_t *c) {
     if (bench_matmul_rank(c, &mo) != 0) total_wrong += 1;
     return;
   }
+  c->op = O.op;
+  c->root = O.coll->has_root ? O.root : 0;
+  if (c->root >= c->nranks) {
+    char why[64];
+    snprintf(why, sizeof why, "not a rank of %d", c->nranks);
+    bench_fail(c, "--root", why);
+  }
   table_t t = {0};
   build_columns(&t);
   for (int i = 0; i < t.ncols; i++)
@@ -482,9 +491,11 @@ static void run_rank(bctx_t *c) {
   if (c->rank == 0) {
     const char *mode = c->gpu ? (O.graph ? "CUDA-graph replays, device events" : "stream launches, device events")
                               : "back-to-back calls, monotonic clock";
-    printf("# symcoll-bench: %s %s%s%s, backend %s, %d ranks (%s mode) on %s%s\n", coll, symcoll_dtype_name(O.dtype),
-           O.coll->has_op ? " " : "", O.coll->has_op ? symcoll_op_name(O.op) : "", c->gpu ? "cuda" : "host", c->nranks,
-           O.mode, machine,
+    char root[32] = "";
+    if (O.coll->has_root) snprintf(root, sizeof root, ", root %d", c->root);
+    printf("# symcoll-bench: %s %s%s%s%s, backend %s, %d ranks (%s mode) on %s%s\n", coll, symcoll_dtype_name(O.dtype),
+           O.coll->has_op ? " " : "", O.coll->has_op ? symcoll_op_name(O.op) : "", root, c->gpu ? "cuda" : "host",
+           c->nranks, O.mode, machine,
            c->gpu && !strcmp(O.mode, "thread") && c->nranks > 1
                ? ", EMULATION: ranks share GPUs, not a measure of NVLink"
                : "");
@@ -494,10 +505,10 @@ static void run_rank(bctx_t *c) {
     printf(
         "# bytes: nccl-tests' size (%s); busbw: bytes / time x %s, nccl-tests' bus bandwidth of the best "
         "symcoll column; speedup: the baseline peer's time / the best symcoll column's; best: the fastest column\n",
-        O.coll->kind == SYMCOLL_COLL_ALL_REDUCE   ? "the buffer"
-        : O.coll->kind == SYMCOLL_COLL_ALL_GATHER ? "the gathered output"
-                                                  : "the input, nranks x the output",
-        O.coll->busbw_factor_num == 2 ? "2(n-1)/n" : "(n-1)/n");
+        O.coll->size_is,
+        O.coll->busbw_whole             ? "1"
+        : O.coll->busbw_factor_num == 2 ? "2(n-1)/n"
+                                        : "(n-1)/n");
     for (int i = 0; i < t.ncols; i++)
       if (!t.cols[i].run) printf("# %s: %s\n", t.cols[i].name, t.cols[i].na);
     print_header(stdout, &t, false);
@@ -516,7 +527,7 @@ static void run_rank(bctx_t *c) {
     const size_t count = O.coll->count_of(bytes, es, c->nranks);
     if (count == 0) continue;
     seed += 7919;
-    O.coll->expect(want, O.dtype, O.op, count, c->rank, c->nranks, seed);
+    O.coll->expect(want, O.dtype, O.op, count, c->rank, c->nranks, c->root, O.inplace, seed);
     char *in = send, *out = recv;
     if (O.inplace && O.coll->kind == SYMCOLL_COLL_ALL_GATHER) in = recv + (size_t)c->rank * count * es;
     if (O.inplace && O.coll->kind == SYMCOLL_COLL_REDUCE_SCATTER) out = send + (size_t)c->rank * count * es;
@@ -549,9 +560,8 @@ static void run_rank(bctx_t *c) {
           second = i;
       tune_rows[ntune++] = (tune_row_t){bytes, best_sc, second, slow[best_sc], second >= 0 ? slow[second] : 0};
     }
-    const double busbw =
-        best_sc >= 0 ? (double)bytes / (slow[best_sc] * 1e3) * O.coll->busbw_factor_num * (c->nranks - 1) / c->nranks
-                     : 0;
+    const double bus_factor = O.coll->busbw_factor_num * (O.coll->busbw_whole ? 1.0 : (c->nranks - 1.0) / c->nranks);
+    const double busbw = best_sc >= 0 ? (double)bytes / (slow[best_sc] * 1e3) * bus_factor : 0;
     if (isatty(2)) fprintf(stderr, "\r\033[K"); /* the progress bar gives way to the row */
     printf("%12zu %10zu %8s", bytes, count, symcoll_dtype_name(O.dtype));
     for (int i = 0; i < t.ncols; i++)
@@ -621,13 +631,15 @@ static void print_env(const char *name, const char *dflt, const char *help, void
 static void usage(const char *argv0) {
   printf(
       "usage: %s [options]\n"
-      "  --coll all_reduce|all_gather|reduce_scatter   the collective (default all_reduce)\n"
+      "  --coll all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all   the collective\n"
+      "                     (default all_reduce)\n"
       "  --coll all_gather_matmul|matmul_reduce_scatter --shapes helion|kraken|all|small|M,N,K\n"
       "                     the fused GEMM operations over shapes (per-rank M; default all on GPUs)\n"
       "  -b SIZE / -e SIZE / -f FACTOR   size range in bytes (K, M, G suffixes) and step factor; the size is\n"
-      "                     nccl-tests': all_gather's output, reduce_scatter's input\n"
+      "                     nccl-tests': all_gather's output, reduce_scatter's and all_to_all's input\n"
       "  -d DTYPE           fp32 fp16 bf16 fp64 int8 uint8 int32 uint32 int64 uint64 fp8_e4m3 fp8_e5m2\n"
-      "  -o sum|max|min  -n ITERS  -w WARMUP  -r REPS\n"
+      "  -o sum|prod|max|min|avg  -n ITERS  -w WARMUP  -r REPS\n"
+      "  --root R           broadcast's and reduce's root (default 0)\n"
       "  -G 0|1             CUDA-graph mode (default 1)\n"
       "  --algo LIST        symcoll columns: auto and the collective's algorithms (default: all of them)\n"
       "  --peers LIST       peer columns: nccl (GPU), mpi (CPU, under mpirun)\n"
@@ -646,12 +658,21 @@ static const char *default_algos(symcoll_coll_t coll, bool gpu) {
   if (bench_across_nodes()) return "hierarchical,engine,auto";
   switch (coll) {
     case SYMCOLL_COLL_ALL_GATHER:
+    case SYMCOLL_COLL_ALL_TO_ALL:
       return gpu ? "pull,push,lamport,copy_engine,auto" : "pull,push,auto";
     case SYMCOLL_COLL_REDUCE_SCATTER:
       return gpu ? "pull,lamport,auto" : "pull,auto";
-    default:
-      return gpu ? "oneshot,oneshot_db,lamport,twoshot,auto" : "oneshot,twoshot,auto";
+    case SYMCOLL_COLL_BROADCAST:
+      return gpu ? "pull,lamport,copy_engine,auto" : "pull,auto";
+    case SYMCOLL_COLL_REDUCE:
+      return "oneshot,auto";
+    case SYMCOLL_COLL_ALL_REDUCE:
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_NUM_COLL_KINDS:
+      break;
   }
+  return gpu ? "oneshot,oneshot_db,lamport,twoshot,auto" : "oneshot,twoshot,auto";
 }
 
 /* What the command line says beside O. */
@@ -660,6 +681,10 @@ typedef struct {
   const char *title;
   int nmerge, warmup_set, reps_set, algos_set, peers_set, range_set;
 } args_t;
+
+/* The plain collectives, by the name --coll takes (symcoll_coll_name). */
+static const bench_coll_t *const bench_colls[] = {&bench_all_reduce, &bench_all_gather, &bench_reduce_scatter,
+                                                  &bench_broadcast,  &bench_reduce,     &bench_all_to_all};
 
 /* The command line into O and *x: -1 to go on, else the exit code (help, --env, bad usage). */
 static int parse_args(int argc, char **argv, args_t *x) {
@@ -704,16 +729,20 @@ static int parse_args(int argc, char **argv, args_t *x) {
     } else if (!strcmp(a, "--coll") && v) {
       const char *c = TAKE;
       O.mm = !strcmp(c, "all_gather_matmul") ? 1 : !strcmp(c, "matmul_reduce_scatter") ? 2 : 0;
-      O.coll = !strcmp(c, "all_reduce")       ? &bench_all_reduce
-               : !strcmp(c, "all_gather")     ? &bench_all_gather
-               : !strcmp(c, "reduce_scatter") ? &bench_reduce_scatter
-               : O.mm                         ? &bench_all_gather
-                                              : NULL;
+      O.coll = O.mm ? &bench_all_gather : NULL;
+      for (size_t k = 0; k < sizeof bench_colls / sizeof bench_colls[0]; k++)
+        if (!strcmp(c, symcoll_coll_name(bench_colls[k]->kind))) O.coll = bench_colls[k];
       if (!O.coll) {
-        fprintf(stderr,
-                "unknown collective %s (all_reduce, all_gather, reduce_scatter, all_gather_matmul, "
-                "matmul_reduce_scatter)\n",
-                c);
+        fprintf(stderr, "unknown collective %s (", c);
+        for (size_t k = 0; k < sizeof bench_colls / sizeof bench_colls[0]; k++)
+          fprintf(stderr, "%s, ", symcoll_coll_name(bench_colls[k]->kind));
+        fprintf(stderr, "all_gather_matmul, matmul_reduce_scatter)\n");
+        return 2;
+      }
+    } else if (!strcmp(a, "--root") && v) {
+      O.root = atoi(TAKE);
+      if (O.root < 0) {
+        fprintf(stderr, "--root %d: a rank, >= 0\n", O.root);
         return 2;
       }
     } else if (!strcmp(a, "--algo") && v)

@@ -1,10 +1,11 @@
 /* symcoll-bench: one harness (bench.c), one file per collective (coll_allreduce.c,
- * coll_allgather.c, coll_reducescatter.c) and per peer (peer_nccl.c, peer_mpi.c), in the shape
- * of nccl-tests. */
+ * coll_allgather.c, coll_reducescatter.c, coll_broadcast.c, coll_reduce.c, coll_alltoall.c)
+ * and per peer (peer_nccl.c, peer_mpi.c), in the shape of nccl-tests. */
 #ifndef SYMCOLL_BENCH_H
 #define SYMCOLL_BENCH_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <symcoll.h>
@@ -18,27 +19,37 @@ typedef struct bctx {
   int rank, nranks, device; /* device -1: CPU */
   bool gpu;
   bool inplace;
+  symcoll_op_t op; /* the run's op (-o) and root (--root), for peers' set-up */
+  int root;
   void *stream;
 } bctx_t;
 
 /* What differs between collectives (nccl-tests' per-collective table). `bytes` is nccl-tests'
- * size: the larger buffer of the call (all_reduce: either; all_gather: the output;
- * reduce_scatter: the input); `count` the call's count argument. */
+ * size: the larger buffer of the call (all_reduce, broadcast, reduce: either; all_gather: the
+ * output; reduce_scatter, all_to_all: the input); `count` the call's count argument. */
 typedef struct bench_coll {
   symcoll_coll_t kind;
-  bool has_op;             /* all_gather combines nothing */
-  double busbw_factor_num; /* busbw = algbw * num * (n - 1) / n: 2 for all_reduce, else 1 */
+  bool has_op;             /* all_gather, broadcast, all_to_all combine nothing */
+  bool has_root;           /* broadcast, reduce: --root picks it */
+  double busbw_factor_num; /* busbw = algbw * num * (n - 1) / n: 2 for all_reduce, else 1... */
+  bool busbw_whole;        /* ...or algbw * num (broadcast, reduce: nccl-tests) */
+  const char *size_is;     /* what `bytes` is, for the table's header */
   size_t (*count_of)(size_t bytes, size_t es, int n);
   size_t (*send_elems)(size_t count, int n);
   size_t (*recv_elems)(size_t count, int n);
-  /* Fills this rank's input (send_elems) and the output every rank must see (recv_elems). */
-  void (*fill)(void *send, symcoll_dtype_t dt, size_t count, int rank, int n, uint32_t seed);
-  void (*expect)(void *want, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int rank, int n, uint32_t seed);
+  /* Fills this rank's input (send_elems) for op (exact_fill_op: PROD and AVG draw their own). */
+  void (*fill)(void *send, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int rank, int n, uint32_t seed);
+  /* The output (recv_elems) this rank must see after one call on its fill; in_place: recv
+   * held this rank's input before the call (what the call does not write keeps it), else the
+   * poison (EXACT_POISON bytes). */
+  void (*expect)(void *want, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int rank, int n, int root,
+                 bool in_place, uint32_t seed);
   symcoll_status_t (*run)(symcoll_comm_t comm, const void *send, void *recv, size_t count, symcoll_dtype_t dt,
-                          symcoll_op_t op, void *stream, const symcoll_coll_opts_t *opts);
+                          symcoll_op_t op, int root, void *stream, const symcoll_coll_opts_t *opts);
 } bench_coll_t;
 
-extern const bench_coll_t bench_all_reduce, bench_all_gather, bench_reduce_scatter;
+extern const bench_coll_t bench_all_reduce, bench_all_gather, bench_reduce_scatter, bench_broadcast, bench_reduce,
+    bench_all_to_all;
 
 typedef struct column column_t;
 struct column {

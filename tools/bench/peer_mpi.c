@@ -1,7 +1,8 @@
 /* Open MPI as a peer column of the CPU backend (symcoll-bench-mpi only): MPI_Allreduce,
- * MPI_Allgather, MPI_Reduce_scatter_block. MPI has no 16-bit float types: fp16 and bf16 are
- * MPI_UINT16_T with user-defined sum / max / min that widen to fp32, as users do; the fp8
- * types have none (n/a for the reductions). */
+ * MPI_Allgather, MPI_Reduce_scatter_block, MPI_Bcast, MPI_Reduce, MPI_Alltoall. MPI has no
+ * 16-bit float types: fp16 and bf16 are MPI_UINT16_T with user-defined sum / max / min / prod
+ * that widen to fp32, as users do; the fp8 types have none (n/a for the reductions), and no
+ * type has an average (n/a for avg). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,9 +70,11 @@ HALF_OP(bf_min, bf2f, f2bf, x < y ? x : y)
 HALF_OP(h_sum, h2f, f2h, x + y)
 HALF_OP(h_max, h2f, f2h, x > y ? x : y)
 HALF_OP(h_min, h2f, f2h, x < y ? x : y)
+HALF_OP(bf_prod, bf2f, f2bf, x *y)
+HALF_OP(h_prod, h2f, f2h, x *y)
 
 typedef struct {
-  MPI_Op half_ops[2][3]; /* [bf16, fp16][sum, max, min] */
+  MPI_Op half_ops[2][SYMCOLL_AVG]; /* [bf16, fp16][sum, max, min, prod] (symcoll_op_t's order) */
 } mpi_state_t;
 
 static int mpi_init(bctx_t *c, column_t *col, const bench_coll_t *coll) {
@@ -83,26 +86,43 @@ static int mpi_init(bctx_t *c, column_t *col, const bench_coll_t *coll) {
     snprintf(col->na, sizeof col->na, "n/a: MPI_Reduce_scatter_block in place puts the result at the buffer's start");
     return 1;
   }
+  if (coll->has_op && c->op == SYMCOLL_AVG) {
+    snprintf(col->na, sizeof col->na, "n/a: MPI has no average");
+    return 1;
+  }
   mpi_state_t *st = calloc(1, sizeof *st);
-  MPI_User_function *fns[2][3] = {{bf_sum, bf_max, bf_min}, {h_sum, h_max, h_min}};
+  MPI_User_function *fns[2][SYMCOLL_AVG] = {{bf_sum, bf_max, bf_min, bf_prod}, {h_sum, h_max, h_min, h_prod}};
   for (int t = 0; t < 2; t++)
-    for (int o = 0; o < 3; o++) MPI_Op_create(fns[t][o], 1, &st->half_ops[t][o]);
+    for (int o = 0; o < SYMCOLL_AVG; o++) MPI_Op_create(fns[t][o], 1, &st->half_ops[t][o]);
   col->state = st;
   return 0;
 }
 
 static int mpi_run(bctx_t *c, column_t *col, const bench_coll_t *coll, const void *send, void *recv, size_t count,
                    symcoll_dtype_t dt, symcoll_op_t op) {
-  (void)c;
   mpi_state_t *st = col->state;
-  if (coll->kind == SYMCOLL_COLL_ALL_GATHER) { /* bytes are bytes */
-    const int bytes = (int)(count * symcoll_dtype_size(dt));
-    const int me = c->rank;
-    const void *in = send == (const char *)recv + (size_t)me * (size_t)bytes ? MPI_IN_PLACE : send;
-    return MPI_Allgather(in, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS;
+  const int bytes = (int)(count * symcoll_dtype_size(dt)), me = c->rank;
+  switch (coll->kind) { /* bytes are bytes */
+    case SYMCOLL_COLL_ALL_GATHER: {
+      const void *in = send == (const char *)recv + (size_t)me * (size_t)bytes ? MPI_IN_PLACE : send;
+      return MPI_Allgather(in, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS;
+    }
+    case SYMCOLL_COLL_BROADCAST: /* MPI broadcasts one buffer: the root's input goes there first */
+      if (me == c->root && send != recv) memcpy(recv, send, (size_t)bytes);
+      return MPI_Bcast(recv, bytes, MPI_BYTE, c->root, MPI_COMM_WORLD) != MPI_SUCCESS;
+    case SYMCOLL_COLL_ALL_TO_ALL:
+      return MPI_Alltoall(send == recv ? MPI_IN_PLACE : send, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, MPI_COMM_WORLD) !=
+             MPI_SUCCESS;
+    case SYMCOLL_COLL_ALL_REDUCE:
+    case SYMCOLL_COLL_REDUCE_SCATTER:
+    case SYMCOLL_COLL_REDUCE:
+    case SYMCOLL_COLL_ALL_GATHER_MATMUL:
+    case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_NUM_COLL_KINDS:
+      break;
   }
   MPI_Datatype t;
-  MPI_Op o = op == SYMCOLL_SUM ? MPI_SUM : op == SYMCOLL_MAX ? MPI_MAX : MPI_MIN;
+  MPI_Op o = op == SYMCOLL_SUM ? MPI_SUM : op == SYMCOLL_MAX ? MPI_MAX : op == SYMCOLL_MIN ? MPI_MIN : MPI_PROD;
   switch (dt) {
     case SYMCOLL_FLOAT32:
       t = MPI_FLOAT;
@@ -140,6 +160,9 @@ static int mpi_run(bctx_t *c, column_t *col, const bench_coll_t *coll, const voi
   }
   if (coll->kind == SYMCOLL_COLL_ALL_REDUCE)
     return MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, t, o, MPI_COMM_WORLD) != MPI_SUCCESS;
+  if (coll->kind == SYMCOLL_COLL_REDUCE)
+    return MPI_Reduce(me == c->root && send == recv ? MPI_IN_PLACE : send, recv, (int)count, t, o, c->root,
+                      MPI_COMM_WORLD) != MPI_SUCCESS;
   return MPI_Reduce_scatter_block(send, recv, (int)count, t, o, MPI_COMM_WORLD) != MPI_SUCCESS;
 }
 
@@ -148,7 +171,7 @@ static void mpi_fini(bctx_t *c, column_t *col) {
   mpi_state_t *st = col->state;
   if (!st) return;
   for (int t = 0; t < 2; t++)
-    for (int o = 0; o < 3; o++) MPI_Op_free(&st->half_ops[t][o]);
+    for (int o = 0; o < SYMCOLL_AVG; o++) MPI_Op_free(&st->half_ops[t][o]);
   free(st);
 }
 

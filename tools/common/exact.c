@@ -3,10 +3,13 @@
 #include "exact.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
-/* Only small integers are stored (and the fp8 types see -1, 0, 1), so every conversion
- * below is exact and every order of combining gives the same result. */
+/* Encoders round to nearest even, like every conversion symcoll makes: the inputs are small
+ * integers (exact in every dtype), and AVG's results are not, so each encoder handles any
+ * finite value, normal and subnormal. Written apart from the library's conversions (src/core/
+ * half.c, src/host/reduce.c), so that the reference does not share their mistakes. */
 static uint16_t f32_to_bf16(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
@@ -18,20 +21,30 @@ static float bf16_to_f32(uint16_t h) {
   memcpy(&f, &u, 4);
   return f;
 }
-static uint16_t f32_to_f16_int(float f) {
-  if (f == 0) return signbit(f) ? 0x8000 : 0;
-  uint16_t sign = f < 0 ? 0x8000 : 0;
-  float a = f < 0 ? -f : f;
-  int e = 0;
-  while (a >= 2.0f) {
-    a /= 2;
-    e++;
-  }
-  while (a < 1.0f) {
-    a *= 2;
-    e--;
-  }
-  return (uint16_t)(sign | ((e + 15) << 10) | (uint16_t)((a - 1.0f) * 1024.0f));
+/* The code of finite v in a binary format of `mbits` stored mantissa bits and exponent bias
+ * `bias` (sign bit at 1 << sign_shift), rounded to nearest even; a magnitude whose code would
+ * exceed max_code is max_code (fp8: saturation to the largest finite value; fp16: infinity).
+ * The quantum (the spacing of representable values at v's exponent, or at the smallest normal
+ * exponent for subnormals) scales v exactly, rint rounds to nearest even, and a mantissa that
+ * rounds up to 2^(mbits+1) carries into the exponent field by itself. */
+static uint32_t encode_rne(double v, int mbits, int bias, uint32_t max_code, int sign_shift) {
+  const uint32_t sign = signbit(v) ? 1u << sign_shift : 0;
+  const double a = fabs(v);
+  if (a == 0) return sign;
+  int e;
+  frexp(a, &e);
+  const int emin = 1 - bias;
+  const int lead = e - 1 < emin ? emin : e - 1; /* exponent of the leading bit; subnormals: emin */
+  const double q = rint(ldexp(a, mbits - lead));
+  uint32_t code;
+  if (e - 1 < emin)
+    code = (uint32_t)q; /* subnormal (q == 2^mbits: the smallest normal, which the same bits encode) */
+  else
+    code = ((uint32_t)(lead + bias) << mbits) + (uint32_t)(q - ldexp(1.0, mbits));
+  return sign | (code > max_code ? max_code : code);
+}
+static uint16_t f32_to_f16(float f) {
+  return (uint16_t)encode_rne(f, 10, 15, 0x7c00u, 15);
 }
 static float f16_to_f32_any(uint16_t h) {
   int e = (h >> 10) & 31, m = h & 1023;
@@ -39,18 +52,9 @@ static float f16_to_f32_any(uint16_t h) {
   if (e == 31) v = m ? NAN : INFINITY;
   return (h & 0x8000) ? -v : v;
 }
-/* fp8 of -8..8 (integers; e4m3 and e5m2 hold them all exactly). */
-static uint8_t f32_to_fp8_int(float f, int e5m2) {
-  if (f == 0) return signbit(f) ? 0x80 : 0;
-  uint8_t sign = f < 0 ? 0x80 : 0;
-  float a = fabsf(f);
-  int e = 0;
-  while (a >= 2.0f) {
-    a /= 2;
-    e++;
-  }
-  const int mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
-  return (uint8_t)(sign | ((e + bias) << mbits) | (uint8_t)((a - 1.0f) * (float)(1 << mbits)));
+/* OCP fp8, saturating: e4m3's largest finite is 448 (0x7e; 0x7f is NaN), e5m2's 57344 (0x7b). */
+static uint8_t f32_to_fp8(float f, int e5m2) {
+  return (uint8_t)(e5m2 ? encode_rne(f, 2, 15, 0x7bu, 7) : encode_rne(f, 3, 7, 0x7eu, 7));
 }
 static double fp8_to_f64(uint8_t b, int e5m2) {
   const int mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
@@ -96,13 +100,35 @@ double exact_value(symcoll_dtype_t dt, int rank, size_t i, uint32_t seed) {
   return (double)((int)(x % value_range[d].mod) - value_range[d].off) * value_range[d].scale;
 }
 
+static bool is_unsigned(symcoll_dtype_t dt) {
+  return dt == SYMCOLL_UINT8 || dt == SYMCOLL_UINT32 || dt == SYMCOLL_UINT64;
+}
+static bool is_fp8(symcoll_dtype_t dt) {
+  return dt == SYMCOLL_FLOAT8_E4M3 || dt == SYMCOLL_FLOAT8_E5M2;
+}
+
+/* PROD's factors: ranks 0..2 from {-2, -1, 1, 2} (unsigned types: {0, 1, 2}, 0 one time in
+ * 7), ranks from 3 on from {-1, 1} (unsigned: 1, 0 one time in 16), so every product is 0 or
+ * +-1, 2, ..., 8: exact in every dtype (fp8 included), never wrapping, never 0xa5.
+ * AVG on fp8: the SUM inputs times 4 ({-4, 0, 4}): with -1..1, e4m3's -1/5 (n = 5, 10, 15)
+ * rounds to -0.203125, whose bits are EXACT_POISON's; multiples of 4 give |sum / n| >= 1/4
+ * for n <= 16 (or 0), beyond that band. */
+double exact_value_op(symcoll_dtype_t dt, symcoll_op_t op, int rank, size_t i, uint32_t seed) {
+  if (op == SYMCOLL_AVG && is_fp8(dt)) return 4 * exact_value(dt, rank, i, seed);
+  if (op != SYMCOLL_PROD) return exact_value(dt, rank, i, seed);
+  const uint32_t x = mix((uint32_t)i * 2654435761u ^ (uint32_t)rank * 40503u ^ seed ^ 0x5bd1e995u);
+  static const double early[4] = {-2, -1, 1, 2}, late[2] = {-1, 1};
+  if (is_unsigned(dt)) return rank < 3 ? (x % 7 == 0 ? 0 : x % 7 <= 3 ? 1 : 2) : (x % 16 == 0 ? 0 : 1);
+  return rank < 3 ? early[x % 4] : late[x % 2];
+}
+
 void exact_store(void *host, symcoll_dtype_t dt, size_t i, double v) {
   switch (dt) {
     case SYMCOLL_FLOAT32:
       ((float *)host)[i] = (float)v;
       break;
     case SYMCOLL_FLOAT16:
-      ((uint16_t *)host)[i] = f32_to_f16_int((float)v);
+      ((uint16_t *)host)[i] = f32_to_f16((float)v);
       break;
     case SYMCOLL_BFLOAT16:
       ((uint16_t *)host)[i] = f32_to_bf16((float)v);
@@ -129,10 +155,10 @@ void exact_store(void *host, symcoll_dtype_t dt, size_t i, double v) {
       ((double *)host)[i] = v;
       break;
     case SYMCOLL_FLOAT8_E4M3:
-      ((uint8_t *)host)[i] = f32_to_fp8_int((float)v, 0);
+      ((uint8_t *)host)[i] = f32_to_fp8((float)v, 0);
       break;
     default:
-      ((uint8_t *)host)[i] = f32_to_fp8_int((float)v, 1);
+      ((uint8_t *)host)[i] = f32_to_fp8((float)v, 1);
       break;
   }
 }
@@ -166,23 +192,80 @@ double exact_load(const void *host, symcoll_dtype_t dt, size_t i) {
   }
 }
 
+void exact_fill_range_op(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t first, size_t count, int rank,
+                         uint32_t seed) {
+  for (size_t i = 0; i < count; i++) exact_store(host, dt, i, exact_value_op(dt, op, rank, first + i, seed));
+}
+
+void exact_fill_op(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int rank, uint32_t seed) {
+  exact_fill_range_op(host, dt, op, 0, count, rank, seed);
+}
+
 void exact_fill_range(void *host, symcoll_dtype_t dt, size_t first, size_t count, int rank, uint32_t seed) {
-  for (size_t i = 0; i < count; i++) exact_store(host, dt, i, exact_value(dt, rank, first + i, seed));
+  exact_fill_range_op(host, dt, SYMCOLL_SUM, first, count, rank, seed);
 }
 
 void exact_fill(void *host, symcoll_dtype_t dt, size_t count, int rank, uint32_t seed) {
   exact_fill_range(host, dt, 0, count, rank, seed);
 }
 
+/* AVG: the sum (exact: small integers), wrapped around in integer types as symcoll's sums are,
+ * then one division by nranks in the accumulation type, then one rounding to dt (exact_store
+ * rounds to nearest even; fp8 saturates). */
+static double average(symcoll_dtype_t dt, double sum, int nranks) {
+  const int64_t s = (int64_t)sum, n = nranks;
+  switch (dt) {
+    case SYMCOLL_FLOAT32:
+    case SYMCOLL_FLOAT16:
+    case SYMCOLL_BFLOAT16:
+    case SYMCOLL_FLOAT8_E4M3:
+    case SYMCOLL_FLOAT8_E5M2:
+      return (double)((float)sum / (float)nranks);
+    case SYMCOLL_FLOAT64:
+      return sum / nranks;
+    case SYMCOLL_INT8:
+      return (double)((int8_t)s / n); /* C's division truncates toward zero */
+    case SYMCOLL_INT32:
+      return (double)((int32_t)s / n);
+    case SYMCOLL_INT64:
+      return (double)(s / n);
+    case SYMCOLL_UINT8:
+      return (double)((uint8_t)s / (uint64_t)n);
+    case SYMCOLL_UINT32:
+      return (double)((uint32_t)s / (uint64_t)n);
+    case SYMCOLL_UINT64:
+      return (double)((uint64_t)s / (uint64_t)n);
+    case SYMCOLL_NUM_DTYPES:
+      break;
+  }
+  return sum / nranks;
+}
+
 void exact_expect_range(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t first, size_t count, int nranks,
                         uint32_t seed) {
   for (size_t i = 0; i < count; i++) {
-    double acc = exact_value(dt, 0, first + i, seed);
+    double acc = exact_value_op(dt, op, 0, first + i, seed);
     for (int r = 1; r < nranks; r++) {
-      double v = exact_value(dt, r, first + i, seed);
-      acc = op == SYMCOLL_SUM ? acc + v : op == SYMCOLL_MAX ? (v > acc ? v : acc) : (v < acc ? v : acc);
+      const double v = exact_value_op(dt, op, r, first + i, seed);
+      switch (op) {
+        case SYMCOLL_SUM:
+        case SYMCOLL_AVG:
+          acc += v;
+          break;
+        case SYMCOLL_PROD:
+          acc *= v;
+          break;
+        case SYMCOLL_MAX:
+          acc = v > acc ? v : acc;
+          break;
+        case SYMCOLL_MIN:
+          acc = v < acc ? v : acc;
+          break;
+        case SYMCOLL_NUM_OPS:
+          break;
+      }
     }
-    exact_store(host, dt, i, acc);
+    exact_store(host, dt, i, op == SYMCOLL_AVG ? average(dt, acc, nranks) : acc);
   }
 }
 

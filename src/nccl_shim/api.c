@@ -1,0 +1,772 @@
+/*
+ * The exported entry points: every function libnccl.so.2 exports (ncclXxx and pncclXxx), as
+ * nccl.h declares them. Collectives go through dispatch(): served by symcoll where shim_decide
+ * says so, else forwarded to the real NCCL through the communicator's real NCCL communicator.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim_rt.h"
+
+/* Marks this library as the shim (real.c never loads a library exporting it as the real NCCL). */
+SHIM_EXPORT const int symcoll_nccl_shim_version = SYMCOLL_VERSION_CODE;
+
+/* ---- versions, ids, errors ---------------------------------------------------------------- */
+
+SHIM_EXPORT ncclResult_t ncclGetVersion(int *version) {
+  if (!version) return ncclInvalidArgument;
+  const shim_real_t *r = shim_real();
+  int v = NCCL_VERSION_CODE;
+  if (r && r->GetVersion(&v) != ncclSuccess) v = NCCL_VERSION_CODE;
+  /* Programs turn features on by version; what they call, the shim serves or forwards. */
+  *version = v < NCCL_VERSION(2, 27, 0) ? NCCL_VERSION(2, 27, 0) : v;
+  return ncclSuccess;
+}
+
+SHIM_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+  if (!id) return ncclInvalidArgument;
+  char job[SHIM_JOB_ID_MAX];
+  shim_job_id_new(job);
+  if (shim_id_encode(job, id) != 0) return ncclInternalError;
+  SHIM_INFO("ncclGetUniqueId: job %s", job);
+  return ncclSuccess;
+}
+
+SHIM_EXPORT const char *ncclGetErrorString(ncclResult_t result) {
+  return shim_result_string(result);
+}
+
+SHIM_EXPORT const char *ncclGetLastError(ncclComm_t comm) {
+  (void)comm;
+  if (shim_last_error()[0]) return shim_last_error();
+  return symcoll_last_error();
+}
+
+/* ---- communicators ------------------------------------------------------------------------ */
+
+SHIM_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                                ncclConfig_t *config) {
+  int blocking = 1;
+  const char *why = NULL;
+  ncclResult_t rc = shim_config_check(config, &blocking, &why);
+  if (rc != ncclSuccess) {
+    shim_error("ncclCommInitRankConfig: %s", why);
+    return rc;
+  }
+  if (!comm || nranks < 1 || rank < 0 || rank >= nranks) {
+    shim_error("ncclCommInitRank: invalid arguments (comm %p, rank %d of %d)", (void *)comm, rank, nranks);
+    return ncclInvalidArgument;
+  }
+  char job[SHIM_JOB_ID_MAX];
+  if (shim_id_decode(&commId, job) != 0) {
+    shim_error(
+        "ncclCommInitRank: the ncclUniqueId was not made by libsymcoll_nccl's ncclGetUniqueId (every rank "
+        "must run on the shim)");
+    return ncclInvalidArgument;
+  }
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    shim_error("ncclCommInitRank: no current CUDA device: %s", cudaGetErrorString(cudaGetLastError()));
+    return ncclUnhandledCudaError;
+  }
+  ncclComm_t c = shim_comm_new(rank, nranks, dev, job, blocking);
+  if (!c) return ncclSystemError;
+  *comm = c;
+  if (shim_group_defer(c)) return blocking ? ncclSuccess : ncclInProgress;
+  if (!blocking) {
+    rc = shim_comm_create_async(c);
+    return rc == ncclSuccess ? ncclInProgress : rc;
+  }
+  rc = shim_comm_create(c);
+  if (rc != ncclSuccess) {
+    shim_comm_free(c);
+    *comm = NULL;
+  }
+  return rc;
+}
+
+SHIM_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
+  return ncclCommInitRankConfig(comm, nranks, commId, rank, NULL);
+}
+
+SHIM_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
+                                                  ncclUniqueId *commIds, ncclConfig_t *config) {
+  if (nId < 1 || !commIds) return ncclInvalidArgument;
+  return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config); /* one node: one id */
+}
+
+SHIM_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
+  if (!comms || ndev < 1) return ncclInvalidArgument;
+  int *devs = malloc((size_t)ndev * sizeof *devs);
+  symcoll_comm_t *scs = calloc((size_t)ndev, sizeof *scs);
+  shim_clique_t *q = calloc(1, sizeof *q);
+  ncclComm_t *members = calloc((size_t)ndev, sizeof *members);
+  ncclResult_t rc = ncclSystemError;
+  if (!devs || !scs || !q || !members) goto fail;
+  for (int i = 0; i < ndev; i++) devs[i] = devlist ? devlist[i] : i;
+  shim_env_prepare();
+  int prev = -1;
+  cudaGetDevice(&prev);
+  symcoll_status_t s = symcoll_comm_create_all(ndev, devs, scs);
+  if (prev >= 0) cudaSetDevice(prev);
+  if (s != SYMCOLL_OK) {
+    shim_error("ncclCommInitAll (%d ranks): symcoll_comm_create_all: %s (%s)", ndev, symcoll_status_string(s),
+               symcoll_last_error());
+    rc = shim_result(s);
+    goto fail;
+  }
+  pthread_mutex_init(&q->lock, NULL);
+  q->init_all = true;
+  q->n = q->refs = ndev;
+  q->devs = devs;
+  q->comms = members;
+  for (int i = 0; i < ndev; i++) {
+    ncclComm_t c = shim_comm_new(i, ndev, devs[i], "", 1);
+    if (!c) abort(); /* a few hundred bytes after symcoll made its communicators */
+    c->sc = scs[i];
+    c->state = SHIM_READY;
+    c->clique = q;
+    c->clique_index = i;
+    members[i] = comms[i] = c;
+  }
+  SHIM_INFO("ncclCommInitAll: %d ranks in thread mode", ndev);
+  free(scs);
+  return ncclSuccess;
+fail:
+  free(devs);
+  free(scs);
+  free(q);
+  free(members);
+  return rc;
+}
+
+SHIM_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
+  int blocking = 1;
+  const char *why = NULL;
+  ncclResult_t rc = shim_config_check(config, &blocking, &why);
+  if (rc != ncclSuccess) {
+    shim_error("ncclCommSplit: %s", why);
+    return rc;
+  }
+  if (!newcomm) return ncclInvalidArgument;
+  if ((rc = shim_comm_ready(comm, "ncclCommSplit")) != ncclSuccess) return rc;
+  if (!comm->sc) {
+    shim_error("ncclCommSplit of a communicator without symcoll (ncclCommShrink's) is not supported");
+    return ncclInvalidUsage;
+  }
+  symcoll_comm_t sub = NULL;
+  const int prev = shim_device_enter(comm->device);
+  symcoll_status_t s =
+      symcoll_comm_split(comm->sc, color == NCCL_SPLIT_NOCOLOR ? SYMCOLL_SPLIT_NOCOLOR : color, key, &sub);
+  shim_device_leave(comm->device, prev);
+  if (s != SYMCOLL_OK) {
+    shim_error("ncclCommSplit: symcoll_comm_split: %s (%s)", symcoll_status_string(s), symcoll_last_error());
+    return shim_result(s);
+  }
+  if (!sub) {
+    *newcomm = NULL;
+    return ncclSuccess;
+  }
+  ncclComm_t c = shim_comm_new(symcoll_comm_rank(sub), symcoll_comm_nranks(sub), comm->device, "", blocking);
+  if (!c) {
+    symcoll_comm_destroy(sub);
+    return ncclSystemError;
+  }
+  c->sc = sub;
+  c->state = SHIM_READY;
+  *newcomm = c;
+  SHIM_INFO("ncclCommSplit: rank %d of %d (color %d)", c->rank, c->nranks, color);
+  return ncclSuccess;
+}
+
+SHIM_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                                        ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags) {
+  /* The excluded ranks do not call it, so symcoll_comm_split (every rank) cannot: the new
+   * communicator is the real NCCL's shrunk one, every call forwarded. */
+  ncclResult_t rc = shim_comm_ready(comm, "ncclCommShrink");
+  if (rc != ncclSuccess) return rc;
+  const shim_real_t *r = shim_real();
+  pthread_mutex_lock(&comm->real_lock);
+  ncclComm_t real = comm->real_state == 1 ? comm->real : NULL;
+  pthread_mutex_unlock(&comm->real_lock);
+  if (!r || !real || !r->CommShrink || !newcomm) {
+    shim_error(
+        "ncclCommShrink needs the real NCCL communicator, made at the first forwarded call; this communicator "
+        "has none (symcoll cannot shrink: its split needs every rank)");
+    return ncclInvalidUsage;
+  }
+  ncclComm_t rnew = NULL;
+  if ((rc = r->CommShrink(real, excludeRanksList, excludeRanksCount, &rnew, config, shrinkFlags)) != ncclSuccess)
+    return rc;
+  int rank = 0, n = 0;
+  r->CommUserRank(rnew, &rank);
+  r->CommCount(rnew, &n);
+  ncclComm_t c = shim_comm_new(rank, n, comm->device, "", 1);
+  if (!c) return ncclSystemError;
+  c->real = rnew;
+  c->real_state = 1;
+  c->state = SHIM_READY;
+  *newcomm = c;
+  return ncclSuccess;
+}
+
+/* NCCL's ncclCommFinalize: every call of ours is done (device synchronised), and every peer has
+ * got this far (a host barrier), so no peer sees this rank leave as a lost peer. Ranks one
+ * thread drives together (ncclCommInitAll, several ncclCommInitRank in one group) skip the
+ * barrier: their peers' finalize comes later on the same thread. */
+SHIM_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  ncclResult_t rc = shim_comm_ready(comm, "ncclCommFinalize");
+  if (rc != ncclSuccess) return rc;
+  if (comm->finalized) return ncclSuccess;
+  comm->finalized = true;
+  if (comm->sc) {
+    const int prev = shim_device_enter(comm->device);
+    if (cudaDeviceSynchronize() != cudaSuccess) rc = ncclUnhandledCudaError;
+    if (!comm->clique && !comm->same_thread_peers) {
+      symcoll_status_t s = symcoll_comm_barrier(comm->sc);
+      if (s != SYMCOLL_OK && rc == ncclSuccess) rc = shim_result(s);
+    }
+    shim_device_leave(comm->device, prev);
+  }
+  const shim_real_t *r = shim_real();
+  if (comm->real_state == 1 && r && r->CommFinalize) {
+    ncclResult_t r2 = r->CommFinalize(comm->real);
+    if (rc == ncclSuccess) rc = r2;
+  }
+  return rc;
+}
+
+SHIM_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (!comm) return ncclSuccess; /* as NCCL */
+  if (comm->magic != SHIM_COMM_MAGIC) return ncclInvalidArgument;
+  if (shim_group_holds(comm)) return ncclInvalidUsage;
+  shim_comm_ready(comm, "ncclCommDestroy"); /* a creation under way ends first; a failed one is freed too */
+  if (comm->state == SHIM_READY && !comm->finalized) ncclCommFinalize(comm);
+  const shim_real_t *r = shim_real();
+  if (comm->real_state == 1 && comm->real && r) r->CommDestroy(comm->real);
+  if (comm->sc) symcoll_comm_destroy(comm->sc);
+  shim_comm_free(comm);
+  return ncclSuccess;
+}
+
+SHIM_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  if (comm->magic != SHIM_COMM_MAGIC) return ncclInvalidArgument;
+  if (shim_group_holds(comm)) return ncclInvalidUsage;
+  /* A creation still under way cannot be cut short: it ends within symcoll's timeout. */
+  shim_comm_ready(comm, "ncclCommAbort");
+  if (comm->sc) symcoll_comm_abort(comm->sc); /* every wait of this rank ends */
+  const shim_real_t *r = shim_real();
+  if (comm->real_state == 1 && comm->real && r) r->CommAbort(comm->real);
+  if (comm->sc) symcoll_comm_destroy(comm->sc);
+  shim_comm_free(comm);
+  return ncclSuccess;
+}
+
+SHIM_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  ncclResult_t rc = shim_comm_ready(comm, "ncclCommRevoke");
+  if (rc != ncclSuccess) return rc;
+  if (comm->sc) symcoll_comm_abort(comm->sc);
+  const shim_real_t *r = shim_real();
+  if (comm->real_state == 1 && r && r->CommRevoke) rc = r->CommRevoke(comm->real, revokeFlags);
+  return rc;
+}
+
+SHIM_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+  if (!comm || comm->magic != SHIM_COMM_MAGIC || !asyncError) return ncclInvalidArgument;
+  pthread_mutex_lock(&comm->lock);
+  const int state = comm->state;
+  const ncclResult_t init_rc = comm->init_rc;
+  pthread_mutex_unlock(&comm->lock);
+  if (state == SHIM_PENDING) {
+    *asyncError = ncclInProgress;
+    return ncclSuccess;
+  }
+  if (state == SHIM_FAILED) {
+    *asyncError = init_rc;
+    return ncclSuccess;
+  }
+  symcoll_status_t s = comm->sc ? symcoll_comm_check(comm->sc) : SYMCOLL_OK;
+  *asyncError = shim_result(s);
+  const shim_real_t *r = shim_real();
+  if (s == SYMCOLL_OK && comm->real_state == 1 && r && r->CommGetAsyncError)
+    return r->CommGetAsyncError(comm->real, asyncError);
+  return ncclSuccess;
+}
+
+SHIM_EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
+  if (!comm || comm->magic != SHIM_COMM_MAGIC || !count) return ncclInvalidArgument;
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+SHIM_EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device) {
+  if (!comm || comm->magic != SHIM_COMM_MAGIC || !device) return ncclInvalidArgument;
+  *device = comm->device;
+  return ncclSuccess;
+}
+
+SHIM_EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank) {
+  if (!comm || comm->magic != SHIM_COMM_MAGIC || !rank) return ncclInvalidArgument;
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+/* ---- the collectives ----------------------------------------------------------------------- */
+
+typedef struct {
+  shim_call_t call;
+  const void *send;
+  void *recv;
+  size_t count;
+  ncclDataType_t dtype;
+  ncclRedOp_t op;
+  int root; /* broadcast, reduce, gather, scatter; send/recv: the peer */
+} call_t;
+
+static symcoll_status_t serve(ncclComm_t c, const call_t *a, cudaStream_t stream) {
+  const symcoll_dtype_t dt = (symcoll_dtype_t)shim_dtype(a->dtype);
+  const symcoll_op_t op = (symcoll_op_t)(shim_call_reduces(a->call) ? shim_op(a->op) : 0);
+  switch (a->call) {
+    case SHIM_ALL_REDUCE:
+      return symcoll_all_reduce(c->sc, a->send, a->recv, a->count, dt, op, stream);
+    case SHIM_ALL_GATHER:
+      return symcoll_all_gather(c->sc, a->send, a->recv, a->count, dt, stream);
+    case SHIM_REDUCE_SCATTER:
+      return symcoll_reduce_scatter(c->sc, a->send, a->recv, a->count, dt, op, stream);
+    case SHIM_BROADCAST:
+      return symcoll_broadcast(c->sc, a->send, a->recv, a->count, dt, a->root, stream);
+    case SHIM_REDUCE:
+      return symcoll_reduce(c->sc, a->send, a->recv, a->count, dt, op, a->root, stream);
+    case SHIM_ALL_TO_ALL:
+      return symcoll_all_to_all(c->sc, a->send, a->recv, a->count, dt, stream);
+    case SHIM_SEND:
+    case SHIM_RECV:
+    case SHIM_GATHER:
+    case SHIM_SCATTER:
+    case SHIM_NUM_CALLS:
+      break;
+  }
+  return SYMCOLL_ERR_UNSUPPORTED;
+}
+
+static ncclResult_t forward(ncclComm_t c, const call_t *a, cudaStream_t stream) {
+  ncclResult_t rc = ncclSuccess;
+  const char *name = shim_call_name(a->call);
+  ncclComm_t real = shim_comm_real(c, stream, name, &rc);
+  if (!real) return rc;
+  const shim_real_t *r = shim_real();
+  if ((rc = shim_group_forwarding(r)) != ncclSuccess) return rc;
+  switch (a->call) {
+    case SHIM_ALL_REDUCE:
+      rc = r->AllReduce(a->send, a->recv, a->count, a->dtype, a->op, real, stream);
+      break;
+    case SHIM_ALL_GATHER:
+      rc = r->AllGather(a->send, a->recv, a->count, a->dtype, real, stream);
+      break;
+    case SHIM_REDUCE_SCATTER:
+      rc = r->ReduceScatter(a->send, a->recv, a->count, a->dtype, a->op, real, stream);
+      break;
+    case SHIM_BROADCAST:
+      rc = r->Broadcast(a->send, a->recv, a->count, a->dtype, a->root, real, stream);
+      break;
+    case SHIM_REDUCE:
+      rc = r->Reduce(a->send, a->recv, a->count, a->dtype, a->op, a->root, real, stream);
+      break;
+    case SHIM_ALL_TO_ALL:
+      rc = r->AlltoAll ? r->AlltoAll(a->send, a->recv, a->count, a->dtype, real, stream) : ncclInvalidUsage;
+      break;
+    case SHIM_SEND:
+      rc = r->Send(a->send, a->count, a->dtype, a->root, real, stream);
+      break;
+    case SHIM_RECV:
+      rc = r->Recv(a->recv, a->count, a->dtype, a->root, real, stream);
+      break;
+    case SHIM_GATHER:
+      rc = r->Gather ? r->Gather(a->send, a->recv, a->count, a->dtype, a->root, real, stream) : ncclInvalidUsage;
+      break;
+    case SHIM_SCATTER:
+      rc = r->Scatter ? r->Scatter(a->send, a->recv, a->count, a->dtype, a->root, real, stream) : ncclInvalidUsage;
+      break;
+    case SHIM_NUM_CALLS:
+      rc = ncclInternalError;
+      break;
+  }
+  if (rc != ncclSuccess && rc != ncclInProgress)
+    shim_error("%s through the real NCCL: %s (%s)", name, r->GetErrorString(rc),
+               r->GetLastError ? r->GetLastError(real) : "");
+  return rc;
+}
+
+static ncclResult_t dispatch(ncclComm_t comm, const call_t *a, cudaStream_t stream) {
+  const char *name = shim_call_name(a->call);
+  ncclResult_t rc = shim_comm_ready(comm, name);
+  if (rc != ncclSuccess) return rc;
+  const shim_policy_t policy = shim_policy();
+  const int coll = shim_call_coll(a->call), dt = shim_dtype(a->dtype);
+  shim_comm_view_t view = {.capable = comm->sc != NULL, .table_algo = -1, .coll_refused = false};
+  if ((unsigned)a->call < SHIM_NUM_CALLS) view.coll_refused = comm->refused[a->call];
+  if (coll >= 0 && dt >= 0 && comm->sc) {
+    symcoll_algo_t algo;
+    if (symcoll_coll_algo(comm->sc, (symcoll_coll_t)coll, a->count, (symcoll_dtype_t)dt, &algo) == SYMCOLL_OK)
+      view.table_algo = (int)algo;
+  }
+  const size_t bytes = dt >= 0 ? a->count * symcoll_dtype_size((symcoll_dtype_t)dt) : 0;
+  shim_decision_t d = shim_decide(&policy, a->call, a->dtype, a->op, bytes, &view);
+  if (d.serve) {
+    const int prev = shim_device_enter(comm->device);
+    symcoll_status_t s = serve(comm, a, stream);
+    shim_device_leave(comm->device, prev);
+    if (s == SYMCOLL_ERR_UNSUPPORTED) { /* the same answer on every rank: the same arguments */
+      comm->refused[a->call] = true;
+      d = (shim_decision_t){false, "symcoll answered UNSUPPORTED"};
+      SHIM_INFO("rank %d: %s: symcoll refused it (%s)", comm->rank, name, symcoll_last_error());
+    } else {
+      SHIM_INFO("rank %d: %s count %zu %s: symcoll (%s%s%s)", comm->rank, name, a->count,
+                dt >= 0 ? symcoll_dtype_name((symcoll_dtype_t)dt) : "?", d.why, view.table_algo >= 0 ? ": " : "",
+                view.table_algo >= 0 ? symcoll_algo_name(view.table_algo) : "");
+      if (s != SYMCOLL_OK) shim_error("%s on symcoll: %s (%s)", name, symcoll_status_string(s), symcoll_last_error());
+      return shim_result(s);
+    }
+  }
+  SHIM_INFO("rank %d: %s count %zu: NCCL (%s)", comm->rank, name, a->count, d.why);
+  return forward(comm, a, stream);
+}
+
+SHIM_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  const call_t a = {SHIM_ALL_REDUCE, sendbuff, recvbuff, count, datatype, op, 0};
+  return dispatch(comm, &a, stream);
+}
+
+SHIM_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                       ncclComm_t comm, cudaStream_t stream) {
+  const call_t a = {SHIM_ALL_GATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0};
+  return dispatch(comm, &a, stream);
+}
+
+SHIM_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                           cudaStream_t stream) {
+  const call_t a = {SHIM_REDUCE_SCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0};
+  return dispatch(comm, &a, stream);
+}
+
+SHIM_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                       int root, ncclComm_t comm, cudaStream_t stream) {
+  const call_t a = {SHIM_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root};
+  return dispatch(comm, &a, stream);
+}
+
+SHIM_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                   cudaStream_t stream) {
+  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+SHIM_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  const call_t a = {SHIM_REDUCE, sendbuff, recvbuff, count, datatype, op, root};
+  return dispatch(comm, &a, stream);
+}
+
+SHIM_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                      ncclComm_t comm, cudaStream_t stream) {
+  const call_t a = {SHIM_ALL_TO_ALL, sendbuff, recvbuff, count, datatype, ncclSum, 0};
+  return dispatch(comm, &a, stream);
+}
+
+SHIM_EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                    int root, ncclComm_t comm, cudaStream_t stream) {
+  const call_t a = {SHIM_GATHER, sendbuff, recvbuff, count, datatype, ncclSum, root};
+  return dispatch(comm, &a, stream);
+}
+
+SHIM_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                     int root, ncclComm_t comm, cudaStream_t stream) {
+  const call_t a = {SHIM_SCATTER, sendbuff, recvbuff, count, datatype, ncclSum, root};
+  return dispatch(comm, &a, stream);
+}
+
+SHIM_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                  ncclComm_t comm, cudaStream_t stream) {
+  const call_t a = {SHIM_SEND, sendbuff, NULL, count, datatype, ncclSum, peer};
+  return dispatch(comm, &a, stream);
+}
+
+SHIM_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                  cudaStream_t stream) {
+  const call_t a = {SHIM_RECV, NULL, recvbuff, count, datatype, ncclSum, peer};
+  return dispatch(comm, &a, stream);
+}
+
+/* ---- reduction ops ------------------------------------------------------------------------- */
+
+SHIM_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                                  ncclScalarResidence_t residence, ncclComm_t comm) {
+  /* Calls with the op are forwarded (shim_decide), so the op is the real NCCL's. */
+  ncclResult_t rc = shim_comm_ready(comm, "ncclRedOpCreatePreMulSum");
+  if (rc != ncclSuccess) return rc;
+  ncclComm_t real = shim_comm_real(comm, NULL, "ncclRedOpCreatePreMulSum", &rc);
+  if (!real) return rc;
+  const shim_real_t *r = shim_real();
+  return r->RedOpCreatePreMulSum ? r->RedOpCreatePreMulSum(op, scalar, datatype, residence, real) : ncclInvalidUsage;
+}
+
+SHIM_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  ncclResult_t rc = shim_comm_ready(comm, "ncclRedOpDestroy");
+  if (rc != ncclSuccess) return rc;
+  const shim_real_t *r = shim_real();
+  if (comm->real_state != 1 || !r || !r->RedOpDestroy) return ncclInvalidArgument;
+  return r->RedOpDestroy(op, comm->real);
+}
+
+/* ---- memory and registration ---------------------------------------------------------------- */
+
+SHIM_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
+  if (!ptr) return ncclInvalidArgument;
+  const shim_real_t *r = shim_real();
+  if (r && r->MemAlloc) return r->MemAlloc(ptr, size);
+  if (cudaMalloc(ptr, size) != cudaSuccess) {
+    shim_error("ncclMemAlloc: cudaMalloc of %zu bytes: %s", size, cudaGetErrorString(cudaGetLastError()));
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
+SHIM_EXPORT ncclResult_t ncclMemFree(void *ptr) {
+  const shim_real_t *r = shim_real(); /* loaded or not, the same answer as at ncclMemAlloc */
+  if (r && r->MemFree) return r->MemFree(ptr);
+  return cudaFree(ptr) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+}
+
+/* The handles the shim gives where NCCL is not asked: a token with a magic. */
+#define SHIM_HANDLE_MAGIC 0x73796d636f6c6c68ull /* "symcollh" */
+typedef struct {
+  uint64_t magic;
+  void *buff;
+  size_t size;
+} shim_handle_t;
+
+static void *handle_new(void *buff, size_t size) {
+  shim_handle_t *h = malloc(sizeof *h);
+  if (h) *h = (shim_handle_t){SHIM_HANDLE_MAGIC, buff, size};
+  return h;
+}
+
+static bool handle_free(void *p) {
+  shim_handle_t *h = p;
+  if (!h || h->magic != SHIM_HANDLE_MAGIC) return false;
+  h->magic = 0;
+  free(h);
+  return true;
+}
+
+SHIM_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle) {
+  ncclResult_t rc = shim_comm_ready(comm, "ncclCommRegister");
+  if (rc != ncclSuccess) return rc;
+  if (!handle) return ncclInvalidArgument;
+  const shim_real_t *r = shim_real();
+  if (comm->real_state == 1 && r && r->CommRegister) return r->CommRegister(comm->real, buff, size, handle);
+  /* No real communicator yet: accepted, nothing registered (forwarded calls later run
+   * unregistered; symcoll stages non-symmetric buffers itself). */
+  return (*handle = handle_new(buff, size)) ? ncclSuccess : ncclSystemError;
+}
+
+SHIM_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
+  ncclResult_t rc = shim_comm_ready(comm, "ncclCommDeregister");
+  if (rc != ncclSuccess) return rc;
+  if (handle_free(handle)) return ncclSuccess;
+  const shim_real_t *r = shim_real();
+  if (comm->real_state == 1 && r && r->CommDeregister) return r->CommDeregister(comm->real, handle);
+  return ncclInvalidArgument;
+}
+
+/* Symmetric windows: accepted, and a handle returned; nothing is registered. Serving calls on
+ * window buffers zero-copy (a symcoll symmetric allocation behind the window) is future work:
+ * today symcoll stages such buffers like any other, and forwarded calls run unregistered. */
+SHIM_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
+                                                int winFlags) {
+  (void)winFlags;
+  ncclResult_t rc = shim_comm_ready(comm, "ncclCommWindowRegister");
+  if (rc != ncclSuccess) return rc;
+  if (!win) return ncclInvalidArgument;
+  return (*win = (ncclWindow_t)handle_new(buff, size)) ? ncclSuccess : ncclSystemError;
+}
+
+SHIM_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  ncclResult_t rc = shim_comm_ready(comm, "ncclCommWindowDeregister");
+  if (rc != ncclSuccess) return rc;
+  return handle_free(win) ? ncclSuccess : ncclInvalidArgument;
+}
+
+/* ---- NCCL's device API (host side): forwarded to the real NCCL ------------------------------- */
+
+SHIM_EXPORT ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void *reqs, void *outDevComm);
+SHIM_EXPORT ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const void *devComm);
+SHIM_EXPORT shim_team_t ncclTeamWorld(ncclComm_t comm);
+SHIM_EXPORT shim_team_t ncclTeamLsa(ncclComm_t comm);
+SHIM_EXPORT shim_team_t ncclTeamRail(ncclComm_t comm);
+SHIM_EXPORT int ncclTeamRankToWorld(ncclComm_t comm, shim_team_t team, int rank);
+SHIM_EXPORT int ncclTeamRankToLsa(ncclComm_t comm, shim_team_t team, int rank);
+SHIM_EXPORT ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, shim_team_t team, int nBarriers,
+                                                         void *outHandle, void *outReq);
+SHIM_EXPORT ncclResult_t ncclLsaBarrierCreateRequirement(shim_team_t team, int nBarriers, void *outHandle,
+                                                         void *outReq);
+SHIM_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
+SHIM_EXPORT ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, void *outHandle, void *outReq);
+SHIM_EXPORT void ncclResetDebugInitInternal(void);
+
+/* The real communicator of a device-API call (made now if need be); NULL with *rc on failure. */
+static ncclComm_t dev_real(ncclComm_t comm, const char *what, ncclResult_t *rc) {
+  if ((*rc = shim_comm_ready(comm, what)) != ncclSuccess) return NULL;
+  return shim_comm_real(comm, NULL, what, rc);
+}
+
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void *reqs, void *outDevComm) {
+  ncclResult_t rc;
+  ncclComm_t real = dev_real(comm, "ncclDevCommCreate", &rc);
+  if (!real) return rc;
+  const shim_real_t *r = shim_real();
+  return r->DevCommCreate ? r->DevCommCreate(real, reqs, outDevComm) : ncclInvalidUsage;
+}
+
+ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const void *devComm) {
+  ncclResult_t rc;
+  ncclComm_t real = dev_real(comm, "ncclDevCommDestroy", &rc);
+  if (!real) return rc;
+  const shim_real_t *r = shim_real();
+  return r->DevCommDestroy ? r->DevCommDestroy(real, devComm) : ncclInvalidUsage;
+}
+
+/* Teams: the real NCCL's answer where a real communicator exists; else one node's (the world is
+ * the LSA team, the rail team is this rank alone). */
+static ncclComm_t real_if_made(ncclComm_t comm) {
+  return comm && comm->magic == SHIM_COMM_MAGIC && comm->real_state == 1 ? comm->real : NULL;
+}
+
+shim_team_t ncclTeamWorld(ncclComm_t comm) {
+  const shim_real_t *r = shim_real();
+  ncclComm_t real = real_if_made(comm);
+  if (real && r && r->TeamWorld) return r->TeamWorld(real);
+  return comm ? (shim_team_t){comm->nranks, comm->rank, 1} : (shim_team_t){0, 0, 0};
+}
+
+shim_team_t ncclTeamLsa(ncclComm_t comm) {
+  const shim_real_t *r = shim_real();
+  ncclComm_t real = real_if_made(comm);
+  if (real && r && r->TeamLsa) return r->TeamLsa(real);
+  return comm ? (shim_team_t){comm->nranks, comm->rank, 1} : (shim_team_t){0, 0, 0};
+}
+
+shim_team_t ncclTeamRail(ncclComm_t comm) {
+  const shim_real_t *r = shim_real();
+  ncclComm_t real = real_if_made(comm);
+  if (real && r && r->TeamRail) return r->TeamRail(real);
+  return comm ? (shim_team_t){1, 0, comm->nranks} : (shim_team_t){0, 0, 0};
+}
+
+int ncclTeamRankToWorld(ncclComm_t comm, shim_team_t team, int rank) {
+  const shim_real_t *r = shim_real();
+  ncclComm_t real = real_if_made(comm);
+  if (real && r && r->TeamRankToWorld) return r->TeamRankToWorld(real, team, rank);
+  return comm ? comm->rank + (rank - team.rank) * team.stride : -1;
+}
+
+int ncclTeamRankToLsa(ncclComm_t comm, shim_team_t team, int rank) {
+  const shim_real_t *r = shim_real();
+  ncclComm_t real = real_if_made(comm);
+  if (real && r && r->TeamRankToLsa) return r->TeamRankToLsa(real, team, rank);
+  return comm ? comm->rank + (rank - team.rank) * team.stride : -1;
+}
+
+ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, shim_team_t team, int nBarriers, void *outHandle,
+                                             void *outReq) {
+  ncclResult_t rc;
+  ncclComm_t real = dev_real(comm, "ncclGinBarrierCreateRequirement", &rc);
+  if (!real) return rc;
+  const shim_real_t *r = shim_real();
+  return r->GinBarrierCreateRequirement ? r->GinBarrierCreateRequirement(real, team, nBarriers, outHandle, outReq)
+                                        : ncclInvalidUsage;
+}
+
+ncclResult_t ncclLsaBarrierCreateRequirement(shim_team_t team, int nBarriers, void *outHandle, void *outReq) {
+  const shim_real_t *r = shim_real();
+  return r && r->LsaBarrierCreateRequirement ? r->LsaBarrierCreateRequirement(team, nBarriers, outHandle, outReq)
+                                             : ncclInvalidUsage;
+}
+
+int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
+  const shim_real_t *r = shim_real();
+  return r && r->LLA2ACalcSlots ? r->LLA2ACalcSlots(maxElts, maxEltSize) : -1;
+}
+
+ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, void *outHandle, void *outReq) {
+  const shim_real_t *r = shim_real();
+  return r && r->LLA2ACreateRequirement ? r->LLA2ACreateRequirement(nBlocks, nSlots, outHandle, outReq)
+                                        : ncclInvalidUsage;
+}
+
+/* Deprecated in nccl.h (not part of NCCL's API), exported all the same. */
+SHIM_EXPORT void ncclResetDebugInit(void) {
+  const shim_real_t *r = shim_real();
+  if (r && r->ResetDebugInit) r->ResetDebugInit();
+}
+
+void ncclResetDebugInitInternal(void) {
+  const shim_real_t *r = shim_real();
+  if (r && r->ResetDebugInit) r->ResetDebugInit();
+}
+
+/* ---- pncclXxx ------------------------------------------------------------------------------ */
+
+SHIM_PALIAS(GetVersion)
+SHIM_PALIAS(GetUniqueId)
+SHIM_PALIAS(GetErrorString)
+SHIM_PALIAS(GetLastError)
+SHIM_PALIAS(CommInitRankConfig)
+SHIM_PALIAS(CommInitRank)
+SHIM_PALIAS(CommInitRankScalable)
+SHIM_PALIAS(CommInitAll)
+SHIM_PALIAS(CommSplit)
+SHIM_PALIAS(CommShrink)
+SHIM_PALIAS(CommFinalize)
+SHIM_PALIAS(CommDestroy)
+SHIM_PALIAS(CommAbort)
+SHIM_PALIAS(CommRevoke)
+SHIM_PALIAS(CommGetAsyncError)
+SHIM_PALIAS(CommCount)
+SHIM_PALIAS(CommCuDevice)
+SHIM_PALIAS(CommUserRank)
+SHIM_PALIAS(AllReduce)
+SHIM_PALIAS(AllGather)
+SHIM_PALIAS(ReduceScatter)
+SHIM_PALIAS(Broadcast)
+SHIM_PALIAS(Bcast)
+SHIM_PALIAS(Reduce)
+SHIM_PALIAS(AlltoAll)
+SHIM_PALIAS(Gather)
+SHIM_PALIAS(Scatter)
+SHIM_PALIAS(Send)
+SHIM_PALIAS(Recv)
+SHIM_PALIAS(RedOpCreatePreMulSum)
+SHIM_PALIAS(RedOpDestroy)
+SHIM_PALIAS(MemAlloc)
+SHIM_PALIAS(MemFree)
+SHIM_PALIAS(CommRegister)
+SHIM_PALIAS(CommDeregister)
+SHIM_PALIAS(CommWindowRegister)
+SHIM_PALIAS(CommWindowDeregister)
+SHIM_PALIAS(DevCommCreate)
+SHIM_PALIAS(DevCommDestroy)
+SHIM_PALIAS(TeamWorld)
+SHIM_PALIAS(TeamLsa)
+SHIM_PALIAS(TeamRail)
+SHIM_PALIAS(TeamRankToWorld)
+SHIM_PALIAS(TeamRankToLsa)
+SHIM_PALIAS(GinBarrierCreateRequirement)
+SHIM_PALIAS(LsaBarrierCreateRequirement)
+SHIM_PALIAS(LLA2ACalcSlots)
+SHIM_PALIAS(LLA2ACreateRequirement)
+extern void pncclResetDebugInit(void) __attribute__((alias("ncclResetDebugInit"), visibility("default")));

@@ -1,0 +1,143 @@
+/*
+ * The run-time parts of the shim (real.c, comm.c, group.c, api.c): CUDA and libsymcoll.
+ */
+#ifndef SYMCOLL_NCCL_SHIM_RT_H
+#define SYMCOLL_NCCL_SHIM_RT_H
+
+#include <pthread.h>
+
+#include <cuda_runtime.h>
+
+#include "shim.h"
+
+/* ---- real.c: the real NCCL ----------------------------------------------------------------- */
+
+/* NCCL's device-API host functions (the C++ headers under nccl_device/): the few types they take. */
+typedef struct {
+  int nRanks, rank, stride;
+} shim_team_t;
+
+/* Every function of the real NCCL the shim calls, as nccl.h declares it. */
+/* clang-format off */
+#define SHIM_REAL_LIST(X)                                                                                  \
+  X(GetVersion) X(GetUniqueId) X(CommInitRankConfig) X(CommInitRank) X(CommInitAll) X(CommFinalize)       \
+  X(CommDestroy) X(CommAbort) X(CommRevoke) X(CommSplit) X(CommShrink) X(CommInitRankScalable)             \
+  X(GetErrorString) X(GetLastError) X(CommGetAsyncError) X(CommCount) X(CommCuDevice) X(CommUserRank)      \
+  X(CommRegister) X(CommDeregister) X(CommWindowRegister) X(CommWindowDeregister) X(RedOpCreatePreMulSum)  \
+  X(RedOpDestroy) X(Reduce) X(Bcast) X(Broadcast) X(AllReduce) X(ReduceScatter) X(AllGather) X(AlltoAll)   \
+  X(Gather) X(Scatter) X(Send) X(Recv) X(GroupStart) X(GroupEnd) X(GroupSimulateEnd) X(MemAlloc) X(MemFree)
+/* clang-format on */
+
+typedef struct {
+#define SHIM_REAL_FIELD(name) __typeof__(nccl##name) *name;
+  SHIM_REAL_LIST(SHIM_REAL_FIELD)
+#undef SHIM_REAL_FIELD
+  void (*ResetDebugInit)(void);
+  ncclResult_t (*DevCommCreate)(ncclComm_t, const void *reqs, void *out_dev_comm);
+  ncclResult_t (*DevCommDestroy)(ncclComm_t, const void *dev_comm);
+  shim_team_t (*TeamWorld)(ncclComm_t);
+  shim_team_t (*TeamLsa)(ncclComm_t);
+  shim_team_t (*TeamRail)(ncclComm_t);
+  int (*TeamRankToWorld)(ncclComm_t, shim_team_t, int);
+  int (*TeamRankToLsa)(ncclComm_t, shim_team_t, int);
+  ncclResult_t (*GinBarrierCreateRequirement)(ncclComm_t, shim_team_t, int, void *, void *);
+  ncclResult_t (*LsaBarrierCreateRequirement)(shim_team_t, int, void *, void *);
+  int (*LLA2ACalcSlots)(int, int);
+  ncclResult_t (*LLA2ACreateRequirement)(int, int, void *, void *);
+} shim_real_t;
+
+/* The real NCCL, loaded once ($SYMCOLL_NCCL_REAL_LIB, else libnccl.so.2 as the loader finds it,
+ * else known paths; never the shim itself); NULL where none loads (shim_real_why says why). */
+SHIM_HIDDEN const shim_real_t *shim_real(void);
+SHIM_HIDDEN const char *shim_real_why(void);
+SHIM_HIDDEN const char *shim_real_path(void);
+
+/* ---- comm.c ------------------------------------------------------------------------------- */
+
+enum { SHIM_COMM_MAGIC = 0x5359434e, SHIM_PENDING = 0, SHIM_READY = 1, SHIM_FAILED = 2 };
+
+/* Ranks one thread made together: by ncclCommInitAll (init_all: their real communicators come
+ * from the real ncclCommInitAll), or by one ncclGroupStart/End (several ranks of a job, maybe
+ * with more in other processes: the id exchange of every member at once). Their real
+ * communicators are made together, by whichever thread needs one first. */
+typedef struct shim_clique {
+  pthread_mutex_t lock;
+  bool init_all;
+  int n, refs;
+  int *devs;
+  ncclComm_t *comms; /* the shim communicators (NULL once destroyed) */
+  ncclComm_t *reals; /* their real communicators, once made */
+  int real_state;    /* 0: not yet, 1: made, -1: failed (why) */
+  char why[512];
+} shim_clique_t;
+
+struct ncclComm {
+  uint32_t magic;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int state;            /* SHIM_PENDING / READY / FAILED */
+  ncclResult_t init_rc; /* the creation's result once not pending */
+  int rank, nranks, device;
+  int blocking;
+  char job_id[SHIM_JOB_ID_MAX];
+  symcoll_comm_t sc; /* NULL: a forward-only communicator (ncclCommShrink's) */
+  pthread_t creator;
+  bool has_creator;
+  bool finalized;
+  bool same_thread_peers; /* made with others by one thread (one group): no barrier at finalize */
+  /* The real NCCL communicator, made at the first call that needs it. */
+  pthread_mutex_t real_lock;
+  ncclComm_t real;
+  int real_state; /* 0: not yet, 1: made, -1: failed (real_why) */
+  char real_why[512];
+  shim_clique_t *clique;
+  int clique_index;
+  bool refused[SHIM_NUM_CALLS]; /* symcoll answered UNSUPPORTED for this call */
+};
+
+SHIM_HIDDEN shim_policy_t shim_policy(void);
+/* A new communicator, pending its creation (shim_comm_create). */
+SHIM_HIDDEN ncclComm_t shim_comm_new(int rank, int nranks, int device, const char *job_id, int blocking);
+/* Creates the symcoll communicator of a pending comm; sets state and init_rc, wakes waiters. */
+SHIM_HIDDEN ncclResult_t shim_comm_create(ncclComm_t c);
+/* Starts shim_comm_create on a thread of its own (non-blocking configs, groups). */
+SHIM_HIDDEN ncclResult_t shim_comm_create_async(ncclComm_t c);
+/* Validates comm and waits until its creation is done: ncclSuccess, or the error to return. */
+SHIM_HIDDEN ncclResult_t shim_comm_ready(ncclComm_t c, const char *what);
+/* The real communicator of c, made now if need be (a collective step: every rank of c reaches
+ * its first forwarded call together). NULL on failure (the error recorded, *rc set). */
+SHIM_HIDDEN ncclComm_t shim_comm_real(ncclComm_t c, cudaStream_t stream, const char *what, ncclResult_t *rc);
+SHIM_HIDDEN void shim_comm_free(ncclComm_t c);
+/* Ranks of one group, made by this thread (n > 1): one clique (shim_clique_t). */
+SHIM_HIDDEN void shim_comm_cohort(ncclComm_t *comms, int n);
+/* Before the first symcoll communicator: keep symcoll's own NCCL engine off the shim. */
+SHIM_HIDDEN void shim_env_prepare(void);
+
+/* ---- group.c ------------------------------------------------------------------------------ */
+
+/* Whether this thread is inside ncclGroupStart/End. */
+SHIM_HIDDEN int shim_group_depth(void);
+/* Inside a group: queue c's creation for the outermost ncclGroupEnd, return true. */
+SHIM_HIDDEN bool shim_group_defer(ncclComm_t c);
+/* Whether c is queued in this thread's open group (its creation has not started). */
+SHIM_HIDDEN bool shim_group_holds(ncclComm_t c);
+/* Before a forwarded call: opens the real group if this thread's group is open. */
+SHIM_HIDDEN ncclResult_t shim_group_forwarding(const shim_real_t *r);
+
+/* NCCL's profiling names (pncclXxx): the same functions. */
+#define SHIM_PALIAS(name) \
+  extern __typeof__(nccl##name) pnccl##name __attribute__((alias("nccl" #name), visibility("default")));
+
+/* ---- device scope: the comm's device while a call runs, the caller's after --------------- */
+
+static inline int shim_device_enter(int device) {
+  int cur = -1;
+  if (cudaGetDevice(&cur) != cudaSuccess) cur = -1;
+  if (cur != device) cudaSetDevice(device);
+  return cur;
+}
+static inline void shim_device_leave(int device, int prev) {
+  if (prev >= 0 && prev != device) cudaSetDevice(prev);
+}
+
+#endif /* SYMCOLL_NCCL_SHIM_RT_H */

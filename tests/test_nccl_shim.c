@@ -1,0 +1,586 @@
+/* libsymcoll_nccl (src/nccl_shim): the pure parts (the serve-or-forward decision, the dtype / op /
+ * status maps, ncclConfig_t checks, the ncclUniqueId encoding), compiled in, in every build;
+ * where the shim was built (SHIM_LIB: its path; SYMCOLL_NCCL_SHIM_LIB overrides it), the library as programs see it
+ * (dlopen, its exported names, version, ids, errors); and where a GPU is here, two processes running NCCL's collectives
+ * through it, checked element by element (skipped without one). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../src/nccl_shim/shim.h"
+
+/* ---- the dtype and op maps ---------------------------------------------------------------- */
+
+static void test_dtype_map(void **state) {
+  (void)state;
+  static const struct {
+    int nccl, sym;
+  } t[] = {{ncclInt8, SYMCOLL_INT8},
+           {ncclUint8, SYMCOLL_UINT8},
+           {ncclInt32, SYMCOLL_INT32},
+           {ncclUint32, SYMCOLL_UINT32},
+           {ncclInt64, SYMCOLL_INT64},
+           {ncclUint64, SYMCOLL_UINT64},
+           {ncclFloat16, SYMCOLL_FLOAT16},
+           {ncclFloat32, SYMCOLL_FLOAT32},
+           {ncclFloat64, SYMCOLL_FLOAT64},
+           {ncclBfloat16, SYMCOLL_BFLOAT16},
+           {ncclFloat8e4m3, SYMCOLL_FLOAT8_E4M3},
+           {ncclFloat8e5m2, SYMCOLL_FLOAT8_E5M2}};
+  assert_int_equal(sizeof t / sizeof t[0], ncclNumTypes); /* every NCCL dtype has a symcoll one */
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) assert_int_equal(shim_dtype(t[i].nccl), t[i].sym);
+  assert_int_equal(shim_dtype(ncclNumTypes), -1);
+  assert_int_equal(shim_dtype(-1), -1);
+}
+
+static void test_op_map(void **state) {
+  (void)state;
+  assert_int_equal(shim_op(ncclSum), SYMCOLL_SUM);
+  assert_int_equal(shim_op(ncclProd), SYMCOLL_PROD);
+  assert_int_equal(shim_op(ncclMax), SYMCOLL_MAX);
+  assert_int_equal(shim_op(ncclMin), SYMCOLL_MIN);
+  assert_int_equal(shim_op(ncclAvg), SYMCOLL_AVG);
+  assert_int_equal(shim_op(ncclNumOps), -1);     /* the first PreMulSum op */
+  assert_int_equal(shim_op(ncclNumOps + 7), -1); /* another */
+  assert_int_equal(shim_op(-1), -1);
+}
+
+static void test_call_maps(void **state) {
+  (void)state;
+  assert_int_equal(shim_call_coll(SHIM_ALL_REDUCE), SYMCOLL_COLL_ALL_REDUCE);
+  assert_int_equal(shim_call_coll(SHIM_ALL_GATHER), SYMCOLL_COLL_ALL_GATHER);
+  assert_int_equal(shim_call_coll(SHIM_REDUCE_SCATTER), SYMCOLL_COLL_REDUCE_SCATTER);
+  assert_int_equal(shim_call_coll(SHIM_BROADCAST), SYMCOLL_COLL_BROADCAST);
+  assert_int_equal(shim_call_coll(SHIM_REDUCE), SYMCOLL_COLL_REDUCE);
+  assert_int_equal(shim_call_coll(SHIM_ALL_TO_ALL), SYMCOLL_COLL_ALL_TO_ALL);
+  for (int c = SHIM_SEND; c < SHIM_NUM_CALLS; c++) assert_int_equal(shim_call_coll((shim_call_t)c), -1);
+  for (int c = 0; c < SHIM_NUM_CALLS; c++) assert_string_not_equal(shim_call_name((shim_call_t)c), "unknown");
+  assert_string_equal(shim_call_name(SHIM_NUM_CALLS), "unknown");
+  assert_true(shim_call_reduces(SHIM_ALL_REDUCE) && shim_call_reduces(SHIM_REDUCE_SCATTER) &&
+              shim_call_reduces(SHIM_REDUCE));
+  assert_false(shim_call_reduces(SHIM_ALL_GATHER) || shim_call_reduces(SHIM_BROADCAST) ||
+               shim_call_reduces(SHIM_ALL_TO_ALL) || shim_call_reduces(SHIM_SEND));
+}
+
+/* ---- SYMCOLL_NCCL_SHIM / SYMCOLL_NCCL_SHIM_MAX_BYTES ------------------------------------- */
+
+static void test_policy_parse(void **state) {
+  (void)state;
+  shim_policy_t p;
+  const char *bad;
+  assert_int_equal(shim_policy_parse(NULL, NULL, &p, &bad), 0);
+  assert_int_equal(p.mode, SHIM_MODE_AUTO);
+  assert_int_equal(p.max_bytes, 0);
+  assert_null(bad);
+  assert_int_equal(shim_policy_parse("serve", "", &p, &bad), 0);
+  assert_int_equal(p.mode, SHIM_MODE_SERVE);
+  assert_int_equal(shim_policy_parse("FORWARD", "4096", &p, &bad), 0);
+  assert_int_equal(p.mode, SHIM_MODE_FORWARD);
+  assert_int_equal(p.max_bytes, 4096);
+  assert_int_equal(shim_policy_parse("auto", "64K", &p, NULL), 0);
+  assert_int_equal(p.max_bytes, 64 << 10);
+  assert_int_equal(shim_policy_parse(NULL, "8M", &p, NULL), 0);
+  assert_int_equal(p.max_bytes, 8 << 20);
+  assert_int_equal(shim_policy_parse(NULL, "2GiB", &p, NULL), 0);
+  assert_int_equal(p.max_bytes, 2ull << 30);
+  assert_int_equal(shim_policy_parse(NULL, "1mb", &p, NULL), 0);
+  assert_int_equal(p.max_bytes, 1 << 20);
+  /* Malformed values: refused, named, and the default kept. */
+  assert_int_equal(shim_policy_parse("sometimes", NULL, &p, &bad), -1);
+  assert_string_equal(bad, "SYMCOLL_NCCL_SHIM");
+  assert_int_equal(p.mode, SHIM_MODE_AUTO);
+  const char *bad_sizes[] = {"12X", "-1", "K", "1Kx", "99999999999999999999", "1.5M"};
+  for (size_t i = 0; i < sizeof bad_sizes / sizeof bad_sizes[0]; i++) {
+    assert_int_equal(shim_policy_parse("serve", bad_sizes[i], &p, &bad), -1);
+    assert_string_equal(bad, "SYMCOLL_NCCL_SHIM_MAX_BYTES");
+    assert_int_equal(p.max_bytes, 0);
+    assert_int_equal(p.mode, SHIM_MODE_SERVE); /* the good one still counts */
+  }
+}
+
+/* ---- the decision -------------------------------------------------------------------------- */
+
+static void test_decide(void **state) {
+  (void)state;
+  shim_policy_t autop = {SHIM_MODE_AUTO, 0}, serve = {SHIM_MODE_SERVE, 0}, fwd = {SHIM_MODE_FORWARD, 0},
+                capped = {SHIM_MODE_AUTO, 1 << 20};
+  shim_comm_view_t ok = {true, SYMCOLL_ALGO_LAMPORT, false};
+  /* The six collectives, every dtype, the five ops: served. */
+  for (int c = 0; c <= SHIM_ALL_TO_ALL; c++)
+    for (int d = 0; d < ncclNumTypes; d++)
+      for (int o = 0; o < ncclNumOps; o++) {
+        shim_decision_t r = shim_decide(&autop, (shim_call_t)c, d, o, 4096, &ok);
+        assert_true(r.serve);
+        assert_non_null(r.why);
+      }
+  /* Send/Recv, Gather/Scatter: always NCCL, whatever the mode. */
+  for (int c = SHIM_SEND; c < SHIM_NUM_CALLS; c++) {
+    assert_false(shim_decide(&autop, (shim_call_t)c, ncclFloat32, ncclSum, 16, &ok).serve);
+    assert_false(shim_decide(&serve, (shim_call_t)c, ncclFloat32, ncclSum, 16, &ok).serve);
+  }
+  /* PreMulSum / user ops: NCCL for reductions; ignored by collectives that do not reduce. */
+  assert_false(shim_decide(&serve, SHIM_ALL_REDUCE, ncclFloat32, ncclNumOps, 16, &ok).serve);
+  assert_false(shim_decide(&autop, SHIM_REDUCE_SCATTER, ncclBfloat16, ncclNumOps + 3, 16, &ok).serve);
+  assert_false(shim_decide(&autop, SHIM_REDUCE, ncclBfloat16, ncclNumOps + 3, 16, &ok).serve);
+  assert_true(shim_decide(&autop, SHIM_ALL_GATHER, ncclBfloat16, ncclNumOps + 3, 16, &ok).serve);
+  /* Unknown dtype. */
+  assert_false(shim_decide(&serve, SHIM_ALL_GATHER, ncclNumTypes, ncclSum, 16, &ok).serve);
+  /* Where the table picks NCCL: forwarded under auto, served under serve. */
+  shim_comm_view_t nccl_row = {true, SYMCOLL_ALGO_NCCL, false};
+  shim_decision_t r = shim_decide(&autop, SHIM_ALL_REDUCE, ncclFloat32, ncclSum, 1 << 28, &nccl_row);
+  assert_false(r.serve);
+  assert_non_null(strstr(r.why, "NCCL"));
+  assert_true(shim_decide(&serve, SHIM_ALL_REDUCE, ncclFloat32, ncclSum, 1 << 28, &nccl_row).serve);
+  /* The byte cap: at the cap served, above it forwarded (and serve ignores it). */
+  assert_true(shim_decide(&capped, SHIM_ALL_REDUCE, ncclFloat32, ncclSum, 1 << 20, &ok).serve);
+  r = shim_decide(&capped, SHIM_ALL_REDUCE, ncclFloat32, ncclSum, (1 << 20) + 1, &ok);
+  assert_false(r.serve);
+  assert_non_null(strstr(r.why, "SYMCOLL_NCCL_SHIM_MAX_BYTES"));
+  /* forward: everything to NCCL. */
+  r = shim_decide(&fwd, SHIM_ALL_REDUCE, ncclFloat32, ncclSum, 16, &ok);
+  assert_false(r.serve);
+  assert_non_null(strstr(r.why, "forward"));
+  /* No symcoll communicator, symcoll refusing the collective (coll_algo failed, or an earlier
+   * UNSUPPORTED): NCCL, also under serve. */
+  shim_comm_view_t none = {false, SYMCOLL_ALGO_LAMPORT, false}, no_algo = {true, -1, false},
+                   refused = {true, SYMCOLL_ALGO_PULL, true};
+  assert_false(shim_decide(&serve, SHIM_ALL_REDUCE, ncclFloat32, ncclSum, 16, &none).serve);
+  assert_false(shim_decide(&serve, SHIM_BROADCAST, ncclFloat32, ncclSum, 16, &no_algo).serve);
+  assert_false(shim_decide(&serve, SHIM_ALL_TO_ALL, ncclFloat32, ncclSum, 16, &refused).serve);
+  assert_false(shim_decide(&serve, SHIM_ALL_REDUCE, ncclFloat32, ncclSum, 16, NULL).serve);
+}
+
+/* ---- statuses, error strings, configs ------------------------------------------------------ */
+
+static void test_status_map(void **state) {
+  (void)state;
+  assert_int_equal(shim_result(SYMCOLL_OK), ncclSuccess);
+  assert_int_equal(shim_result(SYMCOLL_ERR_INVALID_ARGUMENT), ncclInvalidArgument);
+  assert_int_equal(shim_result(SYMCOLL_ERR_UNSUPPORTED), ncclInvalidUsage);
+  assert_int_equal(shim_result(SYMCOLL_ERR_SYSTEM), ncclSystemError);
+  assert_int_equal(shim_result(SYMCOLL_ERR_CUDA), ncclUnhandledCudaError);
+  assert_int_equal(shim_result(SYMCOLL_ERR_NO_MEMORY), ncclSystemError);
+  assert_int_equal(shim_result(SYMCOLL_ERR_TIMEOUT), ncclRemoteError);
+  assert_int_equal(shim_result(SYMCOLL_ERR_PEER_LOST), ncclRemoteError);
+  assert_int_equal(shim_result(SYMCOLL_ERR_ABORTED), ncclInvalidUsage);
+  assert_int_equal(shim_result(SYMCOLL_ERR_MISMATCH), ncclInvalidUsage);
+  assert_int_equal(shim_result(SYMCOLL_ERR_INTERNAL), ncclInternalError);
+  assert_int_equal(shim_result((symcoll_status_t)-99), ncclInternalError);
+  assert_string_equal(shim_result_string(ncclSuccess), "no error");
+  for (int r = ncclUnhandledCudaError; r <= ncclInProgress; r++) {
+    assert_string_not_equal(shim_result_string((ncclResult_t)r), "unknown result code");
+    for (int q = ncclSuccess; q < r; q++)
+      assert_string_not_equal(shim_result_string((ncclResult_t)r), shim_result_string((ncclResult_t)q));
+  }
+  assert_string_equal(shim_result_string((ncclResult_t)99), "unknown result code");
+}
+
+static void test_config_check(void **state) {
+  (void)state;
+  int blocking = -1;
+  const char *why = NULL;
+  assert_int_equal(shim_config_check(NULL, &blocking, &why), ncclSuccess);
+  assert_int_equal(blocking, 1);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  assert_int_equal(shim_config_check(&cfg, &blocking, &why), ncclSuccess);
+  assert_int_equal(blocking, 1); /* undefined: blocking, as NCCL */
+  cfg.blocking = 0;
+  cfg.commName = "torch";
+  cfg.cgaClusterSize = 4; /* accepted, ignored */
+  assert_int_equal(shim_config_check(&cfg, &blocking, &why), ncclSuccess);
+  assert_int_equal(blocking, 0);
+  cfg.blocking = 1;
+  assert_int_equal(shim_config_check(&cfg, &blocking, &why), ncclSuccess);
+  assert_int_equal(blocking, 1);
+  ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+  bad.magic = 0;
+  assert_int_equal(shim_config_check(&bad, &blocking, &why), ncclInvalidArgument);
+  assert_non_null(strstr(why, "magic"));
+  bad = (ncclConfig_t)NCCL_CONFIG_INITIALIZER;
+  bad.size = 8;
+  assert_int_equal(shim_config_check(&bad, &blocking, &why), ncclInvalidArgument);
+  assert_non_null(strstr(why, "size"));
+  bad = (ncclConfig_t)NCCL_CONFIG_INITIALIZER;
+  bad.version = NCCL_VERSION(2, 10, 0);
+  assert_int_equal(shim_config_check(&bad, &blocking, &why), ncclInvalidArgument);
+  bad = (ncclConfig_t)NCCL_CONFIG_INITIALIZER;
+  bad.blocking = 7;
+  assert_int_equal(shim_config_check(&bad, &blocking, &why), ncclInvalidArgument);
+  /* An older, shorter struct (a program built against NCCL 2.18) is still accepted. */
+  ncclConfig_t old = NCCL_CONFIG_INITIALIZER;
+  old.size = offsetof(ncclConfig_t, splitShare);
+  old.version = NCCL_VERSION(2, 18, 0);
+  assert_int_equal(shim_config_check(&old, &blocking, &why), ncclSuccess);
+}
+
+/* ---- the unique id ------------------------------------------------------------------------- */
+
+static void test_unique_id(void **state) {
+  (void)state;
+  char a[SHIM_JOB_ID_MAX], b[SHIM_JOB_ID_MAX], back[SHIM_JOB_ID_MAX];
+  shim_job_id_new(a);
+  shim_job_id_new(b);
+  assert_int_equal(strncmp(a, "nccl-", 5), 0);
+  assert_int_equal(strlen(a), 5 + 32);
+  assert_string_not_equal(a, b); /* fresh randomness each time */
+  ncclUniqueId id;
+  assert_int_equal(shim_id_encode(a, &id), 0);
+  assert_int_equal(shim_id_decode(&id, back), 0);
+  assert_string_equal(back, a);
+  /* Passed by value and copied around as bytes, as programs do (torch's store, MPI_Bcast). */
+  ncclUniqueId copy;
+  memcpy(&copy, &id, sizeof id);
+  assert_int_equal(shim_id_decode(&copy, back), 0);
+  assert_string_equal(back, a);
+  /* Longest job id that fits, and one too long; empty, unprintable. */
+  char longest[SHIM_JOB_ID_MAX + 1];
+  memset(longest, 'x', sizeof longest - 1);
+  longest[sizeof longest - 1] = '\0'; /* 64 chars: one too many */
+  assert_int_equal(shim_id_encode(longest, &id), -1);
+  longest[sizeof longest - 2] = '\0'; /* 63 */
+  assert_int_equal(shim_id_encode(longest, &id), 0);
+  assert_int_equal(shim_id_decode(&id, back), 0);
+  assert_string_equal(back, longest);
+  assert_int_equal(shim_id_encode("", &id), -1);
+  assert_int_equal(shim_id_encode(NULL, &id), -1);
+  assert_int_equal(shim_id_encode("has space", &id), -1);
+  /* Ids the shim did not make: zeros, a real NCCL's (random-looking bytes), a newer version,
+   * an unterminated or unprintable job id. */
+  ncclUniqueId zero;
+  memset(&zero, 0, sizeof zero);
+  assert_int_equal(shim_id_decode(&zero, back), -1);
+  ncclUniqueId noise;
+  for (size_t i = 0; i < sizeof noise.internal; i++) noise.internal[i] = (char)(i * 37 + 11);
+  assert_int_equal(shim_id_decode(&noise, back), -1);
+  assert_int_equal(shim_id_encode(a, &id), 0);
+  ncclUniqueId v2 = id;
+  v2.internal[16] = 2;
+  assert_int_equal(shim_id_decode(&v2, back), -1);
+  ncclUniqueId unterminated = id;
+  memset(unterminated.internal + 24, 'y', 64);
+  assert_int_equal(shim_id_decode(&unterminated, back), -1);
+  ncclUniqueId unprintable = id;
+  unprintable.internal[26] = '\n';
+  assert_int_equal(shim_id_decode(&unprintable, back), -1);
+  ncclUniqueId empty = id;
+  empty.internal[24] = '\0';
+  assert_int_equal(shim_id_decode(&empty, back), -1);
+}
+
+static void test_last_error(void **state) {
+  (void)state;
+  shim_error("test %d", 42); /* also a WARN line on stderr */
+  assert_string_equal(shim_last_error(), "test 42");
+}
+
+/* ---- the built library, as programs see it -------------------------------------------------- */
+
+static void *shim_lib(void) {
+#ifdef SHIM_LIB
+  static void *h;
+  const char *path = getenv("SYMCOLL_NCCL_SHIM_LIB") ? getenv("SYMCOLL_NCCL_SHIM_LIB") : SHIM_LIB;
+  if (!h) h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+  return h;
+#else
+  return NULL;
+#endif
+}
+
+#define SYM(h, name) ((__typeof__(name) *)dlsym(h, #name))
+
+static void test_library(void **state) {
+  (void)state;
+  void *h = shim_lib();
+  if (!h) skip(); /* a build without the shim (no CUDA, or no nccl.h) */
+  /* Every function the real NCCL exports (the list the symbol script checks, here too). */
+  static const char *const names[] = {"ncclGetVersion",
+                                      "ncclGetUniqueId",
+                                      "ncclCommInitRank",
+                                      "ncclCommInitRankConfig",
+                                      "ncclCommInitAll",
+                                      "ncclCommSplit",
+                                      "ncclCommFinalize",
+                                      "ncclCommDestroy",
+                                      "ncclCommAbort",
+                                      "ncclCommGetAsyncError",
+                                      "ncclGetErrorString",
+                                      "ncclGetLastError",
+                                      "ncclCommCount",
+                                      "ncclCommCuDevice",
+                                      "ncclCommUserRank",
+                                      "ncclAllReduce",
+                                      "ncclAllGather",
+                                      "ncclReduceScatter",
+                                      "ncclBroadcast",
+                                      "ncclReduce",
+                                      "ncclAlltoAll",
+                                      "ncclSend",
+                                      "ncclRecv",
+                                      "ncclGroupStart",
+                                      "ncclGroupEnd",
+                                      "ncclMemAlloc",
+                                      "ncclMemFree",
+                                      "ncclCommRegister",
+                                      "ncclCommDeregister",
+                                      "ncclCommWindowRegister",
+                                      "ncclCommWindowDeregister",
+                                      "ncclRedOpCreatePreMulSum",
+                                      "ncclRedOpDestroy",
+                                      "ncclGather",
+                                      "ncclScatter",
+                                      "ncclBcast",
+                                      "ncclGroupSimulateEnd",
+                                      "ncclCommInitRankScalable",
+                                      "ncclCommShrink",
+                                      "ncclCommRevoke",
+                                      "pncclAllReduce",
+                                      "pncclGroupEnd"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    void *f = dlsym(h, names[i]);
+    if (!f) fprintf(stderr, "missing: %s\n", names[i]);
+    assert_non_null(f);
+  }
+  assert_non_null(dlsym(h, "symcoll_nccl_shim_version"));
+  assert_null(dlsym(h, "cudaMalloc")); /* cudart stays inside */
+  assert_ptr_equal(dlsym(h, "pncclAllReduce"), dlsym(h, "ncclAllReduce"));
+  int v = 0;
+  assert_int_equal(SYM(h, ncclGetVersion)(&v), ncclSuccess);
+  assert_true(v >= NCCL_VERSION(2, 27, 0));
+  ncclUniqueId id, id2;
+  char job[SHIM_JOB_ID_MAX];
+  assert_int_equal(SYM(h, ncclGetUniqueId)(&id), ncclSuccess);
+  assert_int_equal(SYM(h, ncclGetUniqueId)(&id2), ncclSuccess);
+  assert_int_equal(shim_id_decode(&id, job), 0);
+  assert_int_not_equal(memcmp(&id, &id2, sizeof id), 0);
+  assert_string_equal(SYM(h, ncclGetErrorString)(ncclRemoteError), shim_result_string(ncclRemoteError));
+  /* Bad arguments: NCCL's statuses, nothing created. */
+  ncclComm_t comm = NULL;
+  ncclUniqueId zero;
+  memset(&zero, 0, sizeof zero);
+  assert_int_equal(SYM(h, ncclCommInitRank)(&comm, 2, zero, 0), ncclInvalidArgument);
+  assert_non_null(strstr(SYM(h, ncclGetLastError)(NULL), "ncclGetUniqueId"));
+  assert_int_equal(SYM(h, ncclCommInitRank)(&comm, 2, id, 2), ncclInvalidArgument);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.magic = 1;
+  assert_int_equal(SYM(h, ncclCommInitRankConfig)(&comm, 1, id, 0, &cfg), ncclInvalidArgument);
+  assert_null(comm);
+  assert_int_equal(SYM(h, ncclGroupEnd)(), ncclInvalidUsage); /* no group open */
+  assert_int_equal(SYM(h, ncclGroupStart)(), ncclSuccess);
+  assert_int_equal(SYM(h, ncclGroupStart)(), ncclSuccess);
+  assert_int_equal(SYM(h, ncclGroupEnd)(), ncclSuccess);
+  assert_int_equal(SYM(h, ncclGroupEnd)(), ncclSuccess);
+  assert_int_equal(SYM(h, ncclCommDestroy)(NULL), ncclSuccess);
+}
+
+/* ---- on a GPU: two ranks, every served collective, checked --------------------------------- */
+
+#ifdef SYMCOLL_HAVE_CUDA
+#include <cuda_runtime.h>
+
+static int gpu_rank(void *h, ncclUniqueId id, int rank, int nranks, int ndev) {
+#define CK(x)                                                                                     \
+  do {                                                                                            \
+    ncclResult_t r_ = (x);                                                                        \
+    if (r_ != ncclSuccess) {                                                                      \
+      fprintf(stderr, "rank %d: %s: %d %s\n", rank, #x, (int)r_, SYM(h, ncclGetLastError)(NULL)); \
+      return 1;                                                                                   \
+    }                                                                                             \
+  } while (0)
+  if (cudaSetDevice(rank % ndev) != cudaSuccess) return 1;
+  ncclComm_t comm;
+  CK(SYM(h, ncclCommInitRank)(&comm, nranks, id, rank));
+  int n = 0, me = -1;
+  CK(SYM(h, ncclCommCount)(comm, &n));
+  CK(SYM(h, ncclCommUserRank)(comm, &me));
+  if (n != nranks || me != rank) return 1;
+  const size_t count = 4096;
+  float *send, *recv, host[4096 * 4];
+  cudaStream_t st;
+  if (cudaMalloc((void **)&send, count * nranks * sizeof(float)) != cudaSuccess ||
+      cudaMalloc((void **)&recv, count * nranks * sizeof(float)) != cudaSuccess || cudaStreamCreate(&st) != cudaSuccess)
+    return 1;
+  for (size_t i = 0; i < count * nranks; i++) host[i] = (float)(rank + 1) + (float)(i % 7);
+  cudaMemcpy(send, host, count * nranks * sizeof(float), cudaMemcpyHostToDevice);
+  int bad = 0, bad_at[4] = {0, 0, 0, 0};
+  /* all_reduce sum: sum over r of (r + 1 + i % 7) */
+  CK(SYM(h, ncclAllReduce)(send, recv, count, ncclFloat32, ncclSum, comm, st));
+  cudaStreamSynchronize(st);
+  cudaMemcpy(host, recv, count * sizeof(float), cudaMemcpyDeviceToHost);
+  for (size_t i = 0; i < count; i++)
+    bad += host[i] != (float)(nranks * (nranks + 1) / 2) + (float)(nranks * (int)(i % 7));
+  bad_at[0] = bad;
+  /* all_gather: block r = r + 1 + i % 7 */
+  CK(SYM(h, ncclAllGather)(send, recv, count, ncclFloat32, comm, st));
+  cudaStreamSynchronize(st);
+  cudaMemcpy(host, recv, count * nranks * sizeof(float), cudaMemcpyDeviceToHost);
+  for (int r = 0; r < nranks; r++)
+    for (size_t i = 0; i < count; i++) bad += host[r * count + i] != (float)(r + 1) + (float)(i % 7);
+  bad_at[1] = bad - bad_at[0];
+  /* reduce_scatter max */
+  CK(SYM(h, ncclReduceScatter)(send, recv, count, ncclFloat32, ncclMax, comm, st));
+  cudaStreamSynchronize(st);
+  cudaMemcpy(host, recv, count * sizeof(float), cudaMemcpyDeviceToHost);
+  for (size_t i = 0; i < count; i++) bad += host[i] != (float)nranks + (float)((rank * count + i) % 7);
+  bad_at[2] = bad - bad_at[0] - bad_at[1];
+  /* in a group, twice, then the async error */
+  CK(SYM(h, ncclGroupStart)());
+  CK(SYM(h, ncclAllReduce)(send, recv, count, ncclFloat32, ncclAvg, comm, st));
+  CK(SYM(h, ncclAllReduce)(recv, recv, count, ncclFloat32, ncclSum, comm, st));
+  CK(SYM(h, ncclGroupEnd)());
+  cudaStreamSynchronize(st);
+  cudaMemcpy(host, recv, count * sizeof(float), cudaMemcpyDeviceToHost);
+  for (size_t i = 0; i < count; i++) bad += host[i] != (float)nranks * ((float)(nranks + 1) / 2.0f + (float)(i % 7));
+  bad_at[3] = bad - bad_at[0] - bad_at[1] - bad_at[2];
+  if (bad_at[3])
+    fprintf(stderr, "rank %d: group avg+sum: got %g, want %g\n", rank, host[1],
+            (double)nranks * ((nranks + 1) / 2.0 + 1));
+  ncclResult_t async = ncclInternalError;
+  CK(SYM(h, ncclCommGetAsyncError)(comm, &async));
+  if (async != ncclSuccess) bad++;
+  /* broadcast / reduce / all_to_all: symcoll's, or forwarded where symcoll does not run them
+   * yet: they must then work (own GPUs) or fail naming the shared GPU. */
+  ncclResult_t rb = SYM(h, ncclBroadcast)(send, recv, count, ncclFloat32, 1 % nranks, comm, st);
+  if (rb == ncclSuccess) {
+    cudaStreamSynchronize(st);
+    cudaMemcpy(host, recv, count * sizeof(float), cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < count; i++) bad += host[i] != (float)(1 % nranks + 1) + (float)(i % 7);
+  } else if (!strstr(SYM(h, ncclGetLastError)(NULL), "share GPU")) {
+    fprintf(stderr, "rank %d: broadcast: %s\n", rank, SYM(h, ncclGetLastError)(NULL));
+    bad++;
+  }
+  if (bad)
+    fprintf(stderr, "rank %d: %d wrong elements (all_reduce %d, all_gather %d, reduce_scatter %d, group %d)\n", rank,
+            bad, bad_at[0], bad_at[1], bad_at[2], bad_at[3]);
+  CK(SYM(h, ncclCommFinalize)(comm));
+  CK(SYM(h, ncclCommDestroy)(comm));
+  return bad != 0;
+#undef CK
+}
+
+static void test_gpu_two_ranks(void **state) {
+  (void)state;
+  void *h = shim_lib();
+  if (!h) skip();
+  /* Ask in a child: the parent must not start CUDA before it forks the ranks. */
+  pid_t probe = fork();
+  if (probe == 0) {
+    int n = 0;
+    _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? n : 0);
+  }
+  int st = 0;
+  waitpid(probe, &st, 0);
+  const int ndev = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+  if (ndev == 0) skip();
+  ncclUniqueId id;
+  assert_int_equal(SYM(h, ncclGetUniqueId)(&id), ncclSuccess);
+  const int nranks = 2;
+  pid_t kids[2];
+  for (int r = 0; r < nranks; r++)
+    if ((kids[r] = fork()) == 0) _exit(gpu_rank(h, id, r, nranks, ndev));
+  for (int r = 0; r < nranks; r++) {
+    waitpid(kids[r], &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+  }
+}
+
+/* ncclCommInitAll's thread mode, one thread driving both ranks inside groups (as nccl-tests
+ * -g 2 does); both on GPU 0 where it is the only one (NCCL refuses that; symcoll serves it, and
+ * a forwarded Send/Recv says why it cannot run). */
+static int gpu_init_all(void *h, int ndev) {
+  ncclComm_t comms[2];
+  const int devs[2] = {0, ndev > 1 ? 1 : 0};
+  const size_t count = 1 << 16;
+  float *buf[2], *host = malloc(count * 2 * sizeof(float));
+  cudaStream_t st[2];
+  if (SYM(h, ncclCommInitAll)(comms, 2, devs) != ncclSuccess) {
+    fprintf(stderr, "ncclCommInitAll: %s\n", SYM(h, ncclGetLastError)(NULL));
+    return 1;
+  }
+  for (int r = 0; r < 2; r++) {
+    cudaSetDevice(devs[r]);
+    if (cudaMalloc((void **)&buf[r], count * 2 * sizeof(float)) != cudaSuccess ||
+        cudaStreamCreate(&st[r]) != cudaSuccess)
+      return 1;
+    for (size_t i = 0; i < count; i++) host[i] = (float)(r + 1) * (float)(i % 5);
+    cudaMemcpy(buf[r], host, count * sizeof(float), cudaMemcpyHostToDevice);
+  }
+  int bad = 0;
+  for (int iter = 0; iter < 3; iter++) {
+    if (SYM(h, ncclGroupStart)() != ncclSuccess) return 1;
+    for (int r = 0; r < 2; r++)
+      if (SYM(h, ncclAllReduce)(buf[r], buf[r] + count, count, ncclFloat32, ncclSum, comms[r], st[r]) != ncclSuccess)
+        return 1;
+    if (SYM(h, ncclGroupEnd)() != ncclSuccess) return 1;
+  }
+  for (int r = 0; r < 2; r++) {
+    cudaSetDevice(devs[r]);
+    cudaStreamSynchronize(st[r]);
+    cudaMemcpy(host, buf[r] + count, count * sizeof(float), cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < count; i++) bad += host[i] != 3.0f * (float)(i % 5);
+  }
+  /* Send/Recv: forwarded; on one shared GPU it must fail naming why, on two it must work. */
+  SYM(h, ncclGroupStart)();
+  ncclResult_t rs = SYM(h, ncclSend)(buf[0], 16, ncclFloat32, 1, comms[0], st[0]);
+  ncclResult_t rr = rs == ncclSuccess ? SYM(h, ncclRecv)(buf[1], 16, ncclFloat32, 0, comms[1], st[1]) : rs;
+  ncclResult_t re = SYM(h, ncclGroupEnd)();
+  if (devs[0] == devs[1]) {
+    if (rs == ncclSuccess || !strstr(SYM(h, ncclGetLastError)(NULL), "share GPU")) {
+      fprintf(stderr, "send on a shared GPU: %d, %s\n", (int)rs, SYM(h, ncclGetLastError)(NULL));
+      bad++;
+    }
+  } else if (rs != ncclSuccess || rr != ncclSuccess || re != ncclSuccess) {
+    fprintf(stderr, "send/recv: %d %d %d %s\n", (int)rs, (int)rr, (int)re, SYM(h, ncclGetLastError)(NULL));
+    bad++;
+  }
+  for (int r = 0; r < 2; r++) {
+    cudaSetDevice(devs[r]);
+    cudaStreamSynchronize(st[r]);
+    if (SYM(h, ncclCommDestroy)(comms[r]) != ncclSuccess) bad++;
+  }
+  free(host);
+  if (bad) fprintf(stderr, "init_all: %d wrong\n", bad);
+  return bad != 0;
+}
+
+static void test_gpu_init_all(void **state) {
+  (void)state;
+  void *h = shim_lib();
+  if (!h) skip();
+  pid_t kid = fork();
+  if (kid == 0) {
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1); /* two ranks' streams on one GPU */
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) _exit(77);
+    _exit(gpu_init_all(h, n));
+  }
+  int st = 0;
+  waitpid(kid, &st, 0);
+  assert_true(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 77) skip();
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+#endif
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_dtype_map),     cmocka_unit_test(test_op_map),       cmocka_unit_test(test_call_maps),
+      cmocka_unit_test(test_policy_parse),  cmocka_unit_test(test_decide),       cmocka_unit_test(test_status_map),
+      cmocka_unit_test(test_config_check),  cmocka_unit_test(test_unique_id),    cmocka_unit_test(test_last_error),
+      cmocka_unit_test(test_library),
+#ifdef SYMCOLL_HAVE_CUDA
+      cmocka_unit_test(test_gpu_two_ranks), cmocka_unit_test(test_gpu_init_all),
+#endif
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
