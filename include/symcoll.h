@@ -315,7 +315,11 @@ SYMCOLL_API int symcoll_comm_device(symcoll_comm_t comm);
  * through the engine, node-local all_gather (a count that the node's ranks do not divide
  * evenly sends its last count % local_nranks elements through a node-local all_reduce and the
  * engine); all_gather = the engine gathers equal local ranks' blocks, then one node-local
- * all_gather per node; reduce_scatter mirrors it. SYMCOLL_ALGO_ENGINE hands the whole call to
+ * all_gather per node; reduce_scatter mirrors it; broadcast = the engine among the ranks of the
+ * root's local rank, then node-local broadcasts; reduce = a node-local reduce to the rank of
+ * the root's local rank, then the engine's reduce to the root; all_to_all = the engine moves
+ * every node's blocks for each other node, then a node-local exchange. SYMCOLL_AVG runs whole
+ * through the engine (one division over all ranks). SYMCOLL_ALGO_ENGINE hands the whole call to
  * the engine over all ranks; the tuning table picks per size (rows name "NxL": nodes x ranks
  * per node). Floating types narrower than 32 bits are rounded once per level (as in NCCL).
  * Symmetric memory of such a communicator is node-local: symcoll_mem_ptr answers for the
