@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 CUDA ?= AUTO
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build test test-all test-asan bench install clean fuzz format format-check
+.PHONY: all deps build test test-all test-long test-asan bench install clean fuzz format format-check
 
 all: build
 
@@ -33,7 +33,13 @@ test: deps
 test-all: deps
 	cmake -S . -B $(BUILD) -G Ninja -DSYMCOLL_ENABLE_CUDA=$(if $(filter AUTO,$(CUDA)),ON,$(CUDA)) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
-	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS) -LE quick
+	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS) -LE "quick|extended"
+
+# The longest host runs, left out of test-all (and CI): 8-rank emulated nodes, larger soaks.
+test-long: deps
+	cmake -S . -B $(BUILD) -G Ninja -DSYMCOLL_ENABLE_CUDA=$(CUDA) $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure --timeout 900 -j $(JOBS) -L extended
 
 # The host tests once more under AddressSanitizer and UBSan.
 test-asan: deps
