@@ -104,7 +104,8 @@ typedef enum {
   X(MATMUL_REDUCE_SCATTER, 4, "matmul_reduce_scatter") /* symcoll_matmul_reduce_scatter */ \
   X(BROADCAST, 5, "broadcast")                                                             \
   X(REDUCE, 6, "reduce")                                                                   \
-  X(ALL_TO_ALL, 7, "all_to_all")
+  X(ALL_TO_ALL, 7, "all_to_all")                                                           \
+  X(ALL_REDUCE_RMSNORM, 8, "all_reduce_rmsnorm") /* symcoll_all_reduce_rmsnorm */
 
 /* clang-format off */
 #define SYMCOLL__COLL_ENUM(name, value, str) SYMCOLL_COLL_##name = value,
@@ -124,26 +125,27 @@ typedef enum {
  * only; symcoll_algo_name() and symcoll_algo_help() are generated from it. Which collective
  * runs which: symcoll_coll_algo_supported(); the protocols: docs/protocols.md.
  */
-#define SYMCOLL_ALGO_MAP(X)                                                                                  \
-  X(AUTO, 0, "auto", "chosen per size from the tuning table")                                                \
-  X(ONE_SHOT, 1, "oneshot",                                                                                  \
-    "all_reduce, reduce: every rank (reduce: the root) reads every peer's staged input and reduces")         \
-  X(TWO_SHOT, 2, "twoshot", "all_reduce: reduce-scatter, then all-gather (2 x S traffic)")                   \
-  X(ONE_SHOT_DB, 3, "oneshot_db",                                                                            \
-    "all_reduce: one-shot through two alternating staging halves, no "                                       \
-    "trailing barrier (GPU; on CPU ranks oneshot)")                                                          \
-  X(LAMPORT, 4, "lamport",                                                                                   \
-    "barrier-free (GPU): the data carries its own arrival (sentinel-cleared "                                \
-    "buffers for all_reduce, 16-byte LL packets otherwise; CPU ranks: oneshot/pull)")                        \
-  X(NCCL, 5, "nccl", "through the NCCL communicator this one holds (SYMCOLL_NCCL)")                          \
-  X(PULL, 6, "pull", "all_gather, reduce_scatter, broadcast, all_to_all: each rank reads its peers' blocks") \
-  X(PUSH, 7, "push", "all_gather, all_to_all: each rank stores its blocks into its peers")                   \
-  X(COPY_ENGINE, 8, "copy_engine",                                                                           \
-    "all_gather, broadcast, all_to_all (GPU): cudaMemcpyAsync from peers' symmetric buffers, "               \
-    "no SM used")                                                                                            \
-  X(OVERLAP, 9, "overlap", "GEMM operations: one chunk's communication beside another's GEMM")               \
-  X(SEQUENTIAL, 10, "sequential", "GEMM operations: the collective, then one GEMM (or the reverse)")         \
-  X(HIERARCHICAL, 11, "hierarchical", "across nodes: node-local steps and the engine between nodes")         \
+#define SYMCOLL_ALGO_MAP(X)                                                                                       \
+  X(AUTO, 0, "auto", "chosen per size from the tuning table")                                                     \
+  X(ONE_SHOT, 1, "oneshot",                                                                                       \
+    "all_reduce, reduce, all_reduce_rmsnorm: every rank (reduce: the root) reads every peer's input and reduces") \
+  X(TWO_SHOT, 2, "twoshot", "all_reduce, all_reduce_rmsnorm: reduce-scatter, then all-gather (2 x S traffic)")    \
+  X(ONE_SHOT_DB, 3, "oneshot_db",                                                                                 \
+    "all_reduce: one-shot through two alternating staging halves, no "                                            \
+    "trailing barrier (GPU; on CPU ranks oneshot)")                                                               \
+  X(LAMPORT, 4, "lamport",                                                                                        \
+    "barrier-free (GPU): the data carries its own arrival (sentinel-cleared "                                     \
+    "buffers for all_reduce, 16-byte LL packets otherwise; CPU ranks: oneshot/pull)")                             \
+  X(NCCL, 5, "nccl", "through the NCCL communicator this one holds (SYMCOLL_NCCL)")                               \
+  X(PULL, 6, "pull", "all_gather, reduce_scatter, broadcast, all_to_all: each rank reads its peers' blocks")      \
+  X(PUSH, 7, "push", "all_gather, all_to_all: each rank stores its blocks into its peers")                        \
+  X(COPY_ENGINE, 8, "copy_engine",                                                                                \
+    "all_gather, broadcast, all_to_all (GPU): cudaMemcpyAsync from peers' symmetric buffers, "                    \
+    "no SM used")                                                                                                 \
+  X(OVERLAP, 9, "overlap", "GEMM operations: one chunk's communication beside another's GEMM")                    \
+  X(SEQUENTIAL, 10, "sequential",                                                                                 \
+    "fused operations unfused: the collective, then one GEMM (or the reverse); all_reduce, then add + norm")      \
+  X(HIERARCHICAL, 11, "hierarchical", "across nodes: node-local steps and the engine between nodes")              \
   X(ENGINE, 12, "engine", "across nodes: the whole call through the engine")
 
 /* clang-format off */
@@ -512,8 +514,9 @@ SYMCOLL_API symcoll_status_t symcoll_all_to_all_ex(symcoll_comm_t comm, const vo
 /** "all_reduce", "all_gather", "reduce_scatter", "all_gather_matmul", "matmul_reduce_scatter",
  * "broadcast", "reduce", "all_to_all" (SYMCOLL_COLL_MAP); "unknown" if out of range. */
 SYMCOLL_API const char *symcoll_coll_name(symcoll_coll_t coll);
-/** 1 if `coll` is fused with a GEMM (symcoll_all_gather_matmul, symcoll_matmul_reduce_scatter),
- * 0 if it is a plain collective, -1 if out of range. */
+/** 1 if `coll` is fused with computation and has its own entry point (symcoll_all_gather_matmul,
+ * symcoll_matmul_reduce_scatter, symcoll_all_reduce_rmsnorm), 0 if it is a plain collective
+ * (the send / recv / count form), -1 if out of range. */
 SYMCOLL_API int symcoll_coll_is_fused(symcoll_coll_t coll);
 
 /**
@@ -602,6 +605,73 @@ SYMCOLL_API symcoll_status_t symcoll_matmul_reduce_scatter(symcoll_comm_t comm, 
                                                            void *c_shard, size_t m, size_t n, size_t k,
                                                            symcoll_dtype_t dtype, const symcoll_matmul_opts_t *opts,
                                                            void *stream);
+
+/* ---- all-reduce fused with residual add and RMSNorm --------------------------------------- *
+ *
+ * What a tensor-parallel transformer block runs after its attention and its MLP, in one call:
+ * per row i of `rows` rows of `hidden` elements,
+ *   s   = all_reduce_sum(x)                  exactly as symcoll_all_reduce: fp32 in rank order,
+ *                                            rounded to dtype
+ *   r   = s + residual                       in fp32, rounded to dtype (residual NULL: r = s)
+ *   residual_out = r                         if residual_out is not NULL (it may be residual)
+ *   out = r * rsqrt(mean(r * r) + eps) * weight
+ *                                            in fp32 from r as rounded, then rounded to dtype
+ *   fp8_out = e4m3(out / scale)              if opts->fp8_out: the rounded out quantised, with
+ *                                            saturation to +-448 and rounding to nearest even
+ * So the fused call gives what the unfused chain (symcoll_all_reduce, a bf16 add, an fp32
+ * RMSNorm, a separate quantisation) gives, up to the order of the fp32 sum of squares within
+ * a row (which every rank does alike: every rank's rows are equal). dtype: SYMCOLL_FLOAT32,
+ * SYMCOLL_FLOAT16 or SYMCOLL_BFLOAT16 for x, residual, weight (hidden elements), out and
+ * residual_out. The quantised output is SYMCOLL_FLOAT8_E4M3 (OCP), rows x hidden bytes, with
+ * either one static scale given by the caller (fp8_scale: one float, read at run time, in
+ * device memory on GPU ranks) or dynamic per-row scales written to fp8_row_scales (rows
+ * floats): scale = max(max|out| / 448, 1 / (448 * 512)) over the row, as vLLM and
+ * TensorRT-LLM compute them. out may then be NULL.
+ *
+ * In place: out may be x; residual_out may be residual. Any other overlap between the buffers
+ * is refused. x in a symmetric allocation is read by peers where it lies (zero-copy) unless out
+ * is x. Every rank passes the same rows, hidden, dtype, eps and options, and the same set of
+ * buffers (residual, residual_out, out, fp8 given or not): the call's signature covers them, so
+ * ranks that disagree fail with SYMCOLL_ERR_MISMATCH having written nothing.
+ *
+ * Algorithms (opts->algo; AUTO: the tuning table by rows * hidden * element size):
+ *  - SYMCOLL_ALGO_ONE_SHOT: every rank reads every peer's rows, reduces them all and normalises
+ *    them (the latency path).
+ *  - SYMCOLL_ALGO_TWO_SHOT: rows split on row boundaries (rank p has rows/nranks rows, the first
+ *    rows % nranks ranks one more): each rank reduces and normalises its rows, then every rank
+ *    gathers the others' results (r, out, fp8 and scales): the sequence-parallel shape, a
+ *    bandwidth path.
+ *  - SYMCOLL_ALGO_SEQUENTIAL: symcoll_all_reduce into out (or scratch), then one add + norm
+ *    pass: the unfused chain, kept to measure the fusion against.
+ * One rank: the add + norm pass alone. GPU ranks enqueue on stream (capturable); CPU ranks
+ * return when done. Across nodes: SEQUENTIAL only.
+ */
+typedef struct {
+  size_t struct_size;     /* sizeof(symcoll_norm_opts_t) */
+  symcoll_algo_t algo;    /* AUTO, ONE_SHOT, TWO_SHOT or SEQUENTIAL */
+  void *fp8_out;          /* rows x hidden SYMCOLL_FLOAT8_E4M3, or NULL */
+  const float *fp8_scale; /* static: out / *fp8_scale is quantised... */
+  float *fp8_row_scales;  /* ...or dynamic: one scale per row written here (exactly one of
+                             the two with fp8_out, neither without) */
+} symcoll_norm_opts_t;
+
+SYMCOLL_API void symcoll_norm_opts_init(symcoll_norm_opts_t *opts);
+
+/**
+ * The fused all-reduce + residual add + RMSNorm above. x: this rank's rows x hidden partial
+ * sums; residual (may be NULL) and weight (hidden elements) as the next layer has them, the
+ * same on every rank (as tensor parallelism has them: TWO_SHOT normalises each row on one rank,
+ * with that rank's residual and weight, and gives every rank its result). out
+ * (may be NULL when opts->fp8_out is given) and residual_out (may be NULL) receive rows x
+ * hidden. eps must be finite and >= 0. rows == 0: nothing to do; hidden == 0 is refused.
+ * Errors: INVALID_ARGUMENT (and the log line naming what was wrong; nothing written on any
+ * rank), UNSUPPORTED (an algorithm this communicator does not run), and those of the
+ * collectives.
+ */
+SYMCOLL_API symcoll_status_t symcoll_all_reduce_rmsnorm(symcoll_comm_t comm, const void *x, const void *residual,
+                                                        const void *weight, float eps, void *out, void *residual_out,
+                                                        size_t rows, size_t hidden, symcoll_dtype_t dtype,
+                                                        const symcoll_norm_opts_t *opts, void *stream);
 
 /* ---- environment knobs ------------------------------------------------------------------- */
 

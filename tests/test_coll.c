@@ -113,6 +113,7 @@ static symcoll_status_t call(ctx_t *c, symcoll_coll_t coll, const void *send, vo
       return symcoll_all_to_all_ex(c->comm, send, recv, count, dt, stream, o);
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
     case SYMCOLL_NUM_COLL_KINDS:
       break;
   }
@@ -144,6 +145,7 @@ static void expect(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, symcoll_op
       return;
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
     case SYMCOLL_NUM_COLL_KINDS:
       return;
   }

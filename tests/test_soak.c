@@ -81,6 +81,7 @@ static symcoll_status_t soak_call(symcoll_comm_t comm, const th_buf_ops_t *ops, 
       return symcoll_all_to_all_ex(comm, send, recv, count, dt, ops->stream(), o);
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+    case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
     case SYMCOLL_NUM_COLL_KINDS:
       break;
   }

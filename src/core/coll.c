@@ -360,12 +360,14 @@ symcoll_status_t symcoll_coll_algo_supported(symcoll_comm_t comm, symcoll_coll_t
     return SYMCOLL_ERR_INVALID_ARGUMENT;
   if (algo == SYMCOLL_ALGO_AUTO) return SYMCOLL_OK;
   if (!symcoll__algo_of(coll, algo)) return SYMCOLL_ERR_UNSUPPORTED;
+  const symcoll__coll_desc_t *d = symcoll__coll_desc(coll);
+  /* The GEMM operations run every algorithm wherever the transport has a GEMM library. */
+  if (d->gemm) return comm->tp->gemm && comm->tp->has_gemm(comm) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
+  /* The fused norm: its SEQUENTIAL is a plain all_reduce and the local pass, whatever spans. */
+  if (coll == SYMCOLL_COLL_ALL_REDUCE_RMSNORM && algo == SYMCOLL_ALGO_SEQUENTIAL) return SYMCOLL_OK;
   /* Communicators spanning nodes run only their own two; others never run those. */
   const bool across = algo == SYMCOLL_ALGO_HIERARCHICAL || algo == SYMCOLL_ALGO_ENGINE;
   if (across != (comm->hier != NULL)) return SYMCOLL_ERR_UNSUPPORTED;
-  /* The GEMM operations run every algorithm wherever the transport has a GEMM library. */
-  if (symcoll__coll_desc(coll)->fused)
-    return comm->tp->gemm && comm->tp->has_gemm(comm) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
   return comm->tp->has_algo(comm, coll, algo) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
 }
 

@@ -35,11 +35,13 @@ static const symcoll__coll_desc_t rows[] = {
                                      .fallback = SYMCOLL_ALGO_PULL,
                                      .busbw_factor = 1},
     [SYMCOLL_COLL_ALL_GATHER_MATMUL] = {.fused = true,
+                                        .gemm = true,
                                         .moves_all = true,
                                         .algos = BIT(SYMCOLL_ALGO_OVERLAP) | BIT(SYMCOLL_ALGO_SEQUENTIAL),
                                         .fallback = SYMCOLL_ALGO_OVERLAP,
                                         .busbw_factor = 1},
     [SYMCOLL_COLL_MATMUL_REDUCE_SCATTER] = {.fused = true,
+                                            .gemm = true,
                                             .moves_all = true, /* always a sum */
                                             .algos = BIT(SYMCOLL_ALGO_OVERLAP) | BIT(SYMCOLL_ALGO_SEQUENTIAL),
                                             .fallback = SYMCOLL_ALGO_OVERLAP,
@@ -66,6 +68,13 @@ static const symcoll__coll_desc_t rows[] = {
                                           BIT(SYMCOLL_ALGO_COPY_ENGINE) | BIT(SYMCOLL_ALGO_NCCL) | ACROSS,
                                  .fallback = SYMCOLL_ALGO_PULL,
                                  .busbw_factor = 1},
+    /* Always a sum; the size class is x's bytes (rows x hidden), as all_reduce's. Across
+     * nodes: the all-reduce through the hierarchical path, then the local pass. */
+    [SYMCOLL_COLL_ALL_REDUCE_RMSNORM] = {.fused = true,
+                                         .algos = BIT(SYMCOLL_ALGO_ONE_SHOT) | BIT(SYMCOLL_ALGO_TWO_SHOT) |
+                                                  BIT(SYMCOLL_ALGO_LAMPORT) | BIT(SYMCOLL_ALGO_SEQUENTIAL),
+                                         .fallback = SYMCOLL_ALGO_SEQUENTIAL,
+                                         .busbw_factor = 2},
 };
 _Static_assert(SYMCOLL_NUM_ALGOS <= 32, "the rows hold algorithms as bits of a uint32_t");
 _Static_assert(sizeof rows / sizeof rows[0] == SYMCOLL_NUM_COLL_KINDS,

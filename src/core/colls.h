@@ -28,7 +28,8 @@ typedef enum {
 #define SYMCOLL__ALGO_BIT(a) (1u << (unsigned)(a))
 
 typedef struct {
-  bool fused;    /* fused with a GEMM: its entry point is matmul.c's; the rest are plain */
+  bool fused;    /* fused with computation, its own entry point (matmul.c, norm.c); the rest are plain */
+  bool gemm;     /* fused with a GEMM: runs wherever the transport has a GEMM library */
   bool takes_op; /* a reduction (else op is ignored and taken as SUM, so signatures agree) */
   /* Plain collectives: the buffer holds every rank's block (count x nranks elements), else
    * one block (count). */

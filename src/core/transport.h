@@ -63,6 +63,26 @@ typedef struct symcoll__matmul_args {
   uint32_t sig;
 } symcoll__matmul_args_t;
 
+/* symcoll_all_reduce_rmsnorm as core hands it to a transport's norm entry (symcoll.h). algo is
+ * ONE_SHOT or TWO_SHOT (and LAMPORT where the transport claims it), or SEQUENTIAL: then x
+ * already holds the sum over ranks and the call is the local add + norm pass alone, with no
+ * peer involved (core runs the all-reduce before it, and uses it alone for one rank). */
+typedef struct symcoll__norm_args {
+  const void *x, *residual, *weight; /* residual may be NULL */
+  void *out, *residual_out;          /* either may be NULL (out only with fp8_out) */
+  void *fp8_out;                     /* NULL, or e4m3 rows x hidden with... */
+  const float *fp8_scale;            /* ...a static scale, or */
+  float *fp8_row_scales;             /* ...per-row scales written */
+  float eps;
+  size_t rows, hidden;
+  symcoll_dtype_t dtype;
+  symcoll_algo_t algo;
+  void *stream;
+  struct symcoll_mem *x_mem; /* x lies in this symmetric allocation at x_off on every rank */
+  size_t x_off;
+  uint32_t sig;
+} symcoll__norm_args_t;
+
 /* Out-of-band exchange among the ranks of a communicator (bootstrap.c, team.c). */
 typedef struct symcoll__oob {
   symcoll_status_t (*allgather)(symcoll_comm_t comm, const void *in, void *out, size_t bytes);
@@ -102,6 +122,9 @@ typedef struct symcoll__transport {
   symcoll_status_t (*scratch_alloc)(symcoll_comm_t comm, size_t bytes, void *stream, void **p);
   void (*scratch_free)(symcoll_comm_t comm, void *p, void *stream);
   symcoll_status_t (*matmul)(symcoll_comm_t comm, const symcoll__matmul_args_t *a);
+  /* Optional (NULL: symcoll_all_reduce_rmsnorm is UNSUPPORTED): the fused all-reduce + add +
+   * RMSNorm, or its local pass (algo SEQUENTIAL); has_algo says which algorithms it runs. */
+  symcoll_status_t (*norm)(symcoll_comm_t comm, const symcoll__norm_args_t *a);
   /* Optional: the machine class tuning rows may name after the backend ("host:avx2"). */
   const char *(*tune_class)(symcoll_comm_t comm);
   /* Makes work already enqueued give up (GPU: raise the device error word with `status`).

@@ -3,7 +3,7 @@
  * through the bootstrap in process mode, shared by address in thread mode), a reachability
  * probe at creation, the async error word. The launch path of the collectives is in
  * cuda_coll.c, their kernels in allreduce.cu (and reduce), allgather.cu (and all_to_all),
- * reducescatter.cu and broadcast.cu.
+ * reducescatter.cu, broadcast.cu and rmsnorm.cu (all_reduce_rmsnorm).
  *
  * Driver entry points come through cudart (cudaGetDriverEntryPointByVersion) and cudart is
  * linked statically, so libsymcoll loads on machines without a GPU driver; there creating a
@@ -546,6 +546,8 @@ static bool cuda_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo
     case SYMCOLL_COLL_ALL_TO_ALL:
       return algo == SYMCOLL_ALGO_PULL || algo == SYMCOLL_ALGO_PUSH || algo == SYMCOLL_ALGO_LAMPORT ||
              algo == SYMCOLL_ALGO_COPY_ENGINE;
+    case SYMCOLL_COLL_ALL_REDUCE_RMSNORM: /* symcoll__cuda_norm: SEQUENTIAL is its local pass */
+      return algo == SYMCOLL_ALGO_ONE_SHOT || algo == SYMCOLL_ALGO_SEQUENTIAL;
     case SYMCOLL_NUM_COLL_KINDS:
       break;
   }
@@ -569,5 +571,6 @@ const symcoll__transport_t symcoll__cuda_transport = {
     .scratch_alloc = symcoll__cuda_scratch_alloc,
     .scratch_free = symcoll__cuda_scratch_free,
     .matmul = symcoll__cuda_matmul,
+    .norm = symcoll__cuda_norm,
     .abort = cuda_abort,
 };

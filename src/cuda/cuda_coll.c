@@ -1,8 +1,8 @@
 /*
- * The CUDA transport's launch path: for each collective and algorithm, the kernel's geometry
- * (blocks, threads, rounds), one launch (LAMPORT / LL: one per slot; the copy engine: copies
- * between two one-block barriers), no allocation and no host synchronisation, so every call
- * can be captured in a CUDA graph.
+ * The CUDA transport's launch path: for each collective and algorithm (and all_reduce_rmsnorm,
+ * through the transport's norm entry), the kernel's geometry (blocks, threads, rounds), one
+ * launch (LAMPORT / LL: one per slot; the copy engine: copies between two one-block barriers),
+ * no allocation and no host synchronisation, so every call can be captured in a CUDA graph.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -68,10 +68,10 @@ static void shape(cuda_state_t *cs, symcoll_comm_t comm, const symcoll__coll_arg
 
 /* A call's signature as its kernels carry it: ranks that place their inputs differently
  * (zero-copy on one rank, staged on another) must not meet either. */
-static uint32_t kernel_sig(const cuda_state_t *cs, const symcoll__coll_args_t *a, int zero_copy,
-                           const struct symcoll_mem *m, size_t off) {
+static uint32_t kernel_sig(const cuda_state_t *cs, uint32_t sig, int zero_copy, const struct symcoll_mem *m,
+                           size_t off) {
   if (!cs->signature) return 1; /* SYMCOLL_GPU_SIGNATURE=0: the value of the bare protocol */
-  uint32_t s = a->sig;
+  uint32_t s = sig;
   if (zero_copy) s ^= 0x9e3779b9u * (uint32_t)(m->id + 1) ^ (uint32_t)(off * 0x85ebca6bu) ^ 0x5bd1e995u;
   return s ? s : 1;
 }
@@ -138,7 +138,7 @@ static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const 
     k.zero_copy = 1;
     for (int r = 0; r < comm->nranks; r++) k.src[r] = (const char *)a->send_mem->ptrs[r] + a->send_off;
   }
-  k.sig = kernel_sig(cs, a, k.zero_copy, a->send_mem, a->send_off);
+  k.sig = kernel_sig(cs, a->sig, k.zero_copy, a->send_mem, a->send_off);
   const size_t per_vec = l.algo == SYMCOLL_ALGO_LAMPORT && !l.vec ? 1 : 16 / es; /* kernels with barriers: units */
   const size_t round = k.zero_copy || a->count < k.chunk_elems ? a->count : k.chunk_elems;
   size_t work = round / per_vec;
@@ -285,7 +285,7 @@ static symcoll_status_t all_gather(symcoll_comm_t comm, cuda_state_t *cs, const 
     k.zero_copy = 1, zmem = a->recv_mem, zoff = a->recv_off;
     for (int r = 0; r < n; r++) k.src[r] = (const char *)a->recv_mem->ptrs[r] + a->recv_off; /* stored into */
   }
-  k.sig = kernel_sig(cs, a, k.zero_copy, zmem, zoff);
+  k.sig = kernel_sig(cs, a->sig, k.zero_copy, zmem, zoff);
   if (a->algo == SYMCOLL_ALGO_COPY_ENGINE) return copy_engine(comm, cs, a, &k, (ce_layout_t){0, block, -1});
   if (a->algo == SYMCOLL_ALGO_LAMPORT) { /* counts in bytes */
     k.stride = block;
@@ -315,7 +315,7 @@ static symcoll_status_t reduce_scatter(symcoll_comm_t comm, cuda_state_t *cs, co
     k.zero_copy = 1;
     for (int r = 0; r < n; r++) k.src[r] = (const char *)a->send_mem->ptrs[r] + a->send_off;
   }
-  k.sig = kernel_sig(cs, a, k.zero_copy, a->send_mem, a->send_off);
+  k.sig = kernel_sig(cs, a->sig, k.zero_copy, a->send_mem, a->send_off);
   if (a->algo == SYMCOLL_ALGO_LAMPORT) {
     l.vec = ((addr | block) & 7) == 0;
     return ll_launches(comm, cs, a, &k, &l, a->count, es);
@@ -339,7 +339,7 @@ static symcoll_status_t broadcast(symcoll_comm_t comm, cuda_state_t *cs, const s
   k.root = a->root;
   symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
   const uintptr_t addr = (uintptr_t)a->send | (uintptr_t)a->recv;
-  k.sig = kernel_sig(cs, a, 0, NULL, 0);
+  k.sig = kernel_sig(cs, a->sig, 0, NULL, 0);
   if (a->algo == SYMCOLL_ALGO_COPY_ENGINE) return copy_engine(comm, cs, a, &k, (ce_layout_t){0, 0, a->root});
   if (a->algo == SYMCOLL_ALGO_LAMPORT) { /* counts in bytes */
     l.vec = ((addr | block) & 7) == 0;
@@ -380,7 +380,7 @@ static symcoll_status_t all_to_all(symcoll_comm_t comm, cuda_state_t *cs, const 
     k.zero_copy = 1;
     for (int r = 0; r < n; r++) k.src[r] = (const char *)zmem->ptrs[r] + zoff;
   }
-  k.sig = kernel_sig(cs, a, k.zero_copy, zmem, zoff);
+  k.sig = kernel_sig(cs, a->sig, k.zero_copy, zmem, zoff);
   if (a->algo == SYMCOLL_ALGO_COPY_ENGINE) return copy_engine(comm, cs, a, &k, (ce_layout_t){block, block, -1});
   if (a->algo == SYMCOLL_ALGO_LAMPORT) { /* counts in bytes */
     k.stride = block;
@@ -390,6 +390,106 @@ static symcoll_status_t all_to_all(symcoll_comm_t comm, cuda_state_t *cs, const 
   l.vec = ((addr | block) & 15) == 0;
   k.chunk_elems = round_elems(cs, a, cs->db_half / (size_t)n, n); /* a half holds every peer's piece */
   return launch_rounds(comm, cs, a, &k, &l);
+}
+
+/* ---- all_reduce_rmsnorm --------------------------------------------------------------------------- */
+
+/* Threads per row (rmsnorm.cu: a block per row): about four elements each, whole warps, at most
+ * 1024. A function of hidden alone: every rank, and the local pass as the one-shot kernel,
+ * sums a row's squares in the same order, so they give the same bits. At least 32: one
+ * thread per peer at barriers. */
+static int norm_threads(size_t hidden) {
+  const size_t t = ((hidden + 3) / 4 + 31) / 32 * 32;
+  return t > 1024 ? 1024 : (int)t;
+}
+
+static symcoll__cuda_norm_t norm_buffers(const symcoll__norm_args_t *a) {
+  return (symcoll__cuda_norm_t){.x = a->x,
+                                .residual = a->residual,
+                                .weight = a->weight,
+                                .out = a->out,
+                                .residual_out = a->residual_out,
+                                .fp8_out = a->fp8_out,
+                                .fp8_scale = a->fp8_scale,
+                                .fp8_row_scales = a->fp8_row_scales,
+                                .eps = a->eps,
+                                .rows = a->rows,
+                                .hidden = a->hidden};
+}
+
+static symcoll_status_t norm_launched(symcoll_comm_t comm, const symcoll__norm_args_t *a,
+                                      const symcoll__cuda_launch_t *l, size_t per_round, int e) {
+  if (e != cudaSuccess) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "launching the all_reduce_rmsnorm %s kernel (%d x %d) failed: %s",
+                 symcoll_algo_name(l->algo), l->blocks, l->threads, cudaGetErrorString((cudaError_t)e));
+    return SYMCOLL_ERR_CUDA;
+  }
+  SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL,
+                "rank %d: all_reduce_rmsnorm %s %s: %zu x %zu, 1 launch of %d x %d, %zu rows a round", comm->rank,
+                symcoll_algo_name(l->algo), symcoll_dtype_name(a->dtype), a->rows, a->hidden, l->blocks, l->threads,
+                per_round);
+  return SYMCOLL_OK;
+}
+
+/* SEQUENTIAL: the local pass over x as the sum; no peer, so any grid: a block per row up to a
+ * bound, the rest in the kernel's grid-stride loop. */
+static symcoll_status_t norm_local(symcoll_comm_t comm, const symcoll__norm_args_t *a) {
+  symcoll__cuda_launch_t l = {
+      .coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM, .algo = SYMCOLL_ALGO_SEQUENTIAL, .dtype = a->dtype, .op = SYMCOLL_SUM};
+  l.threads = norm_threads(a->hidden);
+  l.blocks = a->rows < 65535 ? (int)a->rows : 65535;
+  const symcoll__cuda_norm_t n = norm_buffers(a);
+  return norm_launched(comm, a, &l, a->rows, symcoll__cuda_rmsnorm_launch(&l, NULL, &n, a->stream));
+}
+
+/* ONE_SHOT: all_reduce's one-shot protocol in rounds of whole rows (rmsnorm.cu), as many as a
+ * round of the one-shot all-reduce holds, at least one; zero-copy where core found x symmetric.
+ * The grid, the same on every rank: a block per row of a round, within what stays resident
+ * beside the ranks sharing the GPU (resident_blocks), and the barrier slots; the signature
+ * carries it and the round, as all_reduce's. */
+static symcoll_status_t norm_one_shot(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__norm_args_t *a) {
+  const size_t rb = a->hidden * symcoll_dtype_size(a->dtype);
+  if (rb > cs->round_cap[SYMCOLL_ALGO_ONE_SHOT]) { /* the same on every rank: every one refuses */
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+                 "all_reduce_rmsnorm: a row of %zu bytes exceeds the %zu-byte workspace (SYMCOLL_WORKSPACE_BYTES)", rb,
+                 cs->round_cap[SYMCOLL_ALGO_ONE_SHOT]);
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
+  symcoll__cuda_norm_t n = norm_buffers(a);
+  const size_t per = cs->round_bytes[SYMCOLL_ALGO_ONE_SHOT] / rb;
+  n.rows_per_round = per < 1 ? 1 : per < a->rows ? per : a->rows;
+  symcoll__cuda_args_t k = cs->args;
+  k.count = a->rows * a->hidden;
+  if (a->x_mem) {
+    k.zero_copy = 1;
+    for (int r = 0; r < comm->nranks; r++) k.src[r] = (const char *)a->x_mem->ptrs[r] + a->x_off;
+  }
+  k.sig = kernel_sig(cs, a->sig, k.zero_copy, a->x_mem, a->x_off);
+  symcoll__cuda_launch_t l = {
+      .coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM, .algo = SYMCOLL_ALGO_ONE_SHOT, .dtype = a->dtype, .op = SYMCOLL_SUM};
+  l.threads = norm_threads(a->hidden);
+  int maxb = resident_blocks(cs, symcoll__cuda_rmsnorm_kernel(&l), l.threads);
+  if (maxb > SYMCOLL_CUDA_MAX_BLOCKS) maxb = SYMCOLL_CUDA_MAX_BLOCKS;
+  if (maxb < 1) maxb = 1;
+  l.blocks = n.rows_per_round < (size_t)maxb ? (int)n.rows_per_round : maxb;
+  k.sig = with_shape(cs, k.sig, &l, n.rows_per_round);
+  return norm_launched(comm, a, &l, n.rows_per_round, symcoll__cuda_rmsnorm_launch(&l, &k, &n, a->stream));
+}
+
+/* The transport's norm entry: enqueues one kernel on a->stream, nothing else (capturable). */
+symcoll_status_t symcoll__cuda_norm(symcoll_comm_t comm, const symcoll__norm_args_t *a) {
+  cuda_state_t *cs = comm->tp_state;
+  SYMCOLL_CHECK(symcoll__cuda_failed(comm)); /* an earlier kernel gave up: its kernels would do nothing */
+  if (a->algo != SYMCOLL_ALGO_SEQUENTIAL && a->algo != SYMCOLL_ALGO_ONE_SHOT) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce_rmsnorm: the CUDA transport does not run %s",
+                 symcoll_algo_name(a->algo));
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
+  dev_guard_t g;
+  SYMCOLL_CHECK(dev_enter(comm, &g));
+  const symcoll_status_t s = a->algo == SYMCOLL_ALGO_SEQUENTIAL ? norm_local(comm, a) : norm_one_shot(comm, cs, a);
+  dev_leave(comm, &g);
+  return s;
 }
 
 /* ---- entry ---------------------------------------------------------------------------------------- */
@@ -424,6 +524,7 @@ symcoll_status_t symcoll__cuda_coll(symcoll_comm_t comm, const symcoll__coll_arg
         break;
       case SYMCOLL_COLL_ALL_GATHER_MATMUL:
       case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* through symcoll__cuda_matmul */
+      case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
       case SYMCOLL_NUM_COLL_KINDS:
         s = SYMCOLL_NO_ENTRY("the CUDA transport's collective entry", a->coll);
         break;

@@ -1,5 +1,5 @@
 /* Shared between the CUDA transport's host code (cuda.c, cuda_coll.c) and its kernels
- * (allreduce.cu, allgather.cu, reducescatter.cu, broadcast.cu, launch.cu). */
+ * (allreduce.cu, allgather.cu, reducescatter.cu, broadcast.cu, rmsnorm.cu, launch.cu). */
 #ifndef SYMCOLL_CUDA_INTERNAL_H
 #define SYMCOLL_CUDA_INTERNAL_H
 #include <stddef.h>
@@ -57,6 +57,21 @@ typedef struct symcoll__cuda_args {
   uint32_t *ll_epoch;
 } symcoll__cuda_args_t;
 
+/* all_reduce_rmsnorm's buffers and sizes (rmsnorm.cu), the second argument of its one-shot
+ * kernel and the only one of its local pass; rows x hidden elements of the launch's dtype. */
+typedef struct symcoll__cuda_norm {
+  const char *x;            /* local pass: the sum; one-shot: this rank's partial rows */
+  const char *residual;     /* or NULL */
+  const char *weight;       /* hidden elements */
+  char *out, *residual_out; /* either may be NULL */
+  unsigned char *fp8_out;   /* e4m3, or NULL; then with... */
+  const float *fp8_scale;   /* ...a static scale (device memory), or */
+  float *fp8_row_scales;    /* ...per-row scales written here */
+  float eps;
+  size_t rows, hidden;
+  size_t rows_per_round; /* one-shot, staged: whole rows the workspace holds per round */
+} symcoll__cuda_norm_t;
+
 typedef struct symcoll__cuda_launch {
   symcoll_coll_t coll;
   symcoll_algo_t algo;
@@ -74,6 +89,11 @@ const void *symcoll__cuda_allreduce_kernel(const symcoll__cuda_launch_t *l);
 const void *symcoll__cuda_allgather_kernel(const symcoll__cuda_launch_t *l);
 const void *symcoll__cuda_reducescatter_kernel(const symcoll__cuda_launch_t *l);
 const void *symcoll__cuda_broadcast_kernel(const symcoll__cuda_launch_t *l);
+/* all_reduce_rmsnorm (rmsnorm.cu): l->algo SEQUENTIAL (the local pass, `a` unused) or ONE_SHOT,
+ * l->dtype fp32, fp16 or bf16; enqueues one kernel on stream and returns a cudaError_t. */
+const void *symcoll__cuda_rmsnorm_kernel(const symcoll__cuda_launch_t *l);
+int symcoll__cuda_rmsnorm_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_args_t *a,
+                                 const symcoll__cuda_norm_t *n, void *stream);
 /* Loads every kernel of the library (see launch.cu); returns a cudaError_t. */
 int symcoll__cuda_preload(void);
 /* A tiny kernel that writes `value` into slot `slot` of every peer's pad, for the

@@ -1,7 +1,8 @@
 /*
- * The kernels' one entry for the host: which kernel a launch runs, the launch itself, loading
- * every kernel up front, and the two tiny kernels of set-up and the copy engine (the
- * reachability probe, the copy engine's barrier).
+ * The kernels' one entry for the host: which kernel a launch runs, the launch itself (but
+ * all_reduce_rmsnorm's, whose kernels take two arguments: rmsnorm.cu), loading every kernel up
+ * front, and the two tiny kernels of set-up and the copy engine (the reachability probe, the
+ * copy engine's barrier).
  */
 #include "device_common.cuh"
 
@@ -33,6 +34,8 @@ extern "C" const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l) {
       return symcoll__cuda_broadcast_kernel(l);
     case SYMCOLL_COLL_REDUCE: /* all_reduce's one-shot kernel, where only a.root writes */
       return l->algo == SYMCOLL_ALGO_ONE_SHOT ? symcoll__cuda_allreduce_kernel(l) : nullptr;
+    case SYMCOLL_COLL_ALL_REDUCE_RMSNORM: /* launched by symcoll__cuda_rmsnorm_launch (two arguments) */
+      return symcoll__cuda_rmsnorm_kernel(l);
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
     case SYMCOLL_NUM_COLL_KINDS:
@@ -42,7 +45,7 @@ extern "C" const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l) {
 }
 
 extern "C" int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_args_t *a, void *stream) {
-  const void *fn = symcoll__cuda_kernel(l);
+  const void *fn = l->coll == SYMCOLL_COLL_ALL_REDUCE_RMSNORM ? nullptr : symcoll__cuda_kernel(l); /* two arguments */
   if (!fn) return (int)cudaErrorInvalidDeviceFunction;
   void *args[] = {(void *)a};
   return (int)cudaLaunchKernel(fn, dim3((unsigned)l->blocks), dim3((unsigned)l->threads), args, 0,

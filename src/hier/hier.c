@@ -313,6 +313,7 @@ static symcoll_status_t hier_coll(symcoll_comm_t c, const symcoll__coll_args_t *
         break;
       case SYMCOLL_COLL_ALL_GATHER_MATMUL:
       case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
+      case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
       case SYMCOLL_NUM_COLL_KINDS:
         s = SYMCOLL_NO_ENTRY("the hierarchical transport", a->coll);
         break;
@@ -387,6 +388,21 @@ static symcoll_status_t hier_copy(symcoll_comm_t c, void *dst, const void *src, 
   return copy(h, dst, src, bytes, stream);
 }
 
+/* all_reduce_rmsnorm across nodes is SEQUENTIAL (the all-reduce above, then this): the local
+ * add + norm pass runs on the node's transport. */
+static symcoll_status_t hier_norm(symcoll_comm_t c, const symcoll__norm_args_t *a) {
+  symcoll__hier_t *h = c->tp_state;
+  if (a->algo != SYMCOLL_ALGO_SEQUENTIAL || !h->local->tp->norm)
+    return SYMCOLL_NO_ENTRY("the hierarchical transport's norm", SYMCOLL_COLL_ALL_REDUCE_RMSNORM);
+  return h->local->tp->norm(h->local, a);
+}
+static symcoll_status_t hier_scratch_alloc(symcoll_comm_t c, size_t bytes, void *stream, void **p) {
+  return scratch(c->tp_state, bytes, stream, p);
+}
+static void hier_scratch_free(symcoll_comm_t c, void *p, void *stream) {
+  scratch_free(c->tp_state, p, stream);
+}
+
 static symcoll_status_t hier_check(symcoll_comm_t c) {
   symcoll__hier_t *h = c->tp_state;
   symcoll_status_t s = symcoll_comm_check(h->local);
@@ -417,6 +433,9 @@ const symcoll__transport_t symcoll__hier_transport = {
     .copy = hier_copy,
     .check = hier_check,
     .has_algo = hier_has_algo,
+    .scratch_alloc = hier_scratch_alloc,
+    .scratch_free = hier_scratch_free,
+    .norm = hier_norm,
     .abort = hier_abort,
 };
 

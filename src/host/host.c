@@ -2,8 +2,8 @@
  * CPU transport: symmetric memory from memfd_create (passed to peers as fds, so nothing
  * appears in /dev/shm and nothing outlives the ranks), signal pads of C11 atomics, and the
  * epoch protocol every collective uses (host_internal.h). The collectives themselves are in
- * host_allreduce.c, host_allgather.c, host_reducescatter.c, host_broadcast.c, host_reduce.c
- * and host_alltoall.c.
+ * host_allreduce.c, host_allgather.c, host_reducescatter.c, host_broadcast.c, host_reduce.c,
+ * host_alltoall.c and host_rmsnorm.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -135,6 +135,7 @@ static symcoll_status_t host_comm_init(symcoll_comm_t comm) {
 static void host_comm_fini(symcoll_comm_t comm) {
   host_state_t *hs = comm->tp_state;
   for (int i = 0; hs && i < 3; i++) free(hs->f32[i]);
+  if (hs) free(hs->norm_f32);
   free(comm->tp_state);
   comm->tp_state = NULL;
 }
@@ -195,8 +196,11 @@ static void describe(char *buf, size_t n, const host_call_t *c) {
   if (d && d->takes_op) snprintf(op, sizeof op, " %s", symcoll_op_name((symcoll_op_t)c->op));
   if (d && d->root != SYMCOLL__ROOT_NONE) snprintf(root, sizeof root, " root %d", (int)c->root);
   snprintf(buf, n, "%s %s %llu %s%s%s %s", symcoll_coll_name((symcoll_coll_t)c->coll),
-           d && d->fused ? "m_shard" : "count", (unsigned long long)c->count,
-           symcoll_dtype_name((symcoll_dtype_t)c->dtype), op, root, symcoll_algo_name((symcoll_algo_t)c->algo));
+           d && d->gemm    ? "m_shard"
+           : d && d->fused ? "rows"
+                           : "count",
+           (unsigned long long)c->count, symcoll_dtype_name((symcoll_dtype_t)c->dtype), op, root,
+           symcoll_algo_name((symcoll_algo_t)c->algo));
 }
 
 symcoll_status_t symcoll__host_wait_ready(symcoll_comm_t comm, host_state_t *hs, const host_epoch_t *ep, size_t k) {
@@ -283,6 +287,7 @@ static symcoll_status_t host_coll(symcoll_comm_t comm, const symcoll__coll_args_
       break;
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* through the transport's matmul entry */
+    case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:    /* through its norm entry */
     case SYMCOLL_NUM_COLL_KINDS:
       s = SYMCOLL_NO_ENTRY("the CPU transport's collective entry", a->coll);
       break;
@@ -294,6 +299,9 @@ static symcoll_status_t host_matmul(symcoll_comm_t comm, const symcoll__matmul_a
   return settle(comm, symcoll__host_matmul(comm, x));
 }
 
+static symcoll_status_t host_norm(symcoll_comm_t comm, const symcoll__norm_args_t *a) {
+  return settle(comm, symcoll__host_rmsnorm(comm, comm->tp_state, a));
+}
 static symcoll_status_t host_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes, void *stream) {
   (void)comm;
   (void)stream;
@@ -329,6 +337,9 @@ static bool host_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
       runs = B(SYMCOLL_ALGO_OVERLAP) | B(SYMCOLL_ALGO_SEQUENTIAL);
       break;
+    case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
+      runs = B(SYMCOLL_ALGO_ONE_SHOT) | B(SYMCOLL_ALGO_TWO_SHOT) | B(SYMCOLL_ALGO_LAMPORT) | B(SYMCOLL_ALGO_SEQUENTIAL);
+      break;
     case SYMCOLL_NUM_COLL_KINDS:
       break;
   }
@@ -357,6 +368,7 @@ const symcoll__transport_t symcoll__host_transport = {
     .scratch_alloc = symcoll__host_scratch_alloc,
     .scratch_free = symcoll__host_scratch_free,
     .matmul = host_matmul,
+    .norm = host_norm,
     .tune_class = host_tune_class,
     .abort = NULL,
 };

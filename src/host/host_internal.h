@@ -1,7 +1,8 @@
 /*
  * Shared by the CPU transport's files: host.c (memory, communicator, waiting, dispatch) and
  * one file per collective (host_allreduce.c, host_allgather.c, host_reducescatter.c,
- * host_broadcast.c, host_reduce.c, host_alltoall.c; host_matmul.c for the GEMM operations).
+ * host_broadcast.c, host_reduce.c, host_alltoall.c; host_matmul.c for the GEMM operations,
+ * host_rmsnorm.c for the fused all-reduce + RMSNorm).
  *
  * Protocol. Each rank's workspace starts with its pad; the rest is two halves used by
  * alternate epochs (one epoch per chunk of a call; a chunk fills at most half the workspace).
@@ -81,6 +82,8 @@ typedef struct {
   bool cma;
   float *f32[3]; /* GEMMs of 16-bit floats: B, A and C widened (host_gemm.c) */
   size_t f32_elems[3];
+  float *norm_f32; /* all_reduce_rmsnorm: the weight and rows as floats (host_rmsnorm.c) */
+  size_t norm_elems;
 } host_state_t;
 
 /* One epoch of a call, as the collectives' files drive it. */
@@ -140,6 +143,10 @@ SYMCOLL_HIDDEN symcoll_status_t symcoll__host_reduce(symcoll_comm_t comm, host_s
                                                      const symcoll__coll_args_t *a);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__host_all_to_all(symcoll_comm_t comm, host_state_t *hs,
                                                          const symcoll__coll_args_t *a);
+
+/* All-reduce + add + RMSNorm (host_rmsnorm.c): ONE_SHOT, TWO_SHOT, or SEQUENTIAL's local pass. */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__host_rmsnorm(symcoll_comm_t comm, host_state_t *hs,
+                                                      const symcoll__norm_args_t *a);
 
 /* GEMMs (host_gemm.c, CBLAS opened on first use) and the fused operations (host_matmul.c). */
 SYMCOLL_HIDDEN bool symcoll__host_has_gemm(symcoll_comm_t comm);

@@ -1,0 +1,282 @@
+/* All-reduce + residual add + RMSNorm on CPU ranks (symcoll.h): the local pass over a sum,
+ * one-shot (every rank reduces every row, then normalises it) and two-shot (each rank reduces
+ * and normalises its share of the rows into its workspace, then every rank copies the others'
+ * results), in chunks of whole rows that fit a workspace half, one epoch per chunk. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host_internal.h"
+
+#define FP8_MAX 448.0f
+
+/* ---- one row ------------------------------------------------------------------------------ */
+
+static void load_row(float *dst, const void *src, size_t n, symcoll_dtype_t dt) {
+  switch (dt) {
+    case SYMCOLL_FLOAT16:
+      for (size_t i = 0; i < n; i++) dst[i] = symcoll__f16_to_f32(((const uint16_t *)src)[i]);
+      return;
+    case SYMCOLL_BFLOAT16:
+      for (size_t i = 0; i < n; i++) dst[i] = symcoll__bf16_to_f32(((const uint16_t *)src)[i]);
+      return;
+    default:
+      memcpy(dst, src, n * sizeof(float));
+  }
+}
+
+/* dst = src rounded to dt (dst NULL: round src in place, kept as floats). */
+static void store_row(void *dst, float *src, size_t n, symcoll_dtype_t dt) {
+  switch (dt) {
+    case SYMCOLL_FLOAT16:
+      for (size_t i = 0; i < n; i++) {
+        const uint16_t h = symcoll__f32_to_f16(src[i]);
+        if (dst) ((uint16_t *)dst)[i] = h;
+        src[i] = symcoll__f16_to_f32(h);
+      }
+      return;
+    case SYMCOLL_BFLOAT16:
+      for (size_t i = 0; i < n; i++) {
+        const uint16_t h = symcoll__f32_to_bf16(src[i]);
+        if (dst) ((uint16_t *)dst)[i] = h;
+        src[i] = symcoll__bf16_to_f32(h);
+      }
+      return;
+    default:
+      if (dst) memcpy(dst, src, n * sizeof(float));
+  }
+}
+
+/* Where one row's results go. */
+typedef struct {
+  void *res_out, *out;
+  uint8_t *fp8;
+  float *scale_out;
+} row_dst_t;
+
+/* s: the row's sum over ranks (dtype); res: the residual row or NULL; w32: the weight as
+ * floats; r32: hidden floats of scratch. */
+static void norm_row(const symcoll__norm_args_t *a, const void *s, const void *res, const float *w32, float *r32,
+                     float *t32, row_dst_t d) {
+  const size_t h = a->hidden;
+  load_row(r32, s, h, a->dtype);
+  if (res) {
+    load_row(t32, res, h, a->dtype);
+    for (size_t i = 0; i < h; i++) r32[i] += t32[i];
+    store_row(d.res_out, r32, h, a->dtype); /* r rounded, as the next layer reads it */
+  } else if (d.res_out) {
+    memcpy(d.res_out, s, h * symcoll_dtype_size(a->dtype));
+  }
+  float acc[8] = {0};
+  size_t i = 0;
+  for (; i + 8 <= h; i += 8)
+    for (int l = 0; l < 8; l++) acc[l] += r32[i + l] * r32[i + l];
+  for (; i < h; i++) acc[i & 7] += r32[i] * r32[i];
+  const float sumsq = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  const float inv = 1.0f / sqrtf(sumsq / (float)h + a->eps);
+  for (i = 0; i < h; i++) r32[i] = r32[i] * inv * w32[i];
+  store_row(d.out, r32, h, a->dtype); /* r32 now holds out as rounded */
+  if (!d.fp8) return;
+  float scale;
+  if (d.scale_out) {
+    float amax = 0.0f;
+    for (i = 0; i < h; i++) amax = fmaxf(amax, fabsf(r32[i]));
+    scale = fmaxf(amax / FP8_MAX, 1.0f / (FP8_MAX * 512.0f));
+    *d.scale_out = scale;
+  } else {
+    scale = *a->fp8_scale;
+  }
+  for (i = 0; i < h; i++) d.fp8[i] = symcoll__f32_to_fp8(r32[i] / scale, 0);
+}
+
+/* The call's scratch: the weight and two rows as floats, and one summed row in dtype. */
+static symcoll_status_t scratch(host_state_t *hs, const symcoll__norm_args_t *a, float **w32, float **r32, float **t32,
+                                void **sum) {
+  const size_t h = a->hidden, need = 4 * h;
+  if (hs->norm_elems < need) {
+    float *p = realloc(hs->norm_f32, need * sizeof(float));
+    if (!p) {
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce_rmsnorm: %zu bytes of scratch: out of memory", need * sizeof *p);
+      return SYMCOLL_ERR_NO_MEMORY;
+    }
+    hs->norm_f32 = p, hs->norm_elems = need;
+  }
+  *w32 = hs->norm_f32, *r32 = *w32 + h, *t32 = *r32 + h, *sum = *t32 + h;
+  load_row(*w32, a->weight, h, a->dtype);
+  return SYMCOLL_OK;
+}
+
+static row_dst_t dst_of(const symcoll__norm_args_t *a, size_t row) {
+  const size_t h = a->hidden, rb = h * symcoll_dtype_size(a->dtype);
+  return (row_dst_t){.res_out = a->residual_out ? (char *)a->residual_out + row * rb : NULL,
+                     .out = a->out ? (char *)a->out + row * rb : NULL,
+                     .fp8 = a->fp8_out ? (uint8_t *)a->fp8_out + row * h : NULL,
+                     .scale_out = a->fp8_row_scales ? a->fp8_row_scales + row : NULL};
+}
+
+static const void *residual_row(const symcoll__norm_args_t *a, size_t row) {
+  return a->residual ? (const char *)a->residual + row * a->hidden * symcoll_dtype_size(a->dtype) : NULL;
+}
+
+/* SEQUENTIAL: x holds the sum. */
+static symcoll_status_t local_pass(host_state_t *hs, const symcoll__norm_args_t *a) {
+  float *w32, *r32, *t32;
+  void *sum;
+  SYMCOLL_CHECK(scratch(hs, a, &w32, &r32, &t32, &sum));
+  const size_t rb = a->hidden * symcoll_dtype_size(a->dtype);
+  for (size_t row = 0; row < a->rows; row++)
+    norm_row(a, (const char *)a->x + row * rb, residual_row(a, row), w32, r32, t32, dst_of(a, row));
+  return SYMCOLL_OK;
+}
+
+/* ---- across ranks ------------------------------------------------------------------------- */
+
+/* The epoch record of the call (host_internal.h): peers compare sig at the first wait. */
+static symcoll__coll_args_t call_record(const symcoll__norm_args_t *a) {
+  return (symcoll__coll_args_t){.coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM,
+                                .count = a->rows,
+                                .dtype = a->dtype,
+                                .op = SYMCOLL_SUM,
+                                .algo = a->algo,
+                                .sig = a->sig};
+}
+
+static symcoll_status_t one_shot(symcoll_comm_t comm, host_state_t *hs, const symcoll__norm_args_t *a) {
+  const int me = comm->rank, n = comm->nranks;
+  const size_t h = a->hidden, rb = h * symcoll_dtype_size(a->dtype);
+  const size_t per_chunk = hs->half / rb, per_sub = hs->sub_bytes / rb ? hs->sub_bytes / rb : 1;
+  float *w32, *r32, *t32;
+  void *sum;
+  SYMCOLL_CHECK(scratch(hs, a, &w32, &r32, &t32, &sum));
+  const symcoll__coll_args_t rec = call_record(a);
+  const symcoll__reduce_fn reduce = symcoll__host_reduce_fn(a->dtype, SYMCOLL_SUM);
+  const char *base[SYMCOLL_MAX_RANKS];
+  const void *srcs[SYMCOLL_MAX_RANKS];
+  for (size_t lo = 0; lo < a->rows; lo += per_chunk) {
+    const size_t rows = host_min(a->rows - lo, per_chunk);
+    const char *x = (const char *)a->x + lo * rb;
+    const host_epoch_t ep = symcoll__host_epoch_begin(comm, hs, &rec, lo == 0, a->x_mem, a->x_off + lo * rb);
+    char *mine = hs->data[me] + ep.half_off;
+    for (size_t k = 0, r0 = 0; r0 < rows; k++, r0 += per_sub) {
+      const size_t cnt = host_min(rows - r0, per_sub);
+      if (!a->x_mem) memcpy(mine + r0 * rb, x + r0 * rb, cnt * rb);
+      symcoll__host_publish(&hs->pad[me]->ready, (ep.e << EPOCH_SHIFT) | (k + 1));
+      SYMCOLL_CHECK(symcoll__host_wait_ready(comm, hs, &ep, k));
+      if (k == 0) {
+        for (int p = 0; p < n; p++)
+          if (p != me && !(base[p] = symcoll__host_peer_input(comm, hs, &ep, p, rows * rb)))
+            return SYMCOLL_ERR_MISMATCH;
+        base[me] = x;
+      }
+      for (size_t r = r0; r < r0 + cnt; r++) {
+        for (int p = 0; p < n; p++) srcs[p] = base[p] + r * rb;
+        reduce(sum, srcs, n, h);
+        norm_row(a, sum, residual_row(a, lo + r), w32, r32, t32, dst_of(a, lo + r));
+      }
+    }
+    SYMCOLL_CHECK(symcoll__host_epoch_end(comm, hs, &ep, a->x_mem != NULL));
+  }
+  return SYMCOLL_OK;
+}
+
+/* Two-shot's results of one row in the owner's workspace: what the call asks for, in order. */
+typedef struct {
+  size_t res_out, out, fp8, scale, bytes; /* offsets; (size_t)-1: not asked for */
+} record_t;
+
+static record_t record_of(const symcoll__norm_args_t *a) {
+  const size_t none = (size_t)-1, rb = a->hidden * symcoll_dtype_size(a->dtype);
+  record_t r = {none, none, none, none, 0};
+  if (a->residual_out) r.res_out = r.bytes, r.bytes += rb;
+  if (a->out) r.out = r.bytes, r.bytes += rb;
+  if (a->fp8_out) r.fp8 = r.bytes, r.bytes += a->hidden;
+  if (a->fp8_row_scales) r.scale = r.bytes, r.bytes += sizeof(float);
+  r.bytes = (r.bytes + 63) & ~(size_t)63;
+  return r;
+}
+
+static row_dst_t record_dst(const record_t *rc, char *at) {
+  const size_t none = (size_t)-1;
+  return (row_dst_t){.res_out = rc->res_out != none ? at + rc->res_out : NULL,
+                     .out = rc->out != none ? at + rc->out : NULL,
+                     .fp8 = rc->fp8 != none ? (uint8_t *)at + rc->fp8 : NULL,
+                     .scale_out = rc->scale != none ? (float *)(void *)(at + rc->scale) : NULL};
+}
+
+/* Rank p's share of `rows` rows: rows / n each, the first rows % n ranks one more. */
+static void share(size_t rows, int n, int p, size_t *lo, size_t *cnt) {
+  const size_t b = rows / (size_t)n, extra = rows % (size_t)n, up = (size_t)p;
+  *lo = up * b + (up < extra ? up : extra);
+  *cnt = b + (up < extra ? 1 : 0);
+}
+
+static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const symcoll__norm_args_t *a) {
+  const int me = comm->rank, n = comm->nranks;
+  const size_t h = a->hidden, rb = h * symcoll_dtype_size(a->dtype);
+  const record_t rc = record_of(a);
+  /* Chunk rows R: R staged rows and ceil(R / n) records fit in a half. */
+  size_t per_chunk = hs->half / (rb + rc.bytes / (size_t)n + 1);
+  while (per_chunk > 0 && per_chunk * rb + (per_chunk + (size_t)n - 1) / (size_t)n * rc.bytes > hs->half) per_chunk--;
+  if (per_chunk == 0) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+                 "all_reduce_rmsnorm: a row of %zu bytes and its results do not fit a %zu-byte "
+                 "workspace half (SYMCOLL_WORKSPACE_BYTES)",
+                 rb, hs->half);
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
+  float *w32, *r32, *t32;
+  void *sum;
+  SYMCOLL_CHECK(scratch(hs, a, &w32, &r32, &t32, &sum));
+  const symcoll__coll_args_t rec = call_record(a);
+  const symcoll__reduce_fn reduce = symcoll__host_reduce_fn(a->dtype, SYMCOLL_SUM);
+  const void *srcs[SYMCOLL_MAX_RANKS];
+  host_pad_t *pad = hs->pad[me];
+  for (size_t lo = 0; lo < a->rows; lo += per_chunk) {
+    const size_t rows = host_min(a->rows - lo, per_chunk);
+    const char *x = (const char *)a->x + lo * rb;
+    const host_epoch_t ep = symcoll__host_epoch_begin(comm, hs, &rec, lo == 0, NULL, 0);
+    const size_t results = ep.half_off + rows * rb; /* records, after the staged rows */
+    memcpy(hs->data[me] + ep.half_off, x, rows * rb);
+    symcoll__host_publish(&pad->ready, (ep.e << EPOCH_SHIFT) | 1);
+    SYMCOLL_CHECK(symcoll__host_wait_ready(comm, hs, &ep, 0));
+    size_t my_lo, my_n;
+    share(rows, n, me, &my_lo, &my_n);
+    for (size_t r = my_lo; r < my_lo + my_n; r++) {
+      for (int p = 0; p < n; p++) srcs[p] = hs->data[p] + ep.half_off + r * rb;
+      srcs[me] = x + r * rb;
+      reduce(sum, srcs, n, h);
+      norm_row(a, sum, residual_row(a, lo + r), w32, r32, t32,
+               record_dst(&rc, hs->data[me] + results + (r - my_lo) * rc.bytes));
+    }
+    symcoll__host_publish(&pad->reduced, (ep.e << EPOCH_SHIFT) | 1);
+    SYMCOLL_CHECK(symcoll__host_wait_all(comm, hs, offsetof(host_pad_t, reduced), (ep.e << EPOCH_SHIFT) | 1));
+    for (int q = 0; q < n; q++) {
+      size_t q_lo, q_n;
+      share(rows, n, q, &q_lo, &q_n);
+      for (size_t r = q_lo; r < q_lo + q_n; r++) {
+        const row_dst_t from = record_dst(&rc, hs->data[q] + results + (r - q_lo) * rc.bytes), to = dst_of(a, lo + r);
+        if (to.res_out) memcpy(to.res_out, from.res_out, rb);
+        if (to.out) memcpy(to.out, from.out, rb);
+        if (to.fp8) memcpy(to.fp8, from.fp8, h);
+        if (to.scale_out) *to.scale_out = *from.scale_out;
+      }
+    }
+    SYMCOLL_CHECK(symcoll__host_epoch_end(comm, hs, &ep, false));
+  }
+  return SYMCOLL_OK;
+}
+
+symcoll_status_t symcoll__host_rmsnorm(symcoll_comm_t comm, host_state_t *hs, const symcoll__norm_args_t *a) {
+  const size_t rb = a->hidden * symcoll_dtype_size(a->dtype);
+  if (a->algo == SYMCOLL_ALGO_SEQUENTIAL) return local_pass(hs, a);
+  if (a->algo == SYMCOLL_ALGO_TWO_SHOT) return two_shot(comm, hs, a);
+  if (a->algo != SYMCOLL_ALGO_ONE_SHOT && a->algo != SYMCOLL_ALGO_LAMPORT) /* LAMPORT: the one-shot here */
+    return SYMCOLL_NO_ENTRY("the CPU transport's all_reduce_rmsnorm", SYMCOLL_COLL_ALL_REDUCE_RMSNORM);
+  if (rb > hs->half) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+                 "all_reduce_rmsnorm: a row of %zu bytes exceeds the %zu-byte workspace half (SYMCOLL_WORKSPACE_BYTES)",
+                 rb, hs->half);
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
+  return one_shot(comm, hs, a);
+}
