@@ -14,12 +14,13 @@ custom ops (symcoll.ops, torch.ops.symcoll.*) for torch.compile and CUDA graphs.
 """
 import ctypes
 import itertools
+import numbers
 import os
 import uuid
 
 from ._lib import (ALGOS, COLLS, DEVICE_HOST, DTYPES, OPS, SPLIT_NOCOLOR, AbortedError,  # noqa: F401
                    CollOpts, Config, CudaError, JobConfig, MatmulOpts, DeviceView, InternalError, InvalidArgumentError,
-                   OobAllgather,
+                   NormOpts, OobAllgather,
                    MismatchError, NoMemoryError, PeerLostError, SymcollError, SystemCallError,
                    TimeoutError, UnsupportedError, check, lib)
 
@@ -38,7 +39,8 @@ def version():
 
 _NUMPY_DTYPES = {"float32": "fp32", "float16": "fp16", "float64": "fp64", "int8": "int8", "uint8": "uint8",
                  "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
-                 "bfloat16": "bf16"}  # bfloat16: ml_dtypes' numpy type, where present
+                 "bfloat16": "bf16", "float8_e4m3fn": "fp8_e4m3",
+                 "float8_e5m2": "fp8_e5m2"}  # bfloat16, float8_*: ml_dtypes' numpy types, where present
 _TORCH_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int8": "int8",
                  "uint8": "uint8", "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64",
                  "float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
@@ -66,6 +68,21 @@ def _describe(x):
     if not x.flags["C_CONTIGUOUS"]:
         raise InvalidArgumentError("symcoll collectives take contiguous arrays")
     return (x.ctypes.data, x.size, DTYPES.index(_NUMPY_DTYPES[name]), False, -1)
+
+
+def _empty_like(x):
+    """A new contiguous array or tensor of x's shape, dtype and device."""
+    if _is_torch(x):
+        import torch
+
+        return torch.empty_like(x, memory_format=torch.contiguous_format)
+    import numpy as np
+
+    return np.empty_like(x, order="C")
+
+
+def _where(is_cuda, device):
+    return f"cuda:{device}" if is_cuda else "the CPU"
 
 
 def _stream_of(comm, is_cuda):
@@ -418,6 +435,105 @@ class Comm:
         o = self._mm_opts(algo)
         check(lib.symcoll_matmul_reduce_scatter(self._c, pa, pb, po, m, n, k, dt, ctypes.byref(o),
                                                 _stream_of(self, cuda)), "matmul_reduce_scatter")
+        return out
+
+    # -- all-reduce fused with residual add and RMSNorm --
+    def all_reduce_rmsnorm(self, x, residual, weight, eps, out=None, residual_out=None, fp8_out=None,
+                           fp8_scale=None, fp8_row_scales=None, algo=None):
+        """What a tensor-parallel block runs after its attention and its MLP, in one call
+        (symcoll_all_reduce_rmsnorm), per row of hidden = x.shape[-1] elements (any leading
+        dimensions of x are its rows):
+
+            r            = all_reduce_sum(x) + residual   fp32 in rank order, rounded to the dtype;
+                                                          the add in fp32, rounded (residual None: r = sum)
+            residual_out = r                              if given (it may be residual: in place)
+            out          = r / sqrt(mean(r * r) + eps) * weight      fp32 from r as rounded
+            fp8_out      = e4m3(out / scale)              if given; saturating at +-448
+
+        x, residual, weight (hidden elements), out and residual_out share one dtype (float32,
+        float16 or bfloat16) and are numpy arrays on CPU ranks, or torch tensors (CPU, or CUDA
+        on the communicator's GPU; the current stream), contiguous; residual, out and
+        residual_out have x's rows x hidden elements (the same last dimension). residual and
+        weight are the same on every rank (as tensor parallelism has them).
+        out: None gives a new array like x, unless fp8_out is given (then no out is written);
+        out may be x (in place).
+        fp8_out: rows x hidden torch.float8_e4m3fn (or uint8: the e4m3 bits; numpy: uint8), with
+        exactly one of fp8_scale, the static scale (a float; or a 1-element float32 array or
+        tensor, on the GPU for CUDA tensors: read when the call runs, as a CUDA graph needs),
+        and fp8_row_scales, rows float32 that receive the per-row scales
+        max(max|out row| / 448, 1 / (448 * 512)) (dynamic, as vLLM and TensorRT-LLM compute them).
+        algo: None or "auto" (the tuning table), "oneshot", "twoshot" or "sequential" (the
+        library refuses an algorithm that is not all_reduce_rmsnorm's).
+        Every rank passes the same shapes, dtype, eps, options and set of buffers.
+        Returns out (None when only fp8_out was asked for)."""
+        what = "all_reduce_rmsnorm"
+        if len(x.shape) == 0:
+            raise InvalidArgumentError(f"{what}: x is a scalar, not rows x hidden (leading dimensions are rows)")
+        hidden = int(x.shape[-1])
+        px, n, dt, cuda, dev = _describe(x)
+        rows = 1
+        for d in x.shape[:-1]:
+            rows *= int(d)
+        if DTYPES[dt] not in ("fp32", "fp16", "bf16"):
+            raise InvalidArgumentError(f"{what}: x is {DTYPES[dt]}: float32, float16 or bfloat16")
+        if out is None and fp8_out is None:
+            out = _empty_like(x)
+
+        def buf(name, t, dtypes, count, last=None, want=None):
+            """t's pointer, after checking its dtype (one of dtypes), device and size."""
+            if t is None:
+                return None
+            p, m, d, c, di = _describe(t)
+            if DTYPES[d] not in dtypes:
+                raise InvalidArgumentError(f"{what}: {name} is {DTYPES[d]}, not {' or '.join(dtypes)}" +
+                                           (" (x's dtype: the dtypes must agree)" if dtypes == (DTYPES[dt],) else ""))
+            if (c, di) != (cuda, dev):
+                raise InvalidArgumentError(f"{what}: {name} is on {_where(c, di)}, x on {_where(cuda, dev)}")
+            shape = tuple(t.shape)
+            if m != count or (last is not None and (not shape or shape[-1] != last)):
+                if want is None:
+                    want = (f"rows x hidden = {rows} x {hidden} (x's shape {tuple(x.shape)})" if last
+                            else f"{count} element{'s' if count != 1 else ''}")
+                raise InvalidArgumentError(f"{what}: {name} has shape {shape}, not {want}")
+            return p
+
+        same = (DTYPES[dt],)
+        pr = buf("residual", residual, same, n, hidden)
+        if weight is None:
+            raise InvalidArgumentError(f"{what}: weight is None")
+        pw = buf("weight", weight, same, hidden, want=f"({hidden},): hidden = x.shape[-1] = {hidden} elements")
+        po = buf("out", out, same, n, hidden)
+        pro = buf("residual_out", residual_out, same, n, hidden)
+        o = NormOpts()
+        lib.symcoll_norm_opts_init(ctypes.byref(o))
+        if algo is not None:
+            if algo not in ALGOS:
+                raise InvalidArgumentError(f"unknown algorithm {algo!r} (one of {', '.join(ALGOS)})")
+            o.algo = ALGOS.index(algo)
+        keep = None  # a static scale given as a number, alive through the call
+        if fp8_out is not None:
+            if (fp8_scale is None) == (fp8_row_scales is None):
+                raise InvalidArgumentError(f"{what}: fp8_out takes exactly one of fp8_scale (static) and "
+                                           "fp8_row_scales (dynamic, per row)")
+            o.fp8_out = buf("fp8_out", fp8_out, ("fp8_e4m3", "uint8"), n, hidden)
+            if fp8_row_scales is not None:
+                o.fp8_row_scales = buf("fp8_row_scales", fp8_row_scales, ("fp32",), rows)
+            elif isinstance(fp8_scale, numbers.Real):
+                if cuda:
+                    import torch
+
+                    keep = torch.full((1,), float(fp8_scale), dtype=torch.float32, device=f"cuda:{dev}")
+                    o.fp8_scale = keep.data_ptr()
+                else:
+                    keep = ctypes.c_float(fp8_scale)
+                    o.fp8_scale = ctypes.addressof(keep)
+            else:
+                o.fp8_scale = buf("fp8_scale", fp8_scale, ("fp32",), 1)
+        elif fp8_scale is not None or fp8_row_scales is not None:
+            raise InvalidArgumentError(f"{what}: fp8_scale or fp8_row_scales without fp8_out")
+        check(lib.symcoll_all_reduce_rmsnorm(self._c, px, pr, pw, float(eps), po, pro, rows, hidden, dt,
+                                             ctypes.byref(o), _stream_of(self, cuda)), what)
+        del keep
         return out
 
     def algo(self, coll, count, dtype):

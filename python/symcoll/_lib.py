@@ -134,6 +134,12 @@ class MatmulOpts(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("algo", ctypes.c_int), ("a_out", ctypes.c_void_p)]
 
 
+class NormOpts(ctypes.Structure):
+    """symcoll_norm_opts_t: the options of symcoll_all_reduce_rmsnorm."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("algo", ctypes.c_int), ("fp8_out", ctypes.c_void_p),
+                ("fp8_scale", ctypes.c_void_p), ("fp8_row_scales", ctypes.c_void_p)]
+
+
 class DeviceView(ctypes.Structure):
     """symcoll_device_view_t: pass its bytes by value as a kernel argument (see device_view)."""
     _fields_ = [("rank", ctypes.c_int), ("nranks", ctypes.c_int), ("buf", ctypes.c_void_p * MAX_RANKS),
@@ -178,6 +184,9 @@ _SIG = {
                                              _c.POINTER(MatmulOpts), _P]),
     "symcoll_matmul_reduce_scatter": (_c.c_int, [_P, _P, _P, _P, _c.c_size_t, _c.c_size_t, _c.c_size_t, _c.c_int,
                                                  _c.POINTER(MatmulOpts), _P]),
+    "symcoll_norm_opts_init": (None, [_c.POINTER(NormOpts)]),
+    "symcoll_all_reduce_rmsnorm": (_c.c_int, [_P, _P, _P, _P, _c.c_float, _P, _P, _c.c_size_t, _c.c_size_t, _c.c_int,
+                                              _c.POINTER(NormOpts), _P]),
     "symcoll_coll_algo": (_c.c_int, [_P, _c.c_int, _c.c_size_t, _c.c_int, _c.POINTER(_c.c_int)]),
     "symcoll_dtype_name": (_c.c_char_p, [_c.c_int]),
     "symcoll_op_name": (_c.c_char_p, [_c.c_int]),

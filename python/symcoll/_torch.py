@@ -17,8 +17,26 @@ torch.compile(fullgraph=True) traces them without graph breaks:
     all_gather_matmul(Tensor a_shard, Tensor b, int comm, str algo="auto") -> (Tensor, Tensor)
                                                                         (C, the gathered A)
     matmul_reduce_scatter(Tensor a, Tensor b, int comm, str algo="auto") -> Tensor
+    all_reduce_rmsnorm(Tensor x, Tensor? residual, Tensor weight, float eps, int comm, str algo="auto")
+        -> (Tensor out, Tensor residual_out)                            r = all_reduce(x) + residual,
+                                                                        out = RMSNorm(r) * weight
+    all_reduce_rmsnorm_(Tensor x, Tensor(a!) residual, Tensor weight, float eps, int comm,
+        str algo="auto") -> Tensor out                                  residual <- r in place (vLLM's
+                                                                        fused_add_rms_norm)
+    all_reduce_rmsnorm_fp8(Tensor x, Tensor? residual, Tensor weight, float eps, Tensor? scale, int comm,
+        str algo="auto") -> (Tensor q, Tensor scales, Tensor residual_out)
+                                                                        q: float8_e4m3fn = out / scale;
+                                                                        scale given (1 float32): static,
+                                                                        scales its copy, shape (1,);
+                                                                        None: dynamic, scales per row,
+                                                                        shape x.shape[:-1] + (1,);
+                                                                        q.float() * scales dequantises
+The all_reduce_rmsnorm ops take x of any shape (..., hidden), residual of x's shape, weight of
+hidden elements, all of one dtype (float32, float16, bfloat16); Comm.all_reduce_rmsnorm says
+what they compute.
 """
 import ctypes
+from typing import Optional
 
 import torch
 
@@ -184,3 +202,65 @@ def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, comm: int, algo: str
 @matmul_reduce_scatter.register_fake
 def _(a, b, comm, algo="auto"):
     return a.new_empty((a.shape[0] // _comm(comm).nranks, b.shape[1]))
+
+
+def _norm_args(x, residual, weight):
+    return (x.contiguous(), None if residual is None else residual.contiguous(), weight.contiguous())
+
+
+@torch.library.custom_op("symcoll::all_reduce_rmsnorm", mutates_args=())
+def all_reduce_rmsnorm(x: torch.Tensor, residual: Optional[torch.Tensor], weight: torch.Tensor, eps: float, comm: int,
+                       algo: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
+    x, residual, weight = _norm_args(x, residual, weight)
+    out, residual_out = torch.empty_like(x), torch.empty_like(x)
+    _comm(comm).all_reduce_rmsnorm(x, residual, weight, eps, out=out, residual_out=residual_out, algo=algo)
+    return out, residual_out
+
+
+@all_reduce_rmsnorm.register_fake
+def _(x, residual, weight, eps, comm, algo="auto"):
+    return (torch.empty_like(x, memory_format=torch.contiguous_format),
+            torch.empty_like(x, memory_format=torch.contiguous_format))
+
+
+@torch.library.custom_op("symcoll::all_reduce_rmsnorm_", mutates_args=("residual",))
+def all_reduce_rmsnorm_(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, comm: int,
+                        algo: str = "auto") -> torch.Tensor:
+    x, _, weight = _norm_args(x, None, weight)
+    out = torch.empty_like(x)
+    _comm(comm).all_reduce_rmsnorm(x, residual, weight, eps, out=out, residual_out=residual, algo=algo)
+    return out
+
+
+@all_reduce_rmsnorm_.register_fake
+def _(x, residual, weight, eps, comm, algo="auto"):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("symcoll::all_reduce_rmsnorm_fp8", mutates_args=())
+def all_reduce_rmsnorm_fp8(x: torch.Tensor, residual: Optional[torch.Tensor], weight: torch.Tensor, eps: float,
+                           scale: Optional[torch.Tensor], comm: int,
+                           algo: str = "auto") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    x, residual, weight = _norm_args(x, residual, weight)
+    q = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
+    residual_out = torch.empty_like(x)
+    if scale is None:
+        scales = torch.empty(x.shape[:-1] + (1,), dtype=torch.float32, device=x.device)
+        _comm(comm).all_reduce_rmsnorm(x, residual, weight, eps, residual_out=residual_out, fp8_out=q,
+                                       fp8_row_scales=scales, algo=algo)
+    else:
+        if scale.numel() != 1:
+            raise _lib.InvalidArgumentError(f"all_reduce_rmsnorm_fp8: scale has shape {tuple(scale.shape)}, not one "
+                                            "element (None: dynamic per-row scales)")
+        scales = scale.reshape(1).to(torch.float32, copy=True)
+        _comm(comm).all_reduce_rmsnorm(x, residual, weight, eps, residual_out=residual_out, fp8_out=q,
+                                       fp8_scale=scales, algo=algo)
+    return q, scales, residual_out
+
+
+@all_reduce_rmsnorm_fp8.register_fake
+def _(x, residual, weight, eps, scale, comm, algo="auto"):
+    q = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
+    shape = x.shape[:-1] + (1,) if scale is None else (1,)
+    return q, torch.empty(shape, dtype=torch.float32, device=x.device), torch.empty_like(
+        x, memory_format=torch.contiguous_format)

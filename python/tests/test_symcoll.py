@@ -52,6 +52,7 @@ def test_structs_match_the_library():
 
     for cls, init in ((_lib.Config, _lib.lib.symcoll_config_init), (_lib.CollOpts, _lib.lib.symcoll_coll_opts_init),
                       (_lib.MatmulOpts, _lib.lib.symcoll_matmul_opts_init),
+                      (_lib.NormOpts, _lib.lib.symcoll_norm_opts_init),
                       (_lib.JobConfig, _lib.lib.symcoll_job_config_init)):
         x = cls()
         init(ctypes.byref(x))

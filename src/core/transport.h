@@ -64,7 +64,7 @@ typedef struct symcoll__matmul_args {
 } symcoll__matmul_args_t;
 
 /* symcoll_all_reduce_rmsnorm as core hands it to a transport's norm entry (symcoll.h). algo is
- * ONE_SHOT or TWO_SHOT (and LAMPORT where the transport claims it), or SEQUENTIAL: then x
+ * ONE_SHOT or TWO_SHOT, or SEQUENTIAL: then x
  * already holds the sum over ranks and the call is the local add + norm pass alone, with no
  * peer involved (core runs the all-reduce before it, and uses it alone for one rank). */
 typedef struct symcoll__norm_args {

@@ -74,6 +74,11 @@ static const char *const builtin_table =
     "all_gather_matmul cuda * * inf overlap\n"
     "matmul_reduce_scatter cuda * * 33554432 sequential\n"
     "matmul_reduce_scatter cuda * * inf overlap\n"
+    /* all_reduce_rmsnorm, by x's bytes. CPU ranks: the norm is work, and two-shot shares it out
+     * (2-vCPU machine, bench/results/host); GPUs: the fused one-shot (not yet tuned). */
+    "all_reduce_rmsnorm host * * 65536 oneshot\n"
+    "all_reduce_rmsnorm host * * inf twoshot\n"
+    "all_reduce_rmsnorm cuda * * inf oneshot\n"
     /* Communicators spanning nodes. CPU ranks (2 and 3 network-namespace nodes x 2 ranks
      * of one 2-vCPU Xeon, MPI over veth links, bench/results/host/netns): MPI alone while
      * small, the hierarchical path once the node-local steps save more than they cost;

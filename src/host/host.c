@@ -338,7 +338,7 @@ static bool host_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo
       runs = B(SYMCOLL_ALGO_OVERLAP) | B(SYMCOLL_ALGO_SEQUENTIAL);
       break;
     case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
-      runs = B(SYMCOLL_ALGO_ONE_SHOT) | B(SYMCOLL_ALGO_TWO_SHOT) | B(SYMCOLL_ALGO_LAMPORT) | B(SYMCOLL_ALGO_SEQUENTIAL);
+      runs = B(SYMCOLL_ALGO_ONE_SHOT) | B(SYMCOLL_ALGO_TWO_SHOT) | B(SYMCOLL_ALGO_SEQUENTIAL);
       break;
     case SYMCOLL_NUM_COLL_KINDS:
       break;

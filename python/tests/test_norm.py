@@ -1,0 +1,304 @@
+"""all_reduce_rmsnorm through the package: Comm.all_reduce_rmsnorm with numpy arrays (always) and
+torch CPU tensors, and the torch ops all_reduce_rmsnorm, all_reduce_rmsnorm_ and
+all_reduce_rmsnorm_fp8 (eager, opcheck, torch.compile(fullgraph=True)), on CPU ranks, against a
+reference computed here: the sum over ranks in fp32 in rank order rounded to the dtype, plus the
+residual in fp32 rounded to the dtype, must equal residual_out bit for bit; out is compared with
+an fp64 RMSNorm of that r (and, with torch, torch's own rms_norm), the fp8 output with the
+quantisation of out (exactly with torch's float8_e4m3fn; the nearest e4m3 value with numpy), the
+per-row scales exactly. Cases named *torch* are left out of the quick run, as in test_symcoll."""
+import importlib.util
+import os
+import uuid
+
+import numpy as np
+import pytest
+
+import symcoll
+from conftest import run_ranks
+
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+ALGOS = [None, "oneshot", "twoshot", "sequential"]
+TOL = {"float32": 3e-5, "float16": 1.1 / 1024, "bfloat16": 1.1 / 128}  # relative, of out against fp64
+ATOL = {"float32": 1e-30, "float16": 6e-8, "bfloat16": 1e-30}  # fp16's subnormals
+EPS = 1e-5
+FP8_MAX = 448.0
+
+
+def _rng(seed, rank):
+    return np.random.default_rng(seed * 1000 + rank)
+
+
+def np_inputs(dtype, n, rows, hidden, seed=1):
+    """Every rank's x (different on each), the residual and the weight (one for all)."""
+    xs = [(_rng(seed, r).standard_normal((rows, hidden)) * (1 + r)).astype(dtype) for r in range(n)]
+    residual = (_rng(seed, 100).standard_normal((rows, hidden)) * 2).astype(dtype)
+    weight = (1 + 0.5 * _rng(seed, 101).standard_normal(hidden)).astype(dtype)
+    return xs, residual, weight
+
+
+def np_reference(xs, residual, weight, eps):
+    """(r in the dtype, out in fp64): what symcoll.h says the call computes."""
+    dt = xs[0].dtype
+    s = xs[0].astype(np.float32)
+    for x in xs[1:]:
+        s = s + x.astype(np.float32)  # fp32, rank order
+    r = s.astype(dt)
+    if residual is not None:
+        r = (r.astype(np.float32) + residual.astype(np.float32)).astype(dt)
+    r64 = r.astype(np.float64)
+    out64 = r64 / np.sqrt((r64 * r64).mean(-1, keepdims=True) + eps) * weight.astype(np.float64)
+    return r, out64
+
+
+def close(got, want64, dtype):
+    err = np.abs(got.astype(np.float64) - want64)
+    return bool((err <= TOL[dtype] * np.abs(want64) + ATOL[dtype]).all())
+
+
+def e4m3_values():
+    """The 256 e4m3fn codes as floats (0x7f and 0xff: NaN)."""
+    b = np.arange(256)
+    e, m = (b >> 3) & 15, (b & 7).astype(np.float64)
+    v = np.where(e == 0, m / 8 * 2.0 ** -6, (1 + m / 8) * 2.0 ** (e - 7.0))
+    v = np.where(b & 0x80, -v, v)
+    v[(b & 0x7F) == 0x7F] = np.nan
+    return v
+
+
+E4M3 = e4m3_values()
+FINITE = np.unique(E4M3[~np.isnan(E4M3)])  # sorted, -448 ... 448
+
+
+def fp8_nearest(q, out, scale):
+    """Whether every code of q is an e4m3 value nearest out / scale (fp32), saturated to +-448."""
+    v = np.clip(out.astype(np.float32) / np.asarray(scale, np.float32), -FP8_MAX, FP8_MAX).astype(np.float64).ravel()
+    i = np.clip(np.searchsorted(FINITE, v), 1, len(FINITE) - 1)
+    best = np.minimum(np.abs(FINITE[i] - v), np.abs(FINITE[i - 1] - v))
+    return bool((np.abs(E4M3[q.ravel()] - v) == best).all())
+
+
+def np_row_scales(out):
+    amax = np.abs(out.astype(np.float32)).max(-1)
+    return np.maximum(amax / np.float32(FP8_MAX), np.float32(1.0 / (FP8_MAX * 512.0)))
+
+
+# ---- numpy arrays ----------------------------------------------------------------------------------
+
+def _comm(n):
+    """One rank runs in the test's own process (no process to start); more, from run_ranks."""
+    return symcoll.Comm(0, 1, f"py.norm.{uuid.uuid4().hex[:12]}") if n == 1 else symcoll.Comm.from_env()
+
+
+def _norm_numpy_rank(rank, n):
+    failures = []
+    with _comm(n) as comm:
+        for dt in ("float32", "float16"):
+            for rows, hidden in ((5, 67), (40, 256)):  # rows not a multiple of n; 40 x 256: several chunks at 16K
+                xs, res, w = np_inputs(dt, n, rows, hidden)
+                r_ref, out_ref = np_reference(xs, res, w, EPS)
+                s_ref, _ = np_reference(xs, None, w, EPS)
+                x = xs[rank]
+                for algo in ALGOS:
+                    tag = f"{dt} {rows}x{hidden} {algo}"
+                    ro = np.full_like(x, np.nan)
+                    out = comm.all_reduce_rmsnorm(x, res, w, EPS, residual_out=ro, algo=algo)  # out: new
+                    if not np.array_equal(ro, r_ref):
+                        failures.append(f"{tag}: residual_out")
+                    if not close(out, out_ref, dt):
+                        failures.append(f"{tag}: out")
+                    # in place: out over x, residual_out over residual
+                    xi, ri = x.copy(), res.copy()
+                    got = comm.all_reduce_rmsnorm(xi, ri, w, EPS, out=xi, residual_out=ri, algo=algo)
+                    if got is not xi or not np.array_equal(ri, r_ref) or not np.array_equal(xi, out):
+                        failures.append(f"{tag}: in place")
+                    # no residual: residual_out is the sum
+                    so = np.empty_like(x)
+                    comm.all_reduce_rmsnorm(x, None, w, EPS, residual_out=so, algo=algo)
+                    if not np.array_equal(so, s_ref):
+                        failures.append(f"{tag}: no residual")
+                    # fp8, dynamic per-row scales, no out
+                    q, sc = np.empty(x.shape, np.uint8), np.empty(rows, np.float32)
+                    if comm.all_reduce_rmsnorm(x, res, w, EPS, fp8_out=q, fp8_row_scales=sc, algo=algo) is not None:
+                        failures.append(f"{tag}: fp8 alone returned an out")
+                    if not np.array_equal(sc, np_row_scales(out)) or not fp8_nearest(q, out, sc[:, None]):
+                        failures.append(f"{tag}: fp8 per row")
+                    deq = E4M3[q] * sc[:, None]
+                    if not (np.abs(deq - out.astype(np.float64)) <= np.abs(out.astype(np.float64)) / 16 + sc[:, None]
+                            * 2.0 ** -9).all():
+                        failures.append(f"{tag}: fp8 per row, dequantised")
+                    # fp8, static scale (some values saturate), beside out
+                    scale = float(np.abs(out.astype(np.float32)).max()) / 600
+                    q2, out2 = np.empty(x.shape, np.uint8), np.empty_like(x)
+                    comm.all_reduce_rmsnorm(x, res, w, EPS, out=out2, fp8_out=q2, fp8_scale=scale, algo=algo)
+                    if not np.array_equal(out2, out) or not fp8_nearest(q2, out, np.float32(scale)):
+                        failures.append(f"{tag}: fp8 static")
+                    if 0x7E not in (q2 & 0x7F):
+                        failures.append(f"{tag}: fp8 static never saturated")
+        # the zero-copy path: x in a symmetric array
+        xs, res, w = np_inputs("float32", n, 9, 128, seed=2)
+        r_ref, out_ref = np_reference(xs, res, w, EPS)
+        sym = comm.empty((9, 128), "float32")
+        sym[:] = xs[rank]
+        for algo in ALGOS:
+            ro = np.empty_like(res)
+            out = comm.all_reduce_rmsnorm(sym, res, w, EPS, residual_out=ro, algo=algo)
+            if not np.array_equal(ro, r_ref) or not close(out, out_ref, "float32"):
+                failures.append(f"symmetric x {algo}")
+        # refusals, before C (every rank alike, so no rank is left waiting)
+        x, res, w = xs[rank], res, w
+        bad = [dict(weight=np.ones(127, np.float32)), dict(residual=res[:8]), dict(residual=res.astype(np.float16)),
+               dict(out=np.empty((9, 127), np.float32)), dict(fp8_out=np.empty(x.shape, np.uint8)),
+               dict(fp8_out=np.empty(x.shape, np.int8), fp8_scale=1.0),
+               dict(fp8_out=np.empty(x.shape, np.uint8), fp8_row_scales=np.empty(8, np.float32)),
+               dict(fp8_scale=1.0), dict(algo="nosuch"), dict(x=x.astype(np.float64))]
+        for kw in bad:
+            args = dict(x=x, residual=res, weight=w, eps=EPS)
+            args.update(kw)
+            try:
+                comm.all_reduce_rmsnorm(**args)
+                failures.append(f"not refused: {sorted(kw)}")
+            except symcoll.InvalidArgumentError:
+                pass
+        # and from C: a negative eps, an algorithm of another collective
+        for kw in (dict(eps=-1.0), dict(algo="pull")):
+            args = dict(x=x, residual=res, weight=w, eps=EPS)
+            args.update(kw)
+            try:
+                comm.all_reduce_rmsnorm(**args)
+                failures.append(f"not refused: {kw}")
+            except symcoll.InvalidArgumentError:
+                pass
+        ro = np.empty_like(res)  # still in step
+        comm.all_reduce_rmsnorm(x, res, w, EPS, residual_out=ro)
+        if not np.array_equal(ro, r_ref):
+            failures.append("after the refusals")
+    return failures
+
+
+@pytest.mark.parametrize("n,workspace", [(1, None), (2, None), (3, "16K")])
+def test_rmsnorm_numpy(n, workspace):
+    if n == 1:
+        assert _norm_numpy_rank(0, 1) == []
+        return
+    env = {"SYMCOLL_WORKSPACE_BYTES": workspace} if workspace else {}
+    assert run_ranks(_norm_numpy_rank, n, timeout=120, env=env) == [[]] * n
+
+
+# ---- torch: the method with tensors, the ops ---------------------------------------------------------
+
+def _t_inputs(torch, dt, n, shape, seed=3):
+    xs, res, w = np_inputs("float32", n, int(np.prod(shape[:-1])), shape[-1], seed)
+    t = lambda a, s: torch.from_numpy(a).reshape(s).to(dt)  # noqa: E731
+    return [t(x, shape) for x in xs], t(res, shape), t(w, shape[-1:])
+
+
+def _t_reference(torch, xs, residual, weight, eps):
+    """(r, out in fp64, torch's rms_norm of r in fp32 rounded to the dtype)."""
+    s = xs[0].float()
+    for x in xs[1:]:
+        s = s + x.float()
+    r = s.to(xs[0].dtype)
+    if residual is not None:
+        r = (r.float() + residual.float()).to(r.dtype)
+    r64 = r.double()
+    out64 = r64 * torch.rsqrt(r64.pow(2).mean(-1, keepdim=True) + eps) * weight.double()
+    ref_torch = torch.nn.functional.rms_norm(r.float(), (r.shape[-1],), weight.float(), eps).to(r.dtype)
+    return r, out64, ref_torch
+
+
+def _t_close(torch, got, want64, name, k=1.0):
+    err = (got.double() - want64).abs()
+    return bool((err <= k * TOL[name] * want64.abs() + ATOL[name]).all())
+
+
+def _t_fp8(torch, out, scales):
+    """out quantised as symcoll.h says: out / scale in fp32, saturated, rounded to nearest even."""
+    return (out.float() / scales).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+
+
+def _t_row_scales(torch, out):
+    amax = out.float().abs().amax(-1, keepdim=True)
+    return torch.clamp(amax / FP8_MAX, min=torch.tensor(1.0 / (FP8_MAX * 512.0), dtype=torch.float32).item())
+
+
+def _norm_torch_rank(rank, n):
+    import torch
+
+    ops = torch.ops.symcoll
+    bits = lambda q: q.view(torch.uint8)  # noqa: E731
+    with _comm(n) as comm:
+        h = comm.handle
+        for dt in (torch.float32, torch.bfloat16, torch.float16):
+            name = str(dt).replace("torch.", "")
+            xs, res, w = _t_inputs(torch, dt, n, (3, 5, 72))  # leading dimensions: 15 rows
+            r_ref, out64, out_torch = _t_reference(torch, xs, res, w, EPS)
+            s_ref = _t_reference(torch, xs, None, w, EPS)[0]
+            x = xs[rank]
+            for algo in ("auto", "oneshot", "twoshot", "sequential"):
+                tag = (name, algo)
+                out, ro = ops.all_reduce_rmsnorm(x, res, w, EPS, h, algo)
+                assert out.shape == x.shape and out.dtype == dt, tag
+                assert torch.equal(ro, r_ref), tag
+                assert _t_close(torch, out, out64, name), tag
+                assert _t_close(torch, out, out_torch.double(), name, k=2.0), tag  # within an ulp of torch's
+                out_s, ro_s = ops.all_reduce_rmsnorm(x, None, w, EPS, h, algo)
+                assert torch.equal(ro_s, s_ref), tag
+                r2 = res.clone()
+                out2 = ops.all_reduce_rmsnorm_(x, r2, w, EPS, h, algo)  # residual in place
+                assert torch.equal(r2, r_ref) and torch.equal(out2, out), tag
+                q, sc, ro3 = ops.all_reduce_rmsnorm_fp8(x, res, w, EPS, None, h, algo)  # dynamic
+                assert q.dtype == torch.float8_e4m3fn and sc.shape == (3, 5, 1) and torch.equal(ro3, r_ref), tag
+                assert torch.equal(sc, _t_row_scales(torch, out)), tag
+                assert torch.equal(bits(q), bits(_t_fp8(torch, out, sc))), tag
+                deq = q.float() * sc
+                assert ((deq - out.float()).abs() <= out.float().abs() / 16 + sc * 2.0 ** -9).all(), tag
+                scale = torch.tensor([out.float().abs().max().item() / 600])  # some saturate
+                q2, sc2, _ = ops.all_reduce_rmsnorm_fp8(x, res, w, EPS, scale, h, algo)  # static
+                assert torch.equal(sc2, scale) and torch.equal(bits(q2), bits(_t_fp8(torch, out, scale))), tag
+                assert (bits(q2) & 0x7F == 0x7E).any(), tag
+            # the method with tensors: out in place over x, fp8 as float8_e4m3fn with a float scale
+            xi = x.clone()
+            q3 = torch.empty(x.shape, dtype=torch.float8_e4m3fn)
+            scale = out.float().abs().max().item() / 300
+            got = comm.all_reduce_rmsnorm(xi, res, w, EPS, out=xi, fp8_out=q3, fp8_scale=scale, algo="twoshot")
+            assert got is xi and torch.equal(xi, out), name
+            assert torch.equal(bits(q3), bits(_t_fp8(torch, out, torch.tensor(scale, dtype=torch.float32)))), name
+        # refusals: the wrong weight, residual or scale
+        x, res, w = (t.to(torch.bfloat16) for t in (xs[rank], res, w))
+        for args in ((x, res, w[:-1]), (x, res[:2], w), (x, res.float(), w)):
+            with pytest.raises(symcoll.InvalidArgumentError):
+                ops.all_reduce_rmsnorm(*args, EPS, h)
+        with pytest.raises(symcoll.InvalidArgumentError):
+            ops.all_reduce_rmsnorm_fp8(x, res, w, EPS, torch.ones(2), h)
+
+        # torch.compile(fullgraph=True): the three ops in one graph, against eager
+        def block(x, res, w, scale):
+            out, ro = ops.all_reduce_rmsnorm(x, res, w, EPS, h)
+            out2 = ops.all_reduce_rmsnorm_(x, res, w, EPS, h)  # res <- r
+            q, sc, _ = ops.all_reduce_rmsnorm_fp8(out2, ro, w, EPS, scale, h)
+            return out, out2, q.view(torch.uint8), sc, res
+
+        backend = "eager" if os.environ.get("SYMCOLL_TEST_EAGER_COMPILE") else "inductor"
+        compiled = torch.compile(block, fullgraph=True, backend=backend)
+        xs, res, w = _t_inputs(torch, torch.bfloat16, n, (6, 64))
+        want = block(xs[rank], res.clone(), w, None)
+        got = compiled(xs[rank], res.clone(), w, None)
+        for a, b in zip(got, want):
+            assert torch.equal(a, b)
+        if n == 1:
+            x, res, w = _t_inputs(torch, torch.float32, 1, (4, 16))
+            torch.library.opcheck(ops.all_reduce_rmsnorm, (x[0], res, w, EPS, h, "oneshot"))
+            torch.library.opcheck(ops.all_reduce_rmsnorm, (x[0], None, w, EPS, h))
+            torch.library.opcheck(ops.all_reduce_rmsnorm_, (x[0], res.clone(), w, EPS, h))
+            torch.library.opcheck(ops.all_reduce_rmsnorm_fp8, (x[0], res, w, EPS, None, h))
+            torch.library.opcheck(ops.all_reduce_rmsnorm_fp8, (x[0], res, w, EPS, torch.tensor([0.01]), h))
+    return True
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
+@pytest.mark.parametrize("n", [1, 2])
+def test_rmsnorm_torch_cpu(n):
+    if n == 1:
+        assert _norm_torch_rank(0, 1)
+    else:
+        assert run_ranks(_norm_torch_rank, n, timeout=300) == [True] * n
