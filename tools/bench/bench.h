@@ -1,6 +1,9 @@
-/* symcoll-bench: one harness (bench.c), one file per collective (coll_allreduce.c,
- * coll_allgather.c, coll_reducescatter.c, coll_broadcast.c, coll_reduce.c, coll_alltoall.c)
- * and per peer (peer_nccl.c, peer_mpi.c), in the shape of nccl-tests. */
+/* symcoll-bench and symcoll-tune: one harness, in the shape of nccl-tests. Each program has its
+ * main (bench_main.c, tune_main.c: its defaults); the harness is the command line (cli.c), the
+ * run on each rank (bench.c), the columns, their calls and their timing (timing.c), the table,
+ * CSV, JSON and tuning-table output (report.c) and the ranks' launch (bench_launch.c); one file
+ * per collective (coll_allreduce.c, coll_allgather.c, coll_reducescatter.c, coll_broadcast.c,
+ * coll_reduce.c, coll_alltoall.c, coll_matmul.c) and per peer (peer_nccl.c, peer_mpi.c). */
 #ifndef SYMCOLL_BENCH_H
 #define SYMCOLL_BENCH_H
 #include <stdbool.h>
@@ -108,6 +111,104 @@ int bench_launch(const bench_launch_t *l);
 /* Whether this process is one rank of a job spanning nodes (or of emulated nodes). */
 bool bench_across_nodes(void);
 
+/* ---- the command line (cli.c) -------------------------------------------------------------- */
+
+/* The run's options: set by the command line before any rank starts, only read by the ranks
+ * (forked ones get a copy). */
+typedef struct {
+  size_t min_bytes, max_bytes, step;
+  const bench_coll_t *coll;
+  symcoll_dtype_t dtype;
+  symcoll_op_t op;
+  int root; /* broadcast, reduce */
+  int iters, warmup, reps;
+  int graph;
+  const char *backend, *mode;
+  int nranks;
+  char algos[256], peers[128];
+  const char *csv, *json, *plot;
+  bool inplace;
+  bool send_symmetric; /* inputs in a symcoll allocation: symcoll's zero-copy path */
+  bool bind;           /* pin rank r to the r-th allowed CPU */
+  const char *tune;    /* write the fastest symcoll column per size as a tuning table */
+  int mm;              /* 1: all_gather_matmul, 2: matmul_reduce_scatter (coll_matmul.c) */
+  const char *shapes;
+  bool reps_set;
+} bench_opts_t;
+extern bench_opts_t bench_opts;
+
+/* What the command line says beside bench_opts, and what it found on this machine. */
+typedef struct {
+  char **merge;
+  const char *title;
+  int nmerge, warmup_set, reps_set, algos_set, peers_set, range_set;
+  bool gpu; /* --backend cuda */
+  int ngpu; /* GPUs on this machine */
+} bench_args_t;
+
+/* MPI peers started, the machine probed, bench_opts at their defaults, then the command line;
+ * the collective's default columns. -1 to go on, else the exit code (--help, --env, --merge,
+ * bad usage). A program's own defaults go between this and bench_cli_finish. */
+int bench_cli_parse(int *argc, char ***argv, bench_args_t *x);
+/* The options checked and completed for the backend (CPU: no graphs, more warm-up and reps;
+ * GEMM operations' shapes); -1 to go on, else the exit code (bad usage, 77: no GPU). */
+int bench_cli_finish(const char *argv0, const bench_args_t *x);
+
+static inline const char *bench_coll_label(void) {
+  return symcoll_coll_name(bench_opts.coll->kind);
+}
+
+/* ---- the run (bench.c) -------------------------------------------------------------------- */
+
+/* The ranks of the run, each timing every size (or the GEMM operations' shapes), then the
+ * plot; the exit code (0 done, 3 a wrong result, 4 a failed call). */
+int bench_run(const bench_args_t *x);
+
+/* ---- columns, calls and timing (timing.c) ------------------------------------------------- */
+
+typedef struct {
+  int ncols;
+  column_t cols[MAX_COLS];
+} bench_table_t;
+
+double bench_now(void); /* the monotonic clock, in seconds */
+/* The symcoll columns of --algo, then the peers of --peers that are built in; exits 2 on a
+ * bad name. */
+void bench_build_columns(bench_table_t *t);
+/* Buffers on the device under test (the GPU of a GPU rank, else host memory). */
+void *bench_dev_alloc(bctx_t *c, size_t bytes);
+void bench_dev_free(bctx_t *c, void *p);
+/* Elements of the column's output that differ from `want` after one call on the exact-result
+ * input of `seed` (h: host staging of send and recv elements). */
+double bench_check_column(bctx_t *c, column_t *col, void *send, void *recv, size_t count, char *h, const char *want,
+                          uint32_t seed);
+/* Median microseconds per call of every usable column at `count` on this rank (NAN: n/a). */
+void bench_time_columns(bctx_t *c, column_t *cols, int ncols, void *send, void *recv, size_t count, double *us);
+
+/* ---- the output (report.c) ---------------------------------------------------------------- */
+
+/* GPU 0's name and the CPU model, kept for titles; the number of GPUs here. */
+int bench_report_probe(void);
+/* This machine for titles: GPU 0's name on GPU runs, else the CPU model. */
+const char *bench_report_machine(bool gpu);
+void bench_report_plot_title(char *title, size_t n, bool gpu);
+
+typedef struct {
+  FILE *csv, *json; /* rank 0's --csv and --json files; NULL when not asked for */
+  int json_rows;
+  double t0; /* when the first size began (progress) */
+} bench_report_t;
+/* Rank 0: the run's header lines, the table's header, the CSV and JSON files opened; every
+ * rank: the clock of the progress line started. */
+void bench_report_open(bctx_t *c, const bench_table_t *t, bench_report_t *r);
+/* Rank 0: one size's row (slow: the slowest rank's time per column, -1: n/a; wrong: elements
+ * wrong over all ranks and columns) in the table, the CSV, the JSON and the tuning rows. */
+void bench_report_row(bctx_t *c, const bench_table_t *t, bench_report_t *r, size_t bytes, size_t count,
+                      const double *slow, double wrong);
+/* The files closed; rank 0 writes --tune's table. */
+void bench_report_close(bctx_t *c, const bench_table_t *t, bench_report_t *r);
+
+/* merge.c: tables of one run joined (--merge), a CSV plotted (--plot). */
 int bench_merge(int nfiles, char **files, const char *out_csv, const char *plot, const char *title);
 int bench_plot(const char *csv, const char *png, const char *title);
 /* A failed call's status and why (symcoll_last_error), for error lines; per thread. */
