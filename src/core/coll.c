@@ -81,21 +81,6 @@ static symcoll_status_t check_opts(symcoll_coll_t coll, const symcoll_coll_opts_
 
 /* ---- the signature of a call --------------------------------------------------------------- */
 
-uint32_t symcoll__call_signature(symcoll_coll_t coll, size_t count, size_t n, size_t k, symcoll_dtype_t dtype,
-                                 symcoll_op_t op, symcoll_algo_t algo) {
-  uint64_t h = 0x9e3779b97f4a7c15ull;
-  const uint64_t parts[] = {(uint64_t)coll, (uint64_t)count, (uint64_t)dtype, (uint64_t)op,
-                            (uint64_t)algo, (uint64_t)n,     (uint64_t)k};
-  const size_t nparts = n || k ? 7 : 5; /* the GEMM operations' n and k; plain collectives have none */
-  for (size_t i = 0; i < nparts; i++) {
-    h ^= parts[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-  }
-  uint32_t s = (uint32_t)(h ^ (h >> 32));
-  return s ? s : 1;
-}
-
 /* A rooted collective's root rides in the GEMM operations' `n` slot (they have no root). */
 static uint32_t call_signature(const symcoll__coll_args_t *a) {
   return symcoll__call_signature(a->coll, a->count, (size_t)a->root, 0, a->dtype, a->op, a->algo);
@@ -155,7 +140,7 @@ static bool in_place_of(const symcoll__coll_desc_t *d, const void *send, const v
  * buffer that holds every rank's block is found too (peers may write into it). */
 static void place_symmetric(symcoll_comm_t comm, const symcoll__coll_desc_t *d, symcoll__coll_args_t *a,
                             bool in_place) {
-  const size_t block = a->count * symcoll_dtype_size(a->dtype), n = (size_t)comm->nranks;
+  const size_t block = a->count * symcoll__esize(a->dtype), n = (size_t)comm->nranks;
   if (!in_place || d->in_place == SYMCOLL__IN_PLACE_SEND_IN_RECV || d->root != SYMCOLL__ROOT_NONE)
     a->send_mem = symcoll__mem_find(comm, a->send, block * (d->send_all ? n : 1), &a->send_off);
   if (d->recv_all) a->recv_mem = symcoll__mem_find(comm, a->recv, block * n, &a->recv_off);
@@ -163,7 +148,7 @@ static void place_symmetric(symcoll_comm_t comm, const symcoll__coll_desc_t *d, 
 
 const symcoll__tune_entry_t *symcoll__coll_entry(symcoll_comm_t comm, symcoll_coll_t coll, size_t count,
                                                  symcoll_dtype_t dtype) {
-  const size_t bytes = symcoll__coll_bytes(coll, count, symcoll_dtype_size(dtype), comm->nranks);
+  const size_t bytes = symcoll__coll_bytes(coll, count, symcoll__esize(dtype), comm->nranks);
   return &comm->tune[coll][dtype].bucket[symcoll__tune_bucket(bytes)];
 }
 
@@ -190,7 +175,7 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   size_t opt_round;
   SYMCOLL_CHECK(check_opts(coll, opts, &opt_round));
   if (count == 0) return SYMCOLL_OK;
-  const size_t es = symcoll_dtype_size(dtype);
+  const size_t es = symcoll__esize(dtype);
   const size_t mult = d->moves_all ? (size_t)n : 1;
   if (count > SIZE_MAX / es / mult / 2)
     SYMCOLL_REFUSE("%s: count %zu of %zu-byte elements (x %zu ranks) is too large", name, count, es, mult);
@@ -286,7 +271,7 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
 
 symcoll_status_t symcoll__coll_inner(symcoll_comm_t comm, symcoll__coll_args_t *a) {
   const int n = comm->nranks;
-  const size_t es = symcoll_dtype_size(a->dtype), block = a->count * es;
+  const size_t es = symcoll__esize(a->dtype), block = a->count * es;
   if (n == 1) return a->send == a->recv ? SYMCOLL_OK : comm->tp->copy(comm, a->recv, a->send, block, a->stream);
   const symcoll__coll_desc_t *d = symcoll__coll_desc(a->coll);
   const symcoll__tune_entry_t *t = symcoll__coll_entry(comm, a->coll, a->count, a->dtype);
@@ -379,7 +364,7 @@ symcoll_status_t symcoll_coll_algo(symcoll_comm_t comm, symcoll_coll_t coll, siz
                                    symcoll_algo_t *algo_p) {
   if (!comm || !algo_p || (unsigned)coll >= SYMCOLL_NUM_COLL_KINDS || (unsigned)dtype >= SYMCOLL_NUM_DTYPES)
     return SYMCOLL_ERR_INVALID_ARGUMENT;
-  const size_t es = symcoll_dtype_size(dtype);
+  const size_t es = symcoll__esize(dtype);
   if (count > SIZE_MAX / es / (size_t)comm->nranks) return SYMCOLL_ERR_INVALID_ARGUMENT;
   *algo_p = symcoll__coll_auto(comm, coll, count, dtype);
   return SYMCOLL_OK;

@@ -11,7 +11,7 @@
 /* Across nodes, every plain collective runs these two (and only there). */
 #define ACROSS (BIT(SYMCOLL_ALGO_HIERARCHICAL) | BIT(SYMCOLL_ALGO_ENGINE))
 
-static const symcoll__coll_desc_t rows[] = {
+const symcoll__coll_desc_t symcoll__coll_rows[] = {
     [SYMCOLL_COLL_ALL_REDUCE] = {.takes_op = true,
                                  .in_place = SYMCOLL__IN_PLACE_SAME,
                                  .algos = BIT(SYMCOLL_ALGO_ONE_SHOT) | BIT(SYMCOLL_ALGO_TWO_SHOT) |
@@ -77,12 +77,8 @@ static const symcoll__coll_desc_t rows[] = {
                                          .busbw_factor = 2},
 };
 _Static_assert(SYMCOLL_NUM_ALGOS <= 32, "the rows hold algorithms as bits of a uint32_t");
-_Static_assert(sizeof rows / sizeof rows[0] == SYMCOLL_NUM_COLL_KINDS,
+_Static_assert(sizeof symcoll__coll_rows / sizeof symcoll__coll_rows[0] == SYMCOLL_NUM_COLL_KINDS,
                "every collective of SYMCOLL_COLL_MAP has a row here");
-
-const symcoll__coll_desc_t *symcoll__coll_desc(symcoll_coll_t coll) {
-  return (unsigned)coll < SYMCOLL_NUM_COLL_KINDS ? &rows[coll] : NULL;
-}
 
 int symcoll_coll_is_fused(symcoll_coll_t coll) {
   const symcoll__coll_desc_t *d = symcoll__coll_desc(coll);
@@ -95,7 +91,7 @@ bool symcoll__algo_of(symcoll_coll_t coll, symcoll_algo_t algo) {
 }
 
 size_t symcoll__coll_bytes(symcoll_coll_t coll, size_t count, size_t esize, int nranks) {
-  return count * esize * (rows[coll].moves_all ? (size_t)nranks : 1);
+  return count * esize * (symcoll__coll_rows[coll].moves_all ? (size_t)nranks : 1);
 }
 
 const char *symcoll__algo_list(symcoll_coll_t coll, char *buf, size_t n) {

@@ -43,8 +43,11 @@ typedef struct {
   bool busbw_whole;        /* ...or algbw x busbw_factor (broadcast, reduce: nccl-tests) */
 } symcoll__coll_desc_t;
 
-/* The row of `coll`, or NULL if it is out of range. */
-SYMCOLL_HIDDEN const symcoll__coll_desc_t *symcoll__coll_desc(symcoll_coll_t coll);
+/* The row of `coll`, or NULL if it is out of range (inline: on every call's path). */
+extern SYMCOLL_HIDDEN const symcoll__coll_desc_t symcoll__coll_rows[];
+static inline const symcoll__coll_desc_t *symcoll__coll_desc(symcoll_coll_t coll) {
+  return (unsigned)coll < SYMCOLL_NUM_COLL_KINDS ? &symcoll__coll_rows[coll] : NULL;
+}
 /* Bytes a call's size bucket is taken from (see symcoll__tune_t). */
 SYMCOLL_HIDDEN size_t symcoll__coll_bytes(symcoll_coll_t coll, size_t count, size_t esize, int nranks);
 /* Whether `algo` is one of the collective's algorithms (not whether this comm can run it). */

@@ -212,9 +212,31 @@ SYMCOLL_HIDDEN symcoll_algo_t symcoll__coll_auto(symcoll_comm_t comm, symcoll_co
  * send, recv, count, dtype, op, stream and the outer call's signature; the algorithm, launch
  * shape and zero-copy placement are chosen as for a call of its own. */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__coll_inner(symcoll_comm_t comm, symcoll__coll_args_t *a);
-/* The signature of a call's arguments (never 0). */
-SYMCOLL_HIDDEN uint32_t symcoll__call_signature(symcoll_coll_t coll, size_t count, size_t n, size_t k,
-                                                symcoll_dtype_t dtype, symcoll_op_t op, symcoll_algo_t algo);
+/* A 64-bit finaliser (MurmurHash3's fmix64): every input bit moves about half the output's. */
+static inline uint64_t symcoll__mix64(uint64_t z) {
+  z ^= z >> 33;
+  z *= 0xff51afd7ed558ccdull;
+  z ^= z >> 33;
+  z *= 0xc4ceb9fe1a85ec53ull;
+  z ^= z >> 33;
+  return z;
+}
+/* The signature of a call's arguments (never 0): peers compare it where they meet. n and k are
+ * the GEMM operations' (a rooted collective's root rides in n; the fused norm's shape in n and
+ * k); plain collectives pass 0. Inline, and cheap: it is on every call's path. */
+static inline uint32_t symcoll__call_signature(symcoll_coll_t coll, size_t count, size_t n, size_t k,
+                                               symcoll_dtype_t dtype, symcoll_op_t op, symcoll_algo_t algo) {
+  const uint64_t kind = (uint64_t)coll | (uint64_t)dtype << 8 | (uint64_t)op << 16 | (uint64_t)algo << 24;
+  uint64_t h = symcoll__mix64((uint64_t)count ^ symcoll__mix64(kind + 0x9e3779b97f4a7c15ull));
+  if (n || k) h = symcoll__mix64(h ^ symcoll__mix64((uint64_t)n + 0x632be59bd9b4e019ull) ^ (uint64_t)k);
+  const uint32_t s = (uint32_t)(h ^ (h >> 32));
+  return s ? s : 1;
+}
+/* symcoll_dtype_size, inline for the call path (0 for an unknown dtype). */
+static inline size_t symcoll__esize(symcoll_dtype_t dtype) {
+  static const unsigned char bytes[SYMCOLL_NUM_DTYPES] = {4, 2, 2, 1, 1, 4, 4, 8, 8, 8, 1, 1};
+  return (unsigned)dtype < SYMCOLL_NUM_DTYPES ? bytes[dtype] : 0;
+}
 /* Parses SYMCOLL_ALGO into comm->forced_algo. */
 SYMCOLL_HIDDEN void symcoll__algo_from_env(symcoll_comm_t comm);
 

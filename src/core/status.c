@@ -43,6 +43,7 @@ const char *symcoll_dtype_name(symcoll_dtype_t dtype) {
   }
 }
 
+_Static_assert(SYMCOLL_NUM_DTYPES == 12, "symcoll__esize (internal.h) lists every dtype's size");
 size_t symcoll_dtype_size(symcoll_dtype_t dtype) {
   switch (dtype) {
 #define DTYPE_SIZE(e, name, bytes) \

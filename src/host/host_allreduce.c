@@ -14,7 +14,7 @@ typedef struct {
 static symcoll_status_t one_shot(symcoll_comm_t comm, host_state_t *hs, const symcoll__coll_args_t *a, chunk_t c,
                                  bool first, struct symcoll_mem *zmem, size_t zoff) {
   const int me = comm->rank, n = comm->nranks;
-  const size_t es = symcoll_dtype_size(a->dtype), sub = hs->sub_bytes / es;
+  const size_t es = symcoll__esize(a->dtype), sub = hs->sub_bytes / es;
   const host_epoch_t ep = symcoll__host_epoch_begin(comm, hs, a, first, zmem, zoff);
   char *mine = hs->data[me] + ep.half_off;
   const symcoll__reduce_fn reduce = symcoll__host_reduce_fn(a->dtype, a->op);
@@ -39,7 +39,7 @@ static symcoll_status_t one_shot(symcoll_comm_t comm, host_state_t *hs, const sy
 static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const symcoll__coll_args_t *a, chunk_t c,
                                  bool first) {
   const int me = comm->rank, n = comm->nranks;
-  const size_t es = symcoll_dtype_size(a->dtype), sub = hs->sub_bytes / es;
+  const size_t es = symcoll__esize(a->dtype), sub = hs->sub_bytes / es;
   const host_epoch_t ep = symcoll__host_epoch_begin(comm, hs, a, first, NULL, 0);
   char *mine = hs->data[me] + ep.half_off;
   host_pad_t *pad = hs->pad[me];
@@ -69,7 +69,7 @@ static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const sy
 }
 
 symcoll_status_t symcoll__host_all_reduce(symcoll_comm_t comm, host_state_t *hs, const symcoll__coll_args_t *a) {
-  const size_t es = symcoll_dtype_size(a->dtype);
+  const size_t es = symcoll__esize(a->dtype);
   symcoll_status_t s = SYMCOLL_OK;
   /* Zero-copy inputs are cut into the same chunks as staged ones, so every rank counts the
    * same epochs whichever kind of input each one passes. The CPU one-shot is double-buffered
