@@ -3,7 +3,7 @@
  * run on each rank (bench.c), the columns, their calls and their timing (timing.c), the table,
  * CSV, JSON and tuning-table output (report.c) and the ranks' launch (bench_launch.c); one file
  * per collective (coll_allreduce.c, coll_allgather.c, coll_reducescatter.c, coll_broadcast.c,
- * coll_reduce.c, coll_alltoall.c, coll_matmul.c) and per peer (peer_nccl.c, peer_mpi.c). */
+ * coll_reduce.c, coll_alltoall.c, coll_matmul.c, coll_rmsnorm.c) and per peer (peer_nccl.c, peer_mpi.c). */
 #ifndef SYMCOLL_BENCH_H
 #define SYMCOLL_BENCH_H
 #include <stdbool.h>
@@ -89,7 +89,7 @@ void peer_mpi_init(int *argc, char ***argv);
 void peer_mpi_finalize(void);
 _Noreturn void peer_mpi_abort(int code);
 
-/* The GEMM operations (coll_matmul.c): a table over shapes instead of sizes. */
+/* The fused operations (coll_matmul.c, coll_rmsnorm.c): a table over shapes instead of sizes. */
 typedef struct {
   bool all_gather; /* all_gather_matmul, else matmul_reduce_scatter */
   symcoll_dtype_t dtype;
@@ -99,6 +99,8 @@ typedef struct {
 } bench_mm_opts_t;
 /* Runs the table on this rank; 0, or non-zero when a result was wrong. */
 int bench_matmul_rank(bctx_t *c, const bench_mm_opts_t *o);
+/* all_reduce_rmsnorm (coll_rmsnorm.c): the same options (all_gather unused), rows x hidden shapes. */
+int bench_norm_rank(bctx_t *c, const bench_mm_opts_t *o);
 
 /* bench_launch.c: the ranks of one run, each running body (0: all right; the exit code). */
 typedef struct {
@@ -131,7 +133,7 @@ typedef struct {
   bool send_symmetric; /* inputs in a symcoll allocation: symcoll's zero-copy path */
   bool bind;           /* pin rank r to the r-th allowed CPU */
   const char *tune;    /* write the fastest symcoll column per size as a tuning table */
-  int mm;              /* 1: all_gather_matmul, 2: matmul_reduce_scatter (coll_matmul.c) */
+  int mm; /* 1: all_gather_matmul, 2: matmul_reduce_scatter (coll_matmul.c), 3: all_reduce_rmsnorm (coll_rmsnorm.c) */
   const char *shapes;
   bool reps_set;
 } bench_opts_t;

@@ -42,6 +42,8 @@ static void usage(const char *argv0) {
       "                     (default all_reduce)\n"
       "  --coll all_gather_matmul|matmul_reduce_scatter --shapes helion|kraken|all|small|M,N,K\n"
       "                     the fused GEMM operations over shapes (per-rank M; default all on GPUs)\n"
+      "  --coll all_reduce_rmsnorm --shapes all|small|ROWS,HIDDEN\n"
+      "                     the fused all-reduce + add + RMSNorm against the unfused chain (default all)\n"
       "  -b SIZE / -e SIZE / -f FACTOR   size range in bytes (K, M, G suffixes) and step factor; the size is\n"
       "                     nccl-tests': all_gather's output, reduce_scatter's and all_to_all's input\n"
       "  -d DTYPE           fp32 fp16 bf16 fp64 int8 uint8 int32 uint32 int64 uint64 fp8_e4m3 fp8_e5m2\n"
@@ -114,14 +116,17 @@ static bool parse_op(const char *o) {
 }
 static bool parse_coll(const char *c) {
   bench_opts_t *o = &bench_opts;
-  o->mm = !strcmp(c, "all_gather_matmul") ? 1 : !strcmp(c, "matmul_reduce_scatter") ? 2 : 0;
+  o->mm = !strcmp(c, "all_gather_matmul")       ? 1
+          : !strcmp(c, "matmul_reduce_scatter") ? 2
+          : !strcmp(c, "all_reduce_rmsnorm")    ? 3
+                                                : 0;
   o->coll = o->mm ? &bench_all_gather : NULL;
   for (size_t k = 0; k < NUM_BENCH_COLLS; k++)
     if (!strcmp(c, symcoll_coll_name(bench_colls[k]->kind))) o->coll = bench_colls[k];
   if (o->coll) return true;
   fprintf(stderr, "unknown collective %s (", c);
   for (size_t k = 0; k < NUM_BENCH_COLLS; k++) fprintf(stderr, "%s, ", symcoll_coll_name(bench_colls[k]->kind));
-  fprintf(stderr, "all_gather_matmul, matmul_reduce_scatter)\n");
+  fprintf(stderr, "all_gather_matmul, matmul_reduce_scatter, all_reduce_rmsnorm)\n");
   return false;
 }
 static bool parse_root(const char *r) {
@@ -276,7 +281,7 @@ int bench_cli_finish(const char *argv0, const bench_args_t *x) {
   if (o->mm) {
     o->reps_set = x->reps_set;
     o->plot = NULL; /* a table of shapes, not of sizes */
-    if (!o->shapes) o->shapes = x->gpu ? "all" : "small";
+    if (!o->shapes) o->shapes = x->gpu || o->mm == 3 ? "all" : "small";
     if (!x->gpu) setenv("OPENBLAS_NUM_THREADS", "1", 0); /* ranks share the cores */
   }
   return -1;
