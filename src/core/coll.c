@@ -159,6 +159,38 @@ symcoll_algo_t symcoll__coll_auto(symcoll_comm_t comm, symcoll_coll_t coll, size
 
 /* ---- the one path ---------------------------------------------------------------------------- */
 
+/* An algorithm this communicator does not run, asked for (options, SYMCOLL_ALGO) or from a
+ * table: UNSUPPORTED, and why. */
+static symcoll_status_t refuse_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo_t algo, const char *why) {
+  SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "%s: %s (from the %s) is not available on this communicator%s",
+               symcoll_coll_name(coll), symcoll_algo_name(algo), why,
+               !symcoll__algo_of(coll, algo)      ? ": it is not an algorithm of this collective"
+               : algo == SYMCOLL_ALGO_NCCL        ? " (it holds no NCCL communicator: see SYMCOLL_NCCL)"
+               : algo == SYMCOLL_ALGO_COPY_ENGINE ? " (CPU ranks have no copy engine)"
+               : algo == SYMCOLL_ALGO_HIERARCHICAL || algo == SYMCOLL_ALGO_ENGINE
+                   ? " (it spans one node: see symcoll_comm_create_job)"
+               : comm->hier ? " (it spans nodes: hierarchical or engine)"
+                            : "");
+  return SYMCOLL_ERR_UNSUPPORTED;
+}
+
+/* INFO names each change of a collective's algorithm; TRACE every call. */
+static void note_call(symcoll_comm_t comm, const symcoll__coll_desc_t *d, const symcoll__coll_args_t *a, size_t bytes,
+                      bool in_place, const char *why) {
+  const int me = comm->rank;
+  const char *name = symcoll_coll_name(a->coll);
+  if (a->algo != comm->last_algo[a->coll]) {
+    comm->last_algo[a->coll] = a->algo;
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d: %s of %zu bytes (%s) runs %s (from the %s)", me, name, bytes,
+                 symcoll_dtype_name(a->dtype), symcoll_algo_name(a->algo), why);
+  }
+  SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: %s #%llu count %zu %s %s%s%s: %s (%s)%s%s", me, name,
+                (unsigned long long)comm->coll_seq, a->count, symcoll_dtype_name(a->dtype),
+                d->takes_op ? symcoll_op_name(a->op) : "", d->root ? (me == a->root ? " (root)" : " (not root)") : "",
+                in_place ? " in place" : "", symcoll_algo_name(a->algo), why, a->send_mem ? ", input symmetric" : "",
+                a->recv_mem ? ", output symmetric" : "");
+}
+
 static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const void *send, void *recv, size_t count,
                                  symcoll_dtype_t dtype, symcoll_op_t op, int root, void *stream,
                                  const symcoll_coll_opts_t *opts) {
@@ -217,7 +249,6 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
                             .op = op,
                             .root = root,
                             .stream = stream};
-  const size_t bytes = block * mult;
   const symcoll__tune_entry_t *t = symcoll__coll_entry(comm, coll, count, dtype);
   const char *why = "table";
   if (opts && opts->algo != SYMCOLL_ALGO_AUTO)
@@ -235,19 +266,7 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
                   in_place ? "in place: nothing" : "a copy");
     return in_place ? SYMCOLL_OK : comm->tp->copy(comm, recv, send, block, stream);
   }
-  symcoll_status_t sup = symcoll_coll_algo_supported(comm, coll, a.algo);
-  if (sup != SYMCOLL_OK) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "%s: %s (from the %s) is not available on this communicator%s", name,
-                 symcoll_algo_name(a.algo), why,
-                 !symcoll__algo_of(coll, a.algo)      ? ": it is not an algorithm of this collective"
-                 : a.algo == SYMCOLL_ALGO_NCCL        ? " (it holds no NCCL communicator: see SYMCOLL_NCCL)"
-                 : a.algo == SYMCOLL_ALGO_COPY_ENGINE ? " (CPU ranks have no copy engine)"
-                 : a.algo == SYMCOLL_ALGO_HIERARCHICAL || a.algo == SYMCOLL_ALGO_ENGINE
-                     ? " (it spans one node: see symcoll_comm_create_job)"
-                 : comm->hier ? " (it spans nodes: hierarchical or engine)"
-                              : "");
-    return SYMCOLL_ERR_UNSUPPORTED;
-  }
+  if (symcoll_coll_algo_supported(comm, coll, a.algo) != SYMCOLL_OK) return refuse_algo(comm, coll, a.algo, why);
   a.blocks = opts && opts->blocks ? opts->blocks : t->blocks;
   a.threads = opts && opts->threads ? opts->threads : t->threads;
   a.round_bytes = opt_round ? opt_round : t->round_bytes;
@@ -255,16 +274,8 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   a.sig = call_signature(&a);
   if (comm->check_args) SYMCOLL_CHECK(check_agreement(comm, &a));
   comm->coll_seq++;
-  if (a.algo != comm->last_algo[coll]) { /* INFO names each change of algorithm */
-    comm->last_algo[coll] = a.algo;
-    SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d: %s of %zu bytes (%s) runs %s (from the %s)", me, name, bytes,
-                 symcoll_dtype_name(dtype), symcoll_algo_name(a.algo), why);
-  }
-  SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: %s #%llu count %zu %s %s%s%s: %s (%s)%s%s", me, name,
-                (unsigned long long)comm->coll_seq, count, symcoll_dtype_name(dtype),
-                d->takes_op ? symcoll_op_name(op) : "", d->root ? (me == root ? " (root)" : " (not root)") : "",
-                in_place ? " in place" : "", symcoll_algo_name(a.algo), why, a.send_mem ? ", input symmetric" : "",
-                a.recv_mem ? ", output symmetric" : "");
+  if (a.algo != comm->last_algo[coll] || symcoll__log_level >= SYMCOLL_LOG_TRACE)
+    note_call(comm, d, &a, block * mult, in_place, why);
   symcoll__fault_point(me, "coll");
   return comm->tp->coll(comm, &a);
 }

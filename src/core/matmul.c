@@ -52,6 +52,8 @@ static symcoll_status_t sequential(symcoll_comm_t comm, const symcoll__matmul_ar
   return s;
 }
 
+/* Long: the argument checks in the order NCCL-style refusals must come (every rank refuses the
+ * same bad call before touching anything), then the choice and the dispatch. */
 static symcoll_status_t run_matmul(symcoll_comm_t comm, symcoll_coll_t coll, const void *a, const void *b, void *c,
                                    size_t m, size_t n, size_t k, symcoll_dtype_t dtype,
                                    const symcoll_matmul_opts_t *opts, void *stream) {

@@ -143,7 +143,8 @@ typedef union {
  * unique id and every rank's GPU travel through symcoll: each member's all_gather is launched
  * (never blocking the host), then all are awaited, so one thread can carry several ranks.
  * Then the real ncclCommInitRank of each, inside one real group where k > 1. Writes out[i];
- * 0, or -1 with why set. */
+ * 0, or -1 with why set. Long: one exchange and one real group, with every failure path
+ * unwinding the same allocations. */
 static int real_by_members(ncclComm_t *mem, int k, const shim_real_t *r, ncclComm_t *out, char *why, size_t why_size) {
   const int n = mem[0]->nranks;
   xchg_t *all = calloc((size_t)n, sizeof *all);
