@@ -9,6 +9,9 @@ column-parallel then row-parallel layers), two ways:
   - tensor parallel: every rank holds all of x; y = all_reduce(gelu(x @ W1_r) @ W2_r);
   - sequence parallel: rank r holds rows r of x; h = gelu(all_gather_matmul(x_r, W1_r)),
     y_r = matmul_reduce_scatter(h, W2_r): the gather and the scatter overlap the GEMMs.
+Then what a transformer block does next, fused into the all-reduce: the residual add and the
+RMSNorm (torch.ops.symcoll.all_reduce_rmsnorm_: the residual updated in place, as vLLM's
+fused_add_rms_norm does), against torch's own rms_norm of the reference.
 Every rank builds the same full weights from one seed, so it can compute the reference itself.
 """
 import argparse
@@ -50,15 +53,25 @@ def main():
         hidden, _ = ops.all_gather_matmul(x_r, w1_r, h, "auto")
         y_r = ops.matmul_reduce_scatter(F.gelu(hidden), w2_r, h, "auto")
 
+        # The block's end: all-reduce + residual add + RMSNorm in one call.
+        residual = torch.randn(a.tokens, a.hidden, generator=g).to(dev)
+        norm_w = (1 + 0.1 * torch.randn(a.hidden, generator=g)).to(dev)
+        ref_res = residual + ref
+        ref_norm = F.rms_norm(ref_res, (a.hidden,), norm_w, eps=1e-6)
+        normed = ops.all_reduce_rmsnorm_(F.gelu(x @ w1_r) @ w2_r, residual, norm_w, 1e-6, h, "auto")
+
         tol = dict(rtol=1e-4, atol=1e-4)
+        ok_norm = torch.allclose(normed, ref_norm, **tol) and torch.allclose(residual, ref_res, **tol)
         ok_tp = torch.allclose(y, ref, **tol)
         ok_sp = torch.allclose(y_r, ref[r * t:(r + 1) * t], **tol)
         comm.barrier()
         print(f"rank {r} of {n}: tensor parallel {'matches' if ok_tp else 'DIFFERS FROM'} the reference "
               f"(max error {(y - ref).abs().max().item():.2e}); sequence parallel "
-              f"{'matches' if ok_sp else 'DIFFERS FROM'} it (max error {(y_r - ref[r * t:(r + 1) * t]).abs().max().item():.2e})",
+              f"{'matches' if ok_sp else 'DIFFERS FROM'} it (max error {(y_r - ref[r * t:(r + 1) * t]).abs().max().item():.2e}); "
+              f"all-reduce + residual + RMSNorm {'matches' if ok_norm else 'DIFFERS FROM'} torch's "
+              f"(max error {(normed - ref_norm).abs().max().item():.2e})",
               flush=True)
-        if not (ok_tp and ok_sp):
+        if not (ok_tp and ok_sp and ok_norm):
             raise SystemExit(1)
 
 
