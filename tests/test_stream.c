@@ -2,7 +2,7 @@
  * A stateful randomized differential test: long streams of calls through the public API,
  * checked against references computed independently on the host.
  *   test_stream --backend host|cuda --mode process|thread --ranks N [--calls K] [--no-gemm]
- *               [--no-split] [--max-bytes B] [--trace]   (TH_SEED=S replays a run)
+ *               [--no-norm] [--no-split] [--max-bytes B] [--trace]   (TH_SEED=S replays a run)
  *
  * Every rank draws the same decisions from one generator (so ranks agree on every call's
  * shape), and its own placement from a second one (plain buffers at offsets that differ from
@@ -11,12 +11,22 @@
  * asks symcoll_comm_check, and compares every output (and guard elements around it) with the
  * reference. Calls: every plain collective (every dtype and op, roots, counts from 1
  * to a few MB, every algorithm the communicator runs and auto, in and out of place, plain or
- * symmetric buffers) and the GEMM operations (fp32 / fp16 / bf16, odd shapes, overlap,
- * sequential, auto, with and without the gathered A), on the world communicator and on groups
- * made by symcoll_comm_split, and groups of those, all running at once; the groups are split
- * again now and then. Inputs are integers (exact.h; the GEMMs' entries -1, 0, 1), fresh for
- * every call and different on every rank and group, so every result is exact.
+ * symmetric buffers), the GEMM operations (fp32 / fp16 / bf16, odd shapes, overlap,
+ * sequential, auto, with and without the gathered A) and all_reduce_rmsnorm (fp32 / fp16 /
+ * bf16, 0 to 64 rows of odd and round hidden sizes, every algorithm the communicator runs and
+ * auto, residual or not, residual_out separate, in place or not asked for, out separate, in
+ * place over x or not asked for, x and the outputs plain or symmetric, fp8 outputs with a
+ * static scale or per-row scales), on the world communicator and on groups made by
+ * symcoll_comm_split, and groups of those, all running at once; the groups are split again now
+ * and then. Inputs are integers (exact.h; the GEMMs' entries -1, 0, 1), fresh for every call
+ * and different on every rank and group (the norm's residual and weight: the same on every rank
+ * of a group, as tensor parallelism has them), so every result is exact but the norm's out,
+ * which is checked within a tolerance against an fp64 RMSNorm (its fp8 output bit for bit
+ * against the quantisation of the out the call wrote). Every byte of a call's regions that is
+ * not an output it asked for keeps what was put there (poison around and between the buffers,
+ * the inputs).
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,7 +42,7 @@
 
 static th_launch_t launch = {"host", "process", 2, 20000, 900};
 static long calls = 400;
-static bool with_gemm = true, with_split = true, trace;
+static bool with_gemm = true, with_norm = true, with_split = true, trace;
 static size_t max_bytes = (size_t)1 << 20; /* the most one rank's part of a call moves */
 static uint32_t seed0;
 
@@ -58,8 +68,9 @@ enum {
   K_BROADCAST,
   K_REDUCE,
   K_ALL_TO_ALL,
-  K_AG_MATMUL, /* the GEMM operations last: kinds before them are plain collectives */
+  K_AG_MATMUL, /* the GEMM operations, then the fused norm: kinds before them are plain collectives */
   K_MATMUL_RS,
+  K_NORM, /* all_reduce_rmsnorm */
   NUM_KINDS
 };
 static const symcoll_coll_t kind_coll[NUM_KINDS] = {SYMCOLL_COLL_ALL_REDUCE,
@@ -69,9 +80,23 @@ static const symcoll_coll_t kind_coll[NUM_KINDS] = {SYMCOLL_COLL_ALL_REDUCE,
                                                     SYMCOLL_COLL_REDUCE,
                                                     SYMCOLL_COLL_ALL_TO_ALL,
                                                     SYMCOLL_COLL_ALL_GATHER_MATMUL,
-                                                    SYMCOLL_COLL_MATMUL_REDUCE_SCATTER};
+                                                    SYMCOLL_COLL_MATMUL_REDUCE_SCATTER,
+                                                    SYMCOLL_COLL_ALL_REDUCE_RMSNORM};
 enum { P_PLAIN, P_SYMMETRIC, P_IN_PLACE };
 static const char *const place_names[] = {"plain", "symmetric", "in place"};
+/* all_reduce_rmsnorm: out and residual_out (O_IN_PLACE: over x, over residual); the fp8 output. */
+enum { O_NONE, O_SEPARATE, O_IN_PLACE };
+static const char *const norm_out_names[] = {"not asked for", "separate", "in place"};
+enum { F_NONE, F_STATIC, F_DYNAMIC };
+
+/* all_reduce_rmsnorm's buffers: bytes from the start of the call's region in the send buffer
+ * (x, residual) or the recv buffer (out, residual_out, weight, fp8 output, per-row scales, the
+ * static scale), each with GUARD elements of its own type on either side, at offsets that
+ * differ between ranks in plain buffers (MAX_OFF elements at most), the same in symmetric ones. */
+typedef struct {
+  size_t x, res, send_end;
+  size_t out, ro, w, q, sc, scale, recv_end;
+} norm_layout_t;
 
 /* One call of a batch, as drawn (the same on every rank), and where this rank put it. */
 typedef struct {
@@ -85,9 +110,15 @@ typedef struct {
   size_t m, n, k;   /* GEMM operations: m per rank (all_gather_matmul) or in all (matmul_reduce_scatter) */
   int send_place, recv_place, a_out;
   uint32_t seed;
+  /* all_reduce_rmsnorm: send_place is x's region, recv_place the outputs' */
+  size_t rows, hidden;
+  bool residual;
+  int out_mode, ro_mode, fp8; /* O_*, O_*, F_* */
+  float eps, scale;           /* scale: the static one (F_STATIC) */
   /* this rank: */
   char *send, *recv, *a_out_p, *b;
   size_t recv_elems; /* the output checked */
+  norm_layout_t L;   /* all_reduce_rmsnorm */
 } call_t;
 
 typedef struct {
@@ -101,8 +132,10 @@ typedef struct {
   char *plain_send, *plain_recv;
   char *h_in, *h_out, *h_want;
   long failures, done;
+  long kinds[NUM_KINDS];              /* calls drawn of each kind */
+  long norm_algos[SYMCOLL_NUM_ALGOS]; /* all_reduce_rmsnorm's, by the algorithm asked for */
   uint32_t shared, own;
-  bool gemm;
+  bool gemm, norm;
 } rank_t;
 
 static size_t esz(symcoll_dtype_t dt) {
@@ -124,15 +157,111 @@ static double as_dtype(symcoll_dtype_t dt, double v) {
   return exact_load(tmp, dt, 0);
 }
 
+/* ---- all_reduce_rmsnorm's data and layout ----------------------------------------------------- */
+
+/* x: this rank's partial sums (SUM's exact inputs, different on every rank); residual and
+ * weight: the same on every rank of the group (tensor parallelism's rule: TWO_SHOT normalises a
+ * row on one rank and gives every rank its result). The weight is a multiple of 1/8 in [-1, 1].
+ * One row in 8 is zero in x and residual: r = 0, out = 0, and a per-row scale at its floor. */
+static bool norm_zero_row(size_t i, size_t hidden, uint32_t seed) {
+  return (((uint32_t)(i / hidden) * 2654435761u) ^ seed) % 8 == 5;
+}
+static double norm_x(symcoll_dtype_t dt, int rank, size_t i, size_t hidden, uint32_t seed) {
+  return norm_zero_row(i, hidden, seed) ? 0 : exact_value(dt, rank, i, seed);
+}
+static double norm_res(symcoll_dtype_t dt, size_t i, size_t hidden, uint32_t seed) {
+  return norm_zero_row(i, hidden, seed) ? 0 : exact_value(dt, 0, i, seed ^ 0x9e3779b9u);
+}
+static double norm_w(symcoll_dtype_t dt, size_t j, uint32_t seed) {
+  return exact_value(dt, 0, j, seed ^ 0x7f4a7c15u) / 8;
+}
+/* out's tolerance against the fp64 RMSNorm of r (relative; plus 1e-6 absolute), test_norm's. */
+static double norm_tol(symcoll_dtype_t dt) {
+  return dt == SYMCOLL_BFLOAT16 ? 1.1 / 128 : dt == SYMCOLL_FLOAT16 ? 1.1 / 1024 + 3e-5 : 3e-5;
+}
+
+static size_t up256(size_t b) {
+  return (b + 255) & ~(size_t)255;
+}
+
+/* The layout of call c; own: this rank's generator of plain offsets, NULL for the largest. */
+static norm_layout_t norm_layout(const call_t *c, uint32_t *own) {
+  const size_t es = esz(c->dt), all = c->rows * c->hidden;
+  norm_layout_t L;
+  size_t at = 0;
+  bool plain = c->send_place != P_SYMMETRIC;
+#define NORM_PUT(field, elems, unit)                                         \
+  do {                                                                       \
+    const size_t off = !plain ? 0 : own ? below(own, MAX_OFF + 1) : MAX_OFF; \
+    L.field = at + (GUARD + off) * (unit);                                   \
+    at = up256(L.field + ((elems) + GUARD) * (unit));                        \
+  } while (0)
+  NORM_PUT(x, all, es);
+  NORM_PUT(res, all, es);
+  L.send_end = at;
+  at = 0, plain = c->recv_place != P_SYMMETRIC;
+  NORM_PUT(out, all, es);
+  NORM_PUT(ro, all, es);
+  NORM_PUT(w, c->hidden, es);
+  NORM_PUT(q, all, 1);
+  NORM_PUT(sc, c->rows, sizeof(float));
+  NORM_PUT(scale, 1, sizeof(float));
+  L.recv_end = at;
+#undef NORM_PUT
+  return L;
+}
+
+/* This rank's buffers of call c (after prepare). */
+typedef struct {
+  char *x, *res, *w, *out, *ro, *q, *sc, *scale;
+} norm_ptrs_t;
+
+static norm_ptrs_t norm_ptrs(const call_t *c) {
+  norm_ptrs_t p;
+  p.x = c->send + c->L.x;
+  p.res = c->residual ? c->send + c->L.res : NULL;
+  p.w = c->recv + c->L.w;
+  p.out = c->out_mode == O_SEPARATE ? c->recv + c->L.out : c->out_mode == O_IN_PLACE ? p.x : NULL;
+  p.ro = c->ro_mode == O_SEPARATE ? c->recv + c->L.ro : c->ro_mode == O_IN_PLACE ? p.res : NULL;
+  p.q = c->fp8 != F_NONE ? c->recv + c->L.q : NULL;
+  p.sc = c->fp8 == F_DYNAMIC ? c->recv + c->L.sc : NULL;
+  p.scale = c->fp8 == F_STATIC ? c->recv + c->L.scale : NULL;
+  return p;
+}
+
 /* ---- placement -------------------------------------------------------------------------------- */
 
 static char *sym_ptr(rank_t *R, symcoll_mem_t m, int level) {
   return (char *)symcoll_mem_ptr(m, symcoll_comm_rank(R->comm[level]));
 }
 
+/* all_reduce_rmsnorm's prepare: both regions poisoned whole, then the inputs (and the static
+ * scale, which lives in the recv region: device memory on GPU ranks) put in. */
+static void prepare_norm(rank_t *R, call_t *c, int i) {
+  const int me = symcoll_comm_rank(R->comm[c->level]);
+  const size_t all = c->rows * c->hidden, at = (size_t)i * R->slot;
+  const uint32_t seed = c->seed ^ R->group_tag[c->level];
+  c->L = norm_layout(c, &R->own);
+  c->send = c->send_place == P_SYMMETRIC ? sym_ptr(R, R->sym_send[c->level], c->level) + at : R->plain_send + at;
+  c->recv = c->recv_place == P_SYMMETRIC ? sym_ptr(R, R->sym_recv[c->level], c->level) + at : R->plain_recv + at;
+  memset(R->h_in, TH_POISON, c->L.send_end);
+  memset(R->h_out, TH_POISON, c->L.recv_end);
+  for (size_t e = 0; e < all; e++) exact_store(R->h_in + c->L.x, c->dt, e, norm_x(c->dt, me, e, c->hidden, seed));
+  for (size_t e = 0; c->residual && e < all; e++)
+    exact_store(R->h_in + c->L.res, c->dt, e, norm_res(c->dt, e, c->hidden, seed));
+  for (size_t j = 0; j < c->hidden; j++) exact_store(R->h_out + c->L.w, c->dt, j, norm_w(c->dt, j, seed));
+  memcpy(R->h_out + c->L.scale, &c->scale, sizeof c->scale);
+  R->ops->to_dev(c->send, R->h_in, c->L.send_end);
+  R->ops->to_dev(c->recv, R->h_out, c->L.recv_end);
+}
+
 /* Puts call c (index i of its batch) in this rank's buffers, uploads its input and poisons
  * its outputs and the guards around them. */
 static void prepare(rank_t *R, call_t *c, int i) {
+  if (c->kind == K_NORM) {
+    prepare_norm(R, c, i);
+    return;
+  }
   symcoll_comm_t comm = R->comm[c->level];
   const int me = symcoll_comm_rank(comm), n = symcoll_comm_nranks(comm);
   const size_t es = esz(c->dt);
@@ -251,6 +380,16 @@ static symcoll_status_t issue(rank_t *R, const call_t *c) {
                                st, &o);
     case K_ALL_TO_ALL:
       return symcoll_all_to_all_ex(comm, c->send, c->recv, c->count, c->dt, st, &o);
+    case K_NORM: {
+      const norm_ptrs_t p = norm_ptrs(c);
+      symcoll_norm_opts_t no;
+      symcoll_norm_opts_init(&no);
+      no.algo = c->algo;
+      no.fp8_out = p.q;
+      no.fp8_scale = (const float *)(const void *)p.scale;
+      no.fp8_row_scales = (float *)(void *)p.sc;
+      return symcoll_all_reduce_rmsnorm(comm, p.x, p.res, p.w, c->eps, p.out, p.ro, c->rows, c->hidden, c->dt, &no, st);
+    }
     default: {
       symcoll_matmul_opts_t mo;
       symcoll_matmul_opts_init(&mo);
@@ -273,6 +412,21 @@ static void describe(rank_t *R, const call_t *c, long index, char *buf, size_t n
   const bool plain = c->kind < K_AG_MATMUL;
   const bool takes_op = c->kind == K_ALL_REDUCE || c->kind == K_REDUCE_SCATTER || c->kind == K_REDUCE;
   if (used == SYMCOLL_ALGO_AUTO && plain) symcoll_coll_algo(comm, kind_coll[c->kind], c->count, c->dt, &used);
+  if (c->kind == K_NORM) {
+    if (used == SYMCOLL_ALGO_AUTO) symcoll_coll_algo(comm, kind_coll[c->kind], c->rows * c->hidden, c->dt, &used);
+    char fp8[48] = "no fp8";
+    if (c->fp8 == F_STATIC) snprintf(fp8, sizeof fp8, "fp8 static scale %g", (double)c->scale);
+    if (c->fp8 == F_DYNAMIC) snprintf(fp8, sizeof fp8, "fp8 per-row scales");
+    snprintf(buf, n,
+             "call %ld: %s %s rows %zu hidden %zu eps %g, %s%s (%s), %s, residual_out %s, out %s, %s, x %s, outputs "
+             "%s (x %p out %p), level %d (rank %d of %d)",
+             index, kind_name(c->kind), symcoll_dtype_name(c->dt), c->rows, c->hidden, (double)c->eps,
+             symcoll_algo_name(c->algo), c->algo == SYMCOLL_ALGO_AUTO ? " ->" : "", symcoll_algo_name(used),
+             c->residual ? "residual" : "no residual", norm_out_names[c->ro_mode], norm_out_names[c->out_mode], fp8,
+             place_names[c->send_place], place_names[c->recv_place], (void *)(c->send + c->L.x),
+             (void *)norm_ptrs(c).out, c->level, symcoll_comm_rank(comm), symcoll_comm_nranks(comm));
+    return;
+  }
   char root[48] = "";
   if (c->kind == K_BROADCAST || c->kind == K_REDUCE)
     snprintf(root, sizeof root, " root %d%s", c->root, c->null_unused ? " (others pass NULL)" : "");
@@ -317,7 +471,160 @@ static int verify_range(rank_t *R, const call_t *c, long index, const char *out,
   return 1;
 }
 
+/* all_reduce_rmsnorm: both regions fetched whole; each output against its reference, each
+ * input unchanged, then every other byte (guards, padding, buffers not asked for) still poison. */
+static int verify_norm(rank_t *R, const call_t *c, long index) {
+  symcoll_comm_t comm = R->comm[c->level];
+  const int n = symcoll_comm_nranks(comm), me = symcoll_comm_rank(comm);
+  const symcoll_dtype_t dt = c->dt;
+  const size_t es = esz(dt), h = c->hidden, all = c->rows * h;
+  const uint32_t seed = c->seed ^ R->group_tag[c->level];
+  const norm_layout_t L = c->L;
+  char *rg = R->h_out, *sg = R->h_out + R->slot; /* the recv and send regions as fetched */
+  R->ops->to_host(rg, c->recv, L.recv_end);
+  R->ops->to_host(sg, c->send, L.send_end);
+  /* r, as the library must round it (exact: integers), as floats */
+  float *r = (float *)(void *)R->h_want;
+  for (size_t e = 0; e < all; e++) {
+    double s = 0;
+    for (int p = 0; p < n; p++) s += norm_x(dt, p, e, h, seed);
+    s = as_dtype(dt, s);
+    r[e] = (float)(c->residual ? as_dtype(dt, s + norm_res(dt, e, h, seed)) : s);
+  }
+  char what[512], msg[256] = "";
+  char *const ro = c->ro_mode == O_SEPARATE ? rg + L.ro : c->ro_mode == O_IN_PLACE ? sg + L.res : NULL;
+  char *const out = c->out_mode == O_SEPARATE ? rg + L.out : c->out_mode == O_IN_PLACE ? sg + L.x : NULL;
+  char *const q = c->fp8 != F_NONE ? rg + L.q : NULL;
+  float *const sc = c->fp8 == F_DYNAMIC ? (float *)(void *)(rg + L.sc) : NULL;
+  char tmp[8];
+  /* inputs not written over: as they were put there */
+  for (size_t e = 0; !msg[0] && c->out_mode != O_IN_PLACE && e < all; e++)
+    if (exact_store(tmp, dt, 0, norm_x(dt, me, e, h, seed)), memcmp(sg + L.x + e * es, tmp, es))
+      snprintf(msg, sizeof msg, "x[%zu] changed to %g (x is an input here)", e, exact_load(sg + L.x, dt, e));
+  for (size_t e = 0; !msg[0] && c->residual && c->ro_mode != O_IN_PLACE && e < all; e++)
+    if (exact_store(tmp, dt, 0, norm_res(dt, e, h, seed)), memcmp(sg + L.res + e * es, tmp, es))
+      snprintf(msg, sizeof msg, "residual[%zu] changed to %g", e, exact_load(sg + L.res, dt, e));
+  for (size_t j = 0; !msg[0] && j < h; j++)
+    if (exact_store(tmp, dt, 0, norm_w(dt, j, seed)), memcmp(rg + L.w + j * es, tmp, es))
+      snprintf(msg, sizeof msg, "weight[%zu] changed to %g", j, exact_load(rg + L.w, dt, j));
+  if (!msg[0] && memcmp(rg + L.scale, &c->scale, sizeof c->scale))
+    snprintf(msg, sizeof msg, "the static scale's buffer changed");
+  /* residual_out: bit for bit */
+  for (size_t e = 0; !msg[0] && ro && e < all; e++)
+    if (exact_store(tmp, dt, 0, r[e]), memcmp(ro + e * es, tmp, es))
+      snprintf(msg, sizeof msg, "residual_out[%zu] (row %zu) = %.9g, want %.9g", e, e / h, exact_load(ro, dt, e),
+               (double)r[e]);
+  /* out within the tolerance of the fp64 RMSNorm; fp8 bit for bit against quantising out as
+   * written, or, without out, dequantised within e4m3's half ulp of the fp64 reference */
+  const double tol = norm_tol(dt);
+  for (size_t row = 0; !msg[0] && row < c->rows; row++) {
+    const float *rr = r + row * h;
+    double ss = 0;
+    for (size_t j = 0; j < h; j++) ss += (double)rr[j] * rr[j];
+    const double inv = 1.0 / sqrt(ss / (double)h + (double)c->eps);
+    double amax_ref = 0;
+    for (size_t j = 0; j < h; j++) amax_ref = fmax(amax_ref, fabs(rr[j] * inv * norm_w(dt, j, seed)));
+    for (size_t j = 0; !msg[0] && out && j < h; j++) {
+      const double want = rr[j] * inv * norm_w(dt, j, seed), got = exact_load(out, dt, row * h + j);
+      if (!(fabs(got - want) <= tol * fabs(want) + 1e-6))
+        snprintf(msg, sizeof msg, "out[%zu] (row %zu) = %.9g, want %.9g (tolerance %.2g relative)", row * h + j, row,
+                 got, want, tol);
+    }
+    if (msg[0] || !q) continue;
+    float scale = c->scale;
+    if (sc && out) { /* bit for bit from out as written */
+      float amax = 0;
+      for (size_t j = 0; j < h; j++) amax = fmaxf(amax, fabsf((float)exact_load(out, dt, row * h + j)));
+      scale = fmaxf(amax / 448.0f, 1.0f / (448.0f * 512.0f));
+      if (memcmp(&sc[row], &scale, sizeof scale))
+        snprintf(msg, sizeof msg, "fp8 row %zu's scale %.9g, want %.9g (from out as written)", row, (double)sc[row],
+                 (double)scale);
+    } else if (sc) { /* from the fp64 reference, within out's tolerance */
+      scale = sc[row];
+      const double want = fmax(amax_ref / 448.0, 1.0 / (448.0 * 512.0));
+      if (!(fabs(scale - want) <= tol * want + 1e-6 / 448))
+        snprintf(msg, sizeof msg, "fp8 row %zu's scale %.9g, want %.9g (from the fp64 reference)", row, (double)scale,
+                 want);
+    }
+    for (size_t j = 0; !msg[0] && j < h; j++) {
+      const size_t e = row * h + j;
+      const double deq = exact_load(q, SYMCOLL_FLOAT8_E4M3, e) * scale;
+      if (out) {
+        const float o = (float)exact_load(out, dt, e);
+        exact_store(tmp, SYMCOLL_FLOAT8_E4M3, 0, (double)(o / scale));
+        if ((unsigned char)tmp[0] != (unsigned char)q[e])
+          snprintf(msg, sizeof msg, "fp8_out[%zu] (row %zu) = %.9g x scale %.9g, want %.9g x scale (out %.9g)", e, row,
+                   exact_load(q, SYMCOLL_FLOAT8_E4M3, e), (double)scale, exact_load(tmp, SYMCOLL_FLOAT8_E4M3, 0),
+                   (double)o);
+      } else { /* saturated at +-448 x scale */
+        const double ref = rr[j] * inv * norm_w(dt, j, seed);
+        const double want = fabs(ref) > 448.0 * scale ? copysign(448.0 * scale, ref) : ref;
+        if (!(fabs(deq - want) <= (1.0 / 16 + tol) * fabs(want) + scale / 512.0))
+          snprintf(msg, sizeof msg, "fp8_out[%zu] (row %zu) dequantised %.9g, want %.9g (scale %.9g)", e, row, deq,
+                   want, (double)scale);
+      }
+    }
+  }
+  if (!msg[0]) { /* everything else: poison */
+    const struct {
+      const char *name;
+      char *p;
+      size_t bytes;
+    } content[] = {
+        {"x", sg + L.x, all * es},
+        {"residual", c->residual ? sg + L.res : NULL, all * es},
+        {"out", c->out_mode == O_SEPARATE ? rg + L.out : NULL, all * es},
+        {"residual_out", c->ro_mode == O_SEPARATE ? rg + L.ro : NULL, all * es},
+        {"weight", rg + L.w, h * es},
+        {"fp8_out", q, all},
+        {"fp8_row_scales", (char *)sc, c->rows * sizeof(float)},
+        {"static scale", rg + L.scale, sizeof(float)},
+    };
+    for (size_t b = 0; b < sizeof content / sizeof content[0]; b++)
+      if (content[b].p) memset(content[b].p, TH_POISON, content[b].bytes);
+    const struct {
+      const char *name;
+      const char *region;
+      size_t at, elems, unit; /* the buffer; GUARD units either side are its guards */
+    } spans[] = {
+        {"x", sg, L.x, all, es},
+        {"residual", sg, L.res, all, es},
+        {"out", rg, L.out, all, es},
+        {"residual_out", rg, L.ro, all, es},
+        {"weight", rg, L.w, h, es},
+        {"fp8_out", rg, L.q, all, 1},
+        {"fp8_row_scales", rg, L.sc, c->rows, sizeof(float)},
+        {"static scale", rg, L.scale, 1, sizeof(float)},
+    };
+    const struct {
+      const char *name, *p;
+      size_t bytes;
+    } regions[] = {{"send", sg, L.send_end}, {"recv", rg, L.recv_end}};
+    for (int g = 0; g < 2 && !msg[0]; g++)
+      for (size_t i = 0; i < regions[g].bytes; i++) {
+        if ((unsigned char)regions[g].p[i] == TH_POISON) continue;
+        const char *near = "padding between the buffers";
+        ssize_t rel = 0;
+        for (size_t b = 0; b < sizeof spans / sizeof spans[0]; b++)
+          if (spans[b].region == regions[g].p && i + GUARD * spans[b].unit >= spans[b].at &&
+              i < spans[b].at + (spans[b].elems + GUARD) * spans[b].unit) {
+            near = spans[b].name;
+            rel = (ssize_t)i - (ssize_t)spans[b].at;
+          }
+        snprintf(msg, sizeof msg,
+                 "byte %zu of the %s region written (%s, byte %zd from its start): must stay untouched (got 0x%02x)", i,
+                 regions[g].name, near, rel, (unsigned char)regions[g].p[i]);
+        break;
+      }
+  }
+  if (!msg[0]) return 0;
+  describe(R, c, index, what, sizeof what);
+  fprintf(stderr, "rank %d: %s: %s\n", R->world_rank, what, msg);
+  return 1;
+}
+
 static int verify(rank_t *R, const call_t *c, long index) {
+  if (c->kind == K_NORM) return verify_norm(R, c, index);
   reference(R, c);
   int bad = verify_range(R, c, index, c->recv, c->recv_elems, R->h_want, "output");
   if (!bad && c->a_out_p)
@@ -350,7 +657,10 @@ static bool draw(rank_t *R, call_t *c) {
   uint32_t *g = &R->shared;
   memset(c, 0, sizeof *c);
   c->level = (int)below(g, (uint32_t)R->levels);
-  c->kind = (int)below(g, R->gemm ? 18 : 16);
+  /* 16 plain, 2 GEMM, 2 norm (without the GEMMs, the norm takes their numbers: a stream without
+   * the norm draws what it drew before the norm was added) */
+  c->kind = (int)below(g, 16u + (R->gemm ? 2u : 0u) + (R->norm ? 2u : 0u));
+  if (!R->gemm && c->kind >= 16) c->kind += 2;
   c->kind = c->kind < 4     ? K_ALL_REDUCE
             : c->kind < 7   ? K_ALL_GATHER
             : c->kind < 10  ? K_REDUCE_SCATTER
@@ -358,7 +668,8 @@ static bool draw(rank_t *R, call_t *c) {
             : c->kind < 14  ? K_REDUCE
             : c->kind < 16  ? K_ALL_TO_ALL
             : c->kind == 16 ? K_AG_MATMUL
-                            : K_MATMUL_RS;
+            : c->kind == 17 ? K_MATMUL_RS
+                            : K_NORM;
   /* GEMM operations on the world only: the first launch of a GEMM shape waits for the GPU, and
    * on a GPU shared by groups a group beside this rank's could be waiting for it (README,
    * "Ranks that share a GPU"). */
@@ -366,6 +677,46 @@ static bool draw(rank_t *R, call_t *c) {
   /* Groups differ in size: what is drawn, and whether it fits, depends on the world's. */
   const int n = symcoll_comm_nranks(R->comm[0]), gn = symcoll_comm_nranks(R->comm[c->level]);
   c->seed = next(g);
+  if (c->kind == K_NORM) {
+    static const symcoll_dtype_t nm_dt[] = {SYMCOLL_FLOAT32, SYMCOLL_FLOAT16, SYMCOLL_BFLOAT16};
+    /* every algorithm of the norm's row twice (settle_algo: auto where the communicator does
+     * not run it), auto twice */
+    static const symcoll_algo_t nm_algo[] = {SYMCOLL_ALGO_AUTO,       SYMCOLL_ALGO_ONE_SHOT,  SYMCOLL_ALGO_TWO_SHOT,
+                                             SYMCOLL_ALGO_SEQUENTIAL, SYMCOLL_ALGO_AUTO,      SYMCOLL_ALGO_ONE_SHOT,
+                                             SYMCOLL_ALGO_TWO_SHOT,   SYMCOLL_ALGO_SEQUENTIAL};
+    static const size_t round_h[] = {1, 8, 64, 128, 256, 512, 1024, 2048, 4096};
+    /* static scales (1/64: out / scale saturates at 448) and eps (64: small outs, down to
+     * e4m3's subnormals) */
+    static const float scales[] = {1.0f / 64, 0.125f, 0.3f, 1.0f, 4.0f};
+    static const float epss[] = {1e-6f, 1e-5f, 0.25f, 64.0f};
+    c->dt = nm_dt[below(g, 3)];
+    c->algo = nm_algo[below(g, 8)];
+    /* A workspace made small on purpose (SYMCOLL_WORKSPACE_BYTES) may not hold a row and its
+     * results: oneshot and twoshot asked for are then refused (auto runs the chain); ask auto. */
+    if (getenv("SYMCOLL_WORKSPACE_BYTES") && c->algo != SYMCOLL_ALGO_SEQUENTIAL) c->algo = SYMCOLL_ALGO_AUTO;
+    const uint32_t rc = below(g, 64);
+    c->rows = rc == 0 ? 0 : rc < 24 ? 1 + below(g, 4) : 1 + below(g, 64); /* 0 rows: nothing to do */
+    c->hidden = below(g, 2) ? round_h[below(g, 9)] : 1 + below(g, 2048);
+    c->eps = epss[below(g, 4)];
+    c->residual = below(g, 4) != 0;
+    c->ro_mode = (int)below(g, 3);
+    if (c->ro_mode == O_IN_PLACE && !c->residual) c->ro_mode = O_SEPARATE;
+    const uint32_t f = below(g, 4);
+    c->fp8 = f < 2 ? F_NONE : f == 2 ? F_STATIC : F_DYNAMIC;
+    c->scale = scales[below(g, 5)];
+    const uint32_t o = below(g, 4);
+    c->out_mode = o < 2 ? O_SEPARATE : o == 2 ? O_IN_PLACE : c->fp8 != F_NONE ? O_NONE : O_SEPARATE;
+    c->send_place = below(g, 3) == 0 ? P_SYMMETRIC : P_PLAIN;
+    c->recv_place = below(g, 4) == 0 ? P_SYMMETRIC : P_PLAIN;
+    /* fewer rows until the call fits max_bytes and its regions fit a slot (a row must) */
+    const size_t es = esz(c->dt);
+    for (;;) {
+      const norm_layout_t L = norm_layout(c, NULL);
+      if (c->rows * c->hidden * es <= max_bytes && L.send_end <= R->slot && L.recv_end <= R->slot) return true;
+      if (c->rows <= 1) return false;
+      c->rows /= 2;
+    }
+  }
   if (c->kind >= K_AG_MATMUL) {
     static const symcoll_dtype_t mm_dt[] = {SYMCOLL_FLOAT32, SYMCOLL_FLOAT16, SYMCOLL_BFLOAT16};
     static const symcoll_algo_t mm_algo[] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_OVERLAP, SYMCOLL_ALGO_SEQUENTIAL};
@@ -495,6 +846,7 @@ static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg)
   /* The GEMM operations where every rank has the library (CPU: CBLAS; GPU: cuBLASLt). */
   R.gemm = with_gemm &&
            symcoll_coll_algo_supported(world, SYMCOLL_COLL_ALL_GATHER_MATMUL, SYMCOLL_ALGO_SEQUENTIAL) == SYMCOLL_OK;
+  R.norm = with_norm;
   call_t batch[BATCH];
   long index = 0;
   int failed = resplit(&R);
@@ -508,6 +860,8 @@ static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg)
       while (!draw(&R, &batch[i])) {
       }
       settle_algo(&R, &batch[i]);
+      R.kinds[batch[i].kind]++;
+      if (batch[i].kind == K_NORM) R.norm_algos[batch[i].algo]++;
       prepare(&R, &batch[i], i);
     }
     /* Back to back: no wait, no barrier. */
@@ -543,8 +897,21 @@ static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg)
   }
   if (!failed)
     for (int l = R.levels - 1; l >= 0; l--) free_level(&R, l);
-  if (R.world_rank == 0 || failed)
-    printf("rank %d: %ld calls%s\n", R.world_rank, R.done, failed ? ", FAILED" : ", all right");
+  if (R.world_rank == 0 || failed) { /* the counts: of the calls drawn, the same on every rank */
+    char counts[1024] = "";
+    size_t at = 0;
+    for (int k = 0; k < NUM_KINDS && at < sizeof counts; k++)
+      at += (size_t)snprintf(counts + at, sizeof counts - at, "%s%s %ld", k ? ", " : "", kind_name(k), R.kinds[k]);
+    const char *sep = " ("; /* all_reduce_rmsnorm's by algorithm */
+    for (int a = 0; a < SYMCOLL_NUM_ALGOS && at < sizeof counts; a++)
+      if (R.norm_algos[a]) {
+        at += (size_t)snprintf(counts + at, sizeof counts - at, "%s%s %ld", sep, symcoll_algo_name((symcoll_algo_t)a),
+                               R.norm_algos[a]);
+        sep = ", ";
+      }
+    if (at < sizeof counts && R.kinds[K_NORM]) snprintf(counts + at, sizeof counts - at, ")");
+    printf("rank %d: %ld calls%s; %s\n", R.world_rank, R.done, failed ? ", FAILED" : ", all right", counts);
+  }
   ops->free(R.plain_send);
   ops->free(R.plain_recv);
   free(R.h_in), free(R.h_out), free(R.h_want);
@@ -571,6 +938,8 @@ int main(int argc, char **argv) {
       max_bytes = (size_t)atol(argv[++i]);
     else if (!strcmp(argv[i], "--no-gemm"))
       with_gemm = false;
+    else if (!strcmp(argv[i], "--no-norm"))
+      with_norm = false;
     else if (!strcmp(argv[i], "--no-split"))
       with_split = false;
     else if (!strcmp(argv[i], "--trace"))
@@ -578,7 +947,7 @@ int main(int argc, char **argv) {
     else {
       fprintf(stderr,
               "usage: test_stream --backend host|cuda --mode process|thread|env --ranks N [--calls K] "
-              "[--max-bytes B] [--no-gemm] [--no-split] [--trace]\n");
+              "[--max-bytes B] [--no-gemm] [--no-norm] [--no-split] [--trace]\n");
       return 2;
     }
   }

@@ -185,5 +185,21 @@ symcoll_status_t symcoll_all_reduce_rmsnorm(symcoll_comm_t comm, const void *x, 
   symcoll__fault_point(comm->rank, "coll");
   if (comm->nranks == 1) return local_pass(comm, &a);
   if (a.algo == SYMCOLL_ALGO_SEQUENTIAL) return sequential(comm, &a);
-  return comm->tp->norm(comm, &a);
+  const symcoll_status_t s = comm->tp->norm(comm, &a);
+  /* UNSUPPORTED from the transport: a row (and its results) larger than its workspace, decided
+   * on every rank alike before anything moved. A table's choice then runs the chain; an asked-for
+   * algorithm is refused. */
+  if (s != SYMCOLL_ERR_UNSUPPORTED) return s;
+  if (why[0] != 't') {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+                 NAME
+                 ": %s (from the %s) cannot take rows of %zu bytes on this communicator "
+                 "(SYMCOLL_WORKSPACE_BYTES)",
+                 symcoll_algo_name(a.algo), why, hidden * es);
+    return s;
+  }
+  a.algo = SYMCOLL_ALGO_SEQUENTIAL;
+  a.sig =
+      symcoll__call_signature(coll, rows, hidden, buffer_set(&a) | (size_t)eps_bits << 8, dtype, SYMCOLL_SUM, a.algo);
+  return sequential(comm, &a);
 }

@@ -449,8 +449,8 @@ static symcoll_status_t norm_local(symcoll_comm_t comm, const symcoll__norm_args
  * carries it and the round, as all_reduce's. */
 static symcoll_status_t norm_one_shot(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__norm_args_t *a) {
   const size_t rb = a->hidden * symcoll_dtype_size(a->dtype);
-  if (rb > cs->round_cap[SYMCOLL_ALGO_ONE_SHOT]) { /* the same on every rank: every one refuses */
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+  if (rb > cs->round_cap[SYMCOLL_ALGO_ONE_SHOT]) { /* the same on every rank: core runs SEQUENTIAL */
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL,
                  "all_reduce_rmsnorm: a row of %zu bytes exceeds the %zu-byte workspace (SYMCOLL_WORKSPACE_BYTES)", rb,
                  cs->round_cap[SYMCOLL_ALGO_ONE_SHOT]);
     return SYMCOLL_ERR_UNSUPPORTED;

@@ -199,6 +199,7 @@ static record_t record_of(const symcoll__norm_args_t *a) {
   if (a->residual_out) r.res_out = r.bytes, r.bytes += rb;
   if (a->out) r.out = r.bytes, r.bytes += rb;
   if (a->fp8_out) r.fp8 = r.bytes, r.bytes += a->hidden;
+  r.bytes = (r.bytes + 3) & ~(size_t)3; /* the scale's alignment (odd rows of fp8 or 16-bit floats) */
   if (a->fp8_row_scales) r.scale = r.bytes, r.bytes += sizeof(float);
   r.bytes = (r.bytes + 63) & ~(size_t)63;
   return r;
@@ -212,6 +213,11 @@ static row_dst_t record_dst(const record_t *rc, char *at) {
                      .scale_out = rc->scale != none ? (float *)(void *)(at + rc->scale) : NULL};
 }
 
+/* Where the records start in a half, after `rows` staged rows of rb bytes: 64-byte aligned. */
+static size_t records_at(size_t rows, size_t rb) {
+  return (rows * rb + 63) & ~(size_t)63;
+}
+
 /* Rank p's share of `rows` rows: rows / n each, the first rows % n ranks one more. */
 static void share(size_t rows, int n, int p, size_t *lo, size_t *cnt) {
   const size_t b = rows / (size_t)n, extra = rows % (size_t)n, up = (size_t)p;
@@ -223,11 +229,12 @@ static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const sy
   const int me = comm->rank, n = comm->nranks;
   const size_t h = a->hidden, rb = h * symcoll_dtype_size(a->dtype);
   const record_t rc = record_of(a);
-  /* Chunk rows R: R staged rows and ceil(R / n) records fit in a half. */
+  /* Chunk rows R: R staged rows, then (from a 64-byte boundary) ceil(R / n) records, fit a half. */
   size_t per_chunk = hs->half / (rb + rc.bytes / (size_t)n + 1);
-  while (per_chunk > 0 && per_chunk * rb + (per_chunk + (size_t)n - 1) / (size_t)n * rc.bytes > hs->half) per_chunk--;
-  if (per_chunk == 0) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+  while (per_chunk > 0 && records_at(per_chunk, rb) + (per_chunk + (size_t)n - 1) / (size_t)n * rc.bytes > hs->half)
+    per_chunk--;
+  if (per_chunk == 0) { /* the same on every rank, before anything moves: core runs SEQUENTIAL */
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL,
                  "all_reduce_rmsnorm: a row of %zu bytes and its results do not fit a %zu-byte "
                  "workspace half (SYMCOLL_WORKSPACE_BYTES)",
                  rb, hs->half);
@@ -244,7 +251,7 @@ static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const sy
     const size_t rows = host_min(a->rows - lo, per_chunk);
     const char *x = (const char *)a->x + lo * rb;
     const host_epoch_t ep = symcoll__host_epoch_begin(comm, hs, &rec, lo == 0, NULL, 0);
-    const size_t results = ep.half_off + rows * rb; /* records, after the staged rows */
+    const size_t results = ep.half_off + records_at(rows, rb); /* records, after the staged rows */
     memcpy(hs->data[me] + ep.half_off, x, rows * rb);
     symcoll__host_publish(&pad->ready, (ep.e << EPOCH_SHIFT) | 1);
     SYMCOLL_CHECK(symcoll__host_wait_ready(comm, hs, &ep, 0));
@@ -281,8 +288,8 @@ symcoll_status_t symcoll__host_rmsnorm(symcoll_comm_t comm, host_state_t *hs, co
   if (a->algo == SYMCOLL_ALGO_TWO_SHOT) return two_shot(comm, hs, a);
   if (a->algo != SYMCOLL_ALGO_ONE_SHOT)
     return SYMCOLL_NO_ENTRY("the CPU transport's all_reduce_rmsnorm", SYMCOLL_COLL_ALL_REDUCE_RMSNORM);
-  if (rb > hs->half) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+  if (rb > hs->half) { /* as two-shot's */
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL,
                  "all_reduce_rmsnorm: a row of %zu bytes exceeds the %zu-byte workspace half (SYMCOLL_WORKSPACE_BYTES)",
                  rb, hs->half);
     return SYMCOLL_ERR_UNSUPPORTED;
