@@ -18,24 +18,31 @@
 static inline float f32_id(float v) {
   return v;
 }
-#define ROW_LOOPS(SUF, T, TO_F, FROM_F)                         \
-  static void load_##SUF(float *d, const void *s, size_t n) {   \
-    const T *p = s;                                             \
-    for (size_t i = 0; i < n; i++) d[i] = TO_F(p[i]);           \
-  }                                                             \
-  static void add_##SUF(float *d, const void *s, size_t n) {    \
-    const T *p = s;                                             \
-    for (size_t i = 0; i < n; i++) d[i] += TO_F(p[i]);          \
-  }                                                             \
-  static void round_##SUF(float *v, void *dst, size_t n) {      \
-    T *q = dst;                                                 \
-    if (q)                                                      \
-      for (size_t i = 0; i < n; i++) {                          \
-        const T h = FROM_F(v[i]);                               \
-        q[i] = h, v[i] = TO_F(h);                               \
-      }                                                         \
-    else                                                        \
-      for (size_t i = 0; i < n; i++) v[i] = TO_F(FROM_F(v[i])); \
+/* Each loop built for AVX-512, AVX2 and the baseline, the widest this CPU runs picked at load
+ * time (GCC's function multi-versioning), as the reduce loops are (reduce.h). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define ROW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ROW_CLONES
+#endif
+#define ROW_LOOPS(SUF, T, TO_F, FROM_F)                                  \
+  ROW_CLONES static void load_##SUF(float *d, const void *s, size_t n) { \
+    const T *p = s;                                                      \
+    for (size_t i = 0; i < n; i++) d[i] = TO_F(p[i]);                    \
+  }                                                                      \
+  ROW_CLONES static void add_##SUF(float *d, const void *s, size_t n) {  \
+    const T *p = s;                                                      \
+    for (size_t i = 0; i < n; i++) d[i] += TO_F(p[i]);                   \
+  }                                                                      \
+  ROW_CLONES static void round_##SUF(float *v, void *dst, size_t n) {    \
+    T *q = dst;                                                          \
+    if (q)                                                               \
+      for (size_t i = 0; i < n; i++) {                                   \
+        const T h = FROM_F(v[i]);                                        \
+        q[i] = h, v[i] = TO_F(h);                                        \
+      }                                                                  \
+    else                                                                 \
+      for (size_t i = 0; i < n; i++) v[i] = TO_F(FROM_F(v[i]));          \
   }
 ROW_LOOPS(f32, float, f32_id, f32_id)
 ROW_LOOPS(bf16, uint16_t, symcoll__bf16_to_f32, symcoll__f32_to_bf16)
@@ -55,6 +62,27 @@ static row_loops_t loops_of(symcoll_dtype_t dt) {
 
 static void load_row(float *dst, const void *src, size_t n, symcoll_dtype_t dt) {
   loops_of(dt).load(dst, src, n);
+}
+
+/* The row's sum of squares: eight lanes, each in index order, then summed in a fixed tree (the
+ * same bits whatever the vector width). */
+ROW_CLONES static float sum_squares(const float *r, size_t h) {
+  typedef float v8f __attribute__((vector_size(32)));
+  v8f acc = {0};
+  const size_t whole = h & ~(size_t)7;
+  for (size_t i = 0; i < whole; i += 8) {
+    v8f v;
+    memcpy(&v, r + i, sizeof v);
+    acc += v * v;
+  }
+  float lane[8];
+  memcpy(lane, &acc, sizeof lane);
+  for (size_t l = 0; whole + l < h; l++) lane[l] += r[whole + l] * r[whole + l];
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+ROW_CLONES static void scale_row(float *r, float inv, const float *w, size_t h) {
+  for (size_t i = 0; i < h; i++) r[i] = r[i] * inv * w[i];
 }
 
 /* Where one row's results go. */
@@ -77,17 +105,12 @@ static void norm_row(const symcoll__norm_args_t *a, const void *s, const void *r
   } else if (d.res_out) {
     memcpy(d.res_out, s, h * symcoll_dtype_size(a->dtype));
   }
-  float acc[8] = {0};
-  size_t i = 0;
-  for (; i + 8 <= h; i += 8)
-    for (int l = 0; l < 8; l++) acc[l] += r32[i + l] * r32[i + l];
-  for (; i < h; i++) acc[i & 7] += r32[i] * r32[i];
-  const float sumsq = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  const float inv = 1.0f / sqrtf(sumsq / (float)h + a->eps);
-  for (i = 0; i < h; i++) r32[i] = r32[i] * inv * w32[i];
+  const float inv = 1.0f / sqrtf(sum_squares(r32, h) / (float)h + a->eps);
+  scale_row(r32, inv, w32, h);
   L.round(r32, d.out, h); /* r32 now holds out as rounded */
   if (!d.fp8) return;
   float scale;
+  size_t i;
   if (d.scale_out) {
     float amax = 0.0f;
     for (i = 0; i < h; i++) amax = fmaxf(amax, fabsf(r32[i]));
