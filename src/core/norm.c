@@ -22,6 +22,30 @@ static size_t buffer_set(const symcoll__norm_args_t *a) {
          (a->fp8_scale ? 16u : 0u) | (a->fp8_row_scales ? 32u : 0u);
 }
 
+/* The call's signature: its shape, dtype, algorithm, buffer set and eps. */
+static uint32_t signature(const symcoll__norm_args_t *a) {
+  uint32_t eps_bits;
+  memcpy(&eps_bits, &a->eps, sizeof eps_bits);
+  return symcoll__call_signature(SYMCOLL_COLL_ALL_REDUCE_RMSNORM, a->rows, a->hidden,
+                                 buffer_set(a) | (size_t)eps_bits << 8, a->dtype, SYMCOLL_SUM, a->algo);
+}
+
+/* INFO names each change of algorithm; TRACE every call. */
+static void note_call(symcoll_comm_t comm, const symcoll__norm_args_t *a, const char *why) {
+  const symcoll_coll_t coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM;
+  if (a->algo != comm->last_algo[coll]) {
+    comm->last_algo[coll] = a->algo;
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d: " NAME " %zu x %zu (%s) runs %s (from the %s)%s", comm->rank, a->rows,
+                 a->hidden, symcoll_dtype_name(a->dtype), symcoll_algo_name(a->algo), why,
+                 a->x_mem ? ", input symmetric" : "");
+  }
+  SYMCOLL_TRACE(
+      SYMCOLL_SUBSYS_COLL, "rank %d: " NAME " #%llu %zu x %zu %s: %s (%s)%s%s%s%s", comm->rank,
+      (unsigned long long)comm->coll_seq, a->rows, a->hidden, symcoll_dtype_name(a->dtype), symcoll_algo_name(a->algo),
+      why, a->residual ? ", residual" : "", a->residual_out ? ", residual out" : "",
+      a->fp8_out ? (a->fp8_scale ? ", fp8 static" : ", fp8 per row") : "", a->x_mem ? ", input symmetric" : "");
+}
+
 /* The buffers of a call, for the overlap rule: out may be x, residual_out may be residual. */
 typedef struct {
   const void *p;
@@ -155,33 +179,24 @@ symcoll_status_t symcoll_all_reduce_rmsnorm(symcoll_comm_t comm, const void *x, 
   const char *why = "table";
   if (has_opts && opts->algo != SYMCOLL_ALGO_AUTO)
     a.algo = opts->algo, why = "options";
+  else if (comm->forced_algo[coll] != SYMCOLL_ALGO_AUTO)
+    a.algo = comm->forced_algo[coll], why = "SYMCOLL_ALGO";
   else
-    a.algo = symcoll__coll_auto(comm, coll, count, dtype),
-    why = comm->forced_algo[coll] != SYMCOLL_ALGO_AUTO ? "SYMCOLL_ALGO" : "table";
+    a.algo = symcoll__coll_auto(comm, coll, count, dtype);
+  const bool asked = strcmp(why, "table") != 0;
   if (symcoll_coll_algo_supported(comm, coll, a.algo) != SYMCOLL_OK) {
-    if (why[0] != 't') { /* asked for: refused, as the plain collectives do */
+    if (asked) { /* refused, as the plain collectives do */
       SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, NAME ": %s (from the %s) is not available on this communicator",
                    symcoll_algo_name(a.algo), why);
       return SYMCOLL_ERR_UNSUPPORTED;
     }
     a.algo = SYMCOLL_ALGO_SEQUENTIAL; /* a table row for another machine: the chain runs anywhere */
   }
-  uint32_t eps_bits;
-  memcpy(&eps_bits, &eps, sizeof eps_bits);
-  a.sig =
-      symcoll__call_signature(coll, rows, hidden, buffer_set(&a) | (size_t)eps_bits << 8, dtype, SYMCOLL_SUM, a.algo);
+  a.sig = signature(&a);
   /* Zero-copy: peers read x where it lies, unless this rank writes out over it. */
   if (out != x) a.x_mem = symcoll__mem_find(comm, x, count * es, &a.x_off);
   comm->coll_seq++;
-  if (a.algo != comm->last_algo[coll]) {
-    comm->last_algo[coll] = a.algo;
-    SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d: " NAME " %zu x %zu (%s) runs %s (from the %s)%s", comm->rank, rows,
-                 hidden, symcoll_dtype_name(dtype), symcoll_algo_name(a.algo), why, a.x_mem ? ", input symmetric" : "");
-  }
-  SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: " NAME " #%llu %zu x %zu %s: %s (%s)%s%s%s%s", comm->rank,
-                (unsigned long long)comm->coll_seq, rows, hidden, symcoll_dtype_name(dtype), symcoll_algo_name(a.algo),
-                why, residual ? ", residual" : "", residual_out ? ", residual out" : "",
-                a.fp8_out ? (a.fp8_scale ? ", fp8 static" : ", fp8 per row") : "", a.x_mem ? ", input symmetric" : "");
+  note_call(comm, &a, why);
   symcoll__fault_point(comm->rank, "coll");
   if (comm->nranks == 1) return local_pass(comm, &a);
   if (a.algo == SYMCOLL_ALGO_SEQUENTIAL) return sequential(comm, &a);
@@ -190,7 +205,7 @@ symcoll_status_t symcoll_all_reduce_rmsnorm(symcoll_comm_t comm, const void *x, 
    * on every rank alike before anything moved. A table's choice then runs the chain; an asked-for
    * algorithm is refused. */
   if (s != SYMCOLL_ERR_UNSUPPORTED) return s;
-  if (why[0] != 't') {
+  if (asked) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
                  NAME
                  ": %s (from the %s) cannot take rows of %zu bytes on this communicator "
@@ -199,7 +214,6 @@ symcoll_status_t symcoll_all_reduce_rmsnorm(symcoll_comm_t comm, const void *x, 
     return s;
   }
   a.algo = SYMCOLL_ALGO_SEQUENTIAL;
-  a.sig =
-      symcoll__call_signature(coll, rows, hidden, buffer_set(&a) | (size_t)eps_bits << 8, dtype, SYMCOLL_SUM, a.algo);
+  a.sig = signature(&a);
   return sequential(comm, &a);
 }
