@@ -8,6 +8,7 @@ calls, device events, median of -r replays) and written in its CSV columns, so t
     python3 bench/peers_torch.py -b 8K -e 128M -f 2 -d bf16 --csv torch.csv          # world = 1
     python3 bench/peers_torch.py --coll all_gather ...                                  # also reduce_scatter
     python3 bench/peers_torch.py --coll all_gather_matmul --shapes all                 # also matmul_reduce_scatter
+    python3 bench/peers_torch.py --coll all_reduce_rmsnorm                             # rows x hidden table
 The symcoll_py columns run symcoll through its Python package (PYTHONPATH=python, SYMCOLL_LIB=
 build/lib/libsymcoll.so), so the package's cost is measured against symcoll-bench's C columns:
 symcoll_py in a CUDA graph, symcoll_py_eager as eager launches (their difference is the
@@ -85,7 +86,8 @@ def main():
     p.add_argument("-r", type=int, default=20)
     p.add_argument("--csv")
     p.add_argument("--coll", default="all_reduce",
-                   choices=["all_reduce", "all_gather", "reduce_scatter", "all_gather_matmul", "matmul_reduce_scatter"])
+                   choices=["all_reduce", "all_gather", "reduce_scatter", "all_gather_matmul", "matmul_reduce_scatter",
+                            "all_reduce_rmsnorm"])
     p.add_argument("--shapes", default="all", help="helion, kraken, all, or M,N,K (per-rank M)")
     a = p.parse_args()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.d]
@@ -110,6 +112,8 @@ def main():
             sc = symcoll.Comm.from_process_group(dist.group.WORLD, device=local)
         except Exception as e:  # noqa: BLE001
             print(f"# symcoll package: {e}", file=sys.stderr)
+    if a.coll == "all_reduce_rmsnorm":
+        return norm_colls(a, dtype, rank, world, group, sc)
     if a.coll.endswith("matmul") or a.coll.startswith("matmul"):
         return matmul_colls(a, dtype, rank, world, group, sc)
     if a.coll != "all_reduce":
@@ -343,6 +347,67 @@ def matmul_colls(a, dtype, rank, world, group, sc):
             f.write("coll,dtype,nranks,m_shard,n,k," + ",".join(c + "_us" for c in cols) + "\n")
             for m, n, k, res in rows:
                 f.write(f"{a.coll},{a.d},{world},{m},{n},{k}," + ",".join("" if res[c] is None else f"{res[c]:.2f}" for c in cols) + "\n")
+    dist.destroy_process_group()
+
+
+def norm_colls(a, dtype, rank, world, group, sc):
+    """The block's end as PyTorch runs it (an all-reduce, then x + residual and F.rms_norm as
+    separate kernels: through NCCL and through torch's symmetric-memory one-shot), symcoll's
+    all-reduce with torch's add and norm, and symcoll's fused op through its package; rows x
+    hidden as symcoll-bench --coll all_reduce_rmsnorm --shapes all. CUDA-graph replays, median."""
+    import torch.nn.functional as F
+    cols = ["torch_nccl_chain", "torch_symm_chain", "symcoll_py_chain", "symcoll_py_fused"]
+    eps = 1e-6
+    if rank == 0:
+        print(f"# torch {torch.__version__}, all_reduce_rmsnorm, world {world}, {a.d}, graph replays of {a.n} calls, "
+              f"median of {a.r}")
+        print(f"{'rows':>6} {'hidden':>6} " + " ".join(f"{c:>17}" for c in cols))
+    rows = []
+    for hidden in (4096, 8192):
+        for nrows in (1, 8, 32, 128, 512, 2048):
+            gen = torch.Generator(device="cuda").manual_seed(rank)
+            x = symm_mem.empty((nrows, hidden), dtype=dtype, device="cuda")
+            hdl = symm_mem.rendezvous(x, group)
+            x.copy_(torch.randint(-8, 9, (nrows, hidden), device="cuda", generator=gen).to(dtype) / 8)
+            residual = torch.randn(nrows, hidden, device="cuda", generator=torch.Generator(device="cuda").manual_seed(7)).to(dtype)
+            w = (1 + 0.1 * torch.randn(hidden, device="cuda", generator=torch.Generator(device="cuda").manual_seed(8))).to(dtype)
+            summed = torch.empty_like(x)
+            y = x.clone()
+
+            def nccl_chain():
+                y.copy_(x)
+                dist.all_reduce(y)
+                return F.rms_norm(y + residual, (hidden,), w, eps)
+
+            def symm_chain():
+                torch.ops.symm_mem.one_shot_all_reduce_out(x, "sum", group, summed)
+                return F.rms_norm(summed + residual, (hidden,), w, eps)
+
+            fns = {"torch_nccl_chain": nccl_chain if world > 1 else None, "torch_symm_chain": symm_chain,
+                   "symcoll_py_chain": (lambda: F.rms_norm(torch.ops.symcoll.all_reduce(x, "sum", sc.handle) + residual,
+                                                           (hidden,), w, eps)) if sc else None,
+                   "symcoll_py_fused": (lambda: torch.ops.symcoll.all_reduce_rmsnorm(x, residual, w, eps, sc.handle,
+                                                                                     "auto")) if sc else None}
+            res = {}
+            for c in cols:
+                res[c] = None
+                if fns[c] is None:
+                    continue
+                try:
+                    res[c] = timed(fns[c], a.n, a.r)
+                except Exception as e:  # noqa: BLE001
+                    print(f"# {c} {nrows}x{hidden}: {str(e).splitlines()[0][:160]}", file=sys.stderr)
+            del hdl
+            rows.append((nrows, hidden, res))
+            if rank == 0:
+                print(f"{nrows:>6} {hidden:>6} " + " ".join(f"{res[c]:>17.2f}" if res[c] is not None else f"{'n/a':>17}"
+                                                          for c in cols), flush=True)
+    if rank == 0 and a.csv:
+        with open(a.csv, "w") as f:
+            f.write("coll,dtype,nranks,rows,hidden," + ",".join(c + "_us" for c in cols) + "\n")
+            for nrows, hidden, res in rows:
+                f.write(f"all_reduce_rmsnorm,{a.d},{world},{nrows},{hidden}," +
+                        ",".join("" if res[c] is None else f"{res[c]:.2f}" for c in cols) + "\n")
     dist.destroy_process_group()
 
 
