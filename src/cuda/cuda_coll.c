@@ -438,7 +438,8 @@ static symcoll_status_t norm_local(symcoll_comm_t comm, const symcoll__norm_args
       .coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM, .algo = SYMCOLL_ALGO_SEQUENTIAL, .dtype = a->dtype, .op = SYMCOLL_SUM};
   l.threads = norm_threads(a->hidden);
   l.blocks = a->rows < 65535 ? (int)a->rows : 65535;
-  const symcoll__cuda_norm_t n = norm_buffers(a);
+  symcoll__cuda_norm_t n = norm_buffers(a);
+  n.error = ((cuda_state_t *)comm->tp_state)->args.error;
   return norm_launched(comm, a, &l, a->rows, symcoll__cuda_rmsnorm_launch(&l, NULL, &n, a->stream));
 }
 

@@ -70,6 +70,8 @@ typedef struct symcoll__cuda_norm {
   float eps;
   size_t rows, hidden;
   size_t rows_per_round; /* one-shot, staged: whole rows the workspace holds per round */
+  const uint32_t *error; /* the communicator's error word: the local pass writes nothing once
+                            an earlier kernel (the chain's all-reduce) gave up */
 } symcoll__cuda_norm_t;
 
 typedef struct symcoll__cuda_launch {

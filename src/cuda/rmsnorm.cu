@@ -82,7 +82,7 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, size_t r
     const T r = r_at(i);
     if (res_out) res_out[i] = r;
     const float f = C::load(r);
-    ss = __fmaf_rn(f, f, ss);
+    ss = __fadd_rn(ss, __fmul_rn(f, f)); /* not fused: as the CPU's (-ffp-contract=off) */
   }
   const float sumsq = block_reduce(ss, red, Add{});
   const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sumsq, (float)h), n.eps)));
@@ -111,6 +111,11 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, size_t r
 template <typename T>
 __global__ void __launch_bounds__(1024) RmsNorm_Local(const symcoll__cuda_norm_t n) {
   __shared__ float red[33];
+  /* The chain's all-reduce, before this on the stream, gave up: its output is not a sum. */
+  __shared__ uint32_t gave_up; /* one read for the block: every thread takes the same branch */
+  if (threadIdx.x == 0) gave_up = n.error ? *(volatile const uint32_t *)n.error : 0u;
+  __syncthreads();
+  if (gave_up) return;
   const T *x = reinterpret_cast<const T *>(n.x);
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x) {
     const T *s = x + row * n.hidden;
