@@ -1,8 +1,8 @@
 /*
  * GPU-only tests: the device API's pads return to rest after many barriers; collectives
- * captured in a CUDA graph replay correctly; a rank that never launches makes its peer's
- * kernel give up with TIMEOUT (reported by symcoll_comm_check) instead of hanging; LAMPORT's
- * sentinel rule holds.
+ * captured in a CUDA graph replay correctly (plain, GEMM and norm operations); a rank that never launches makes its
+ * peer's kernel give up with TIMEOUT (reported by symcoll_comm_check) instead of hanging; LAMPORT's sentinel rule
+ * holds.
  */
 #include <cstdarg>
 #include <cstddef>
@@ -309,6 +309,122 @@ static void test_graph_matmul(void **state) {
     std::vector<symcoll_comm_t> comms(n);
     CK(symcoll_comm_create_all(n, devices(n).data(), comms.data()));
     run_team(comms, graph_matmul_rank);
+  }
+}
+
+/* all_reduce_rmsnorm captured in one graph with every algorithm the communicator runs (oneshot,
+ * sequential, auto; sequential with the FP8 output alone takes scratch from the stream's pool),
+ * run eagerly once, then replayed twice with fresh small-integer inputs: residual_out exact
+ * against a host reference, out and FP8 bit for bit equal between the algorithms (one row's
+ * sum of squares runs in the same order in both kernels). */
+static void graph_norm_rank(symcoll_comm_t comm, uint32_t seed0, int *bad) {
+  cudaSetDevice(symcoll_comm_device(comm));
+  const int rank = symcoll_comm_rank(comm), n = symcoll_comm_nranks(comm);
+  const size_t rows = 37, hidden = 1000, count = rows * hidden;
+  const symcoll_algo_t algos[3] = {SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_SEQUENTIAL, SYMCOLL_ALGO_AUTO};
+  *bad = 1;
+  __nv_bfloat16 *x, *res, *w, *out[3], *ro[3];
+  unsigned char *q[3];
+  float *scales[3];
+  CK(cudaMalloc(&x, count * 2));
+  CK(cudaMalloc(&res, count * 2));
+  CK(cudaMalloc(&w, hidden * 2));
+  for (int i = 0; i < 3; i++) {
+    CK(cudaMalloc(&out[i], count * 2)), CK(cudaMalloc(&ro[i], count * 2));
+    CK(cudaMalloc(&q[i], count)), CK(cudaMalloc(&scales[i], rows * sizeof(float)));
+  }
+  unsigned char *q_only;
+  float *scales_only;
+  CK(cudaMalloc(&q_only, count));
+  CK(cudaMalloc(&scales_only, rows * sizeof(float)));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(symcoll_comm_barrier(comm));
+  auto enqueue = [&]() {
+    for (int i = 0; i < 3; i++) {
+      symcoll_norm_opts_t o;
+      symcoll_norm_opts_init(&o);
+      o.algo = algos[i];
+      o.fp8_out = q[i], o.fp8_row_scales = scales[i];
+      CK(symcoll_all_reduce_rmsnorm(comm, x, res, w, 1e-6f, out[i], ro[i], rows, hidden, SYMCOLL_BFLOAT16, &o, s));
+    }
+    symcoll_norm_opts_t o; /* the chain with no out: its sum goes to stream-ordered scratch */
+    symcoll_norm_opts_init(&o);
+    o.algo = SYMCOLL_ALGO_SEQUENTIAL, o.fp8_out = q_only, o.fp8_row_scales = scales_only;
+    CK(symcoll_all_reduce_rmsnorm(comm, x, res, w, 1e-6f, nullptr, nullptr, rows, hidden, SYMCOLL_BFLOAT16, &o, s));
+  };
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  enqueue();
+  CK(cudaStreamEndCapture(s, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  std::vector<__nv_bfloat16> h(count), got(count), ref(count);
+  std::vector<unsigned char> qg(count), qr(count);
+  std::vector<float> sg(rows), sr(rows);
+  int wrong = 0;
+  auto differ = [&](const void *a, const void *b, size_t bytes, const char *what, int alg, int rep) {
+    if (memcmp(a, b, bytes) != 0 && wrong++ < 6)
+      fprintf(stderr, "rank %d of %d, %s %d: %s of %s differs from oneshot's\n", rank, n,
+              rep ? "graph replay" : "eager run", rep, what, symcoll_algo_name(algos[alg]));
+  };
+  for (int rep = 0; rep < 3; rep++) {
+    const uint32_t seed = seed0 + rep * 13;
+    for (size_t i = 0; i < count; i++) h[i] = __float2bfloat16((float)((int)((i * 7 + rank * 5 + seed) % 9) - 4));
+    CK(cudaMemcpyAsync(x, h.data(), count * 2, cudaMemcpyHostToDevice, s));
+    for (size_t i = 0; i < count; i++) h[i] = __float2bfloat16((float)((int)((i * 3 + seed) % 7) - 3));
+    CK(cudaMemcpyAsync(res, h.data(), count * 2, cudaMemcpyHostToDevice, s));
+    for (size_t i = 0; i < hidden; i++) h[i] = __float2bfloat16(0.5f + (float)(i % 4) / 4);
+    CK(cudaMemcpyAsync(w, h.data(), hidden * 2, cudaMemcpyHostToDevice, s));
+    CK(cudaStreamSynchronize(s));
+    CK(symcoll_comm_barrier(comm));
+    if (rep == 0)
+      enqueue();
+    else
+      CK(cudaGraphLaunch(exec, s));
+    CK(cudaStreamSynchronize(s));
+    /* residual_out: integers, exact (sums of at most 8 x 4 plus 3). */
+    cudaMemcpy(got.data(), ro[0], count * 2, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < count; i++) {
+      float want = (float)((int)((i * 3 + seed) % 7) - 3);
+      for (int r = 0; r < n; r++) want += (float)((int)((i * 7 + r * 5 + seed) % 9) - 4);
+      if (__bfloat162float(got[i]) != want && wrong++ < 6)
+        fprintf(stderr, "rank %d of %d, rep %d: residual_out[%zu] = %g, want %g\n", rank, n, rep, i,
+                __bfloat162float(got[i]), want);
+    }
+    cudaMemcpy(ref.data(), out[0], count * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(qr.data(), q[0], count, cudaMemcpyDeviceToHost);
+    cudaMemcpy(sr.data(), scales[0], rows * sizeof(float), cudaMemcpyDeviceToHost);
+    for (int a = 1; a < 3; a++) {
+      cudaMemcpy(got.data(), out[a], count * 2, cudaMemcpyDeviceToHost);
+      differ(got.data(), ref.data(), count * 2, "out", a, rep);
+      cudaMemcpy(got.data(), ro[a], count * 2, cudaMemcpyDeviceToHost);
+      std::vector<__nv_bfloat16> ro0(count);
+      cudaMemcpy(ro0.data(), ro[0], count * 2, cudaMemcpyDeviceToHost);
+      differ(got.data(), ro0.data(), count * 2, "residual_out", a, rep);
+      cudaMemcpy(qg.data(), q[a], count, cudaMemcpyDeviceToHost);
+      differ(qg.data(), qr.data(), count, "fp8_out", a, rep);
+      cudaMemcpy(sg.data(), scales[a], rows * sizeof(float), cudaMemcpyDeviceToHost);
+      differ(sg.data(), sr.data(), rows * sizeof(float), "fp8_row_scales", a, rep);
+    }
+    cudaMemcpy(qg.data(), q_only, count, cudaMemcpyDeviceToHost);
+    differ(qg.data(), qr.data(), count, "fp8_out alone", 1, rep);
+    CK(symcoll_comm_barrier(comm));
+  }
+  *bad = wrong != 0 || symcoll_comm_check(comm) != SYMCOLL_OK;
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFree(x), cudaFree(res), cudaFree(w), cudaFree(q_only), cudaFree(scales_only);
+  for (int i = 0; i < 3; i++) cudaFree(out[i]), cudaFree(ro[i]), cudaFree(q[i]), cudaFree(scales[i]);
+  cudaStreamDestroy(s);
+}
+
+static void test_graph_norm(void **state) {
+  (void)state;
+  for (int n : {1, 2, 3, 4}) {
+    std::vector<symcoll_comm_t> comms(n);
+    CK(symcoll_comm_create_all(n, devices(n).data(), comms.data()));
+    run_team(comms, graph_norm_rank);
   }
 }
 
@@ -701,11 +817,12 @@ int main() {
     cudaFuncGetAttributes(&attr, many_barriers);
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_pads_at_rest),     cmocka_unit_test(test_graph_replay),
-      cmocka_unit_test(test_graph_matmul),     cmocka_unit_test(test_mismatch_gpu),
-      cmocka_unit_test(test_lamport_sentinel), cmocka_unit_test(test_nccl_engine),
-      cmocka_unit_test(test_one_rank_copy),    cmocka_unit_test(test_peer_never_launches),
-      cmocka_unit_test(test_abort_gpu),        cmocka_unit_test(test_too_many_ranks),
+      cmocka_unit_test(test_pads_at_rest),        cmocka_unit_test(test_graph_replay),
+      cmocka_unit_test(test_graph_matmul),        cmocka_unit_test(test_graph_norm),
+      cmocka_unit_test(test_mismatch_gpu),        cmocka_unit_test(test_lamport_sentinel),
+      cmocka_unit_test(test_nccl_engine),         cmocka_unit_test(test_one_rank_copy),
+      cmocka_unit_test(test_peer_never_launches), cmocka_unit_test(test_abort_gpu),
+      cmocka_unit_test(test_too_many_ranks),
   };
   return cmocka_run_group_tests_name("device_api", tests, NULL, NULL);
 }
