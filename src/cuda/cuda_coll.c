@@ -472,7 +472,9 @@ static symcoll_status_t norm_one_shot(symcoll_comm_t comm, cuda_state_t *cs, con
   int maxb = resident_blocks(cs, symcoll__cuda_rmsnorm_kernel(&l), l.threads);
   if (maxb > SYMCOLL_CUDA_MAX_BLOCKS) maxb = SYMCOLL_CUDA_MAX_BLOCKS;
   if (maxb < 1) maxb = 1;
-  l.blocks = n.rows_per_round < (size_t)maxb ? (int)n.rows_per_round : maxb;
+  /* Zero-copy: one round of every row (nothing is staged), so up to a block per row. */
+  const size_t busy = k.zero_copy ? a->rows : n.rows_per_round;
+  l.blocks = busy < (size_t)maxb ? (int)busy : maxb;
   k.sig = with_shape(cs, k.sig, &l, n.rows_per_round);
   return norm_launched(comm, a, &l, n.rows_per_round, symcoll__cuda_rmsnorm_launch(&l, &k, &n, a->stream));
 }
