@@ -93,13 +93,17 @@ def _stream_of(comm, is_cuda):
     return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
 
+def _algo_index(algo):
+    if algo not in ALGOS:
+        raise InvalidArgumentError(f"unknown algorithm {algo!r} (one of {', '.join(ALGOS)})")
+    return ALGOS.index(algo)
+
+
 def _opts(algo):
     o = CollOpts()
     lib.symcoll_coll_opts_init(ctypes.byref(o))
     if algo is not None:
-        if algo not in ALGOS:
-            raise InvalidArgumentError(f"unknown algorithm {algo!r} (one of {', '.join(ALGOS)})")
-        o.algo = ALGOS.index(algo)
+        o.algo = _algo_index(algo)
     return o
 
 
@@ -507,9 +511,7 @@ class Comm:
         o = NormOpts()
         lib.symcoll_norm_opts_init(ctypes.byref(o))
         if algo is not None:
-            if algo not in ALGOS:
-                raise InvalidArgumentError(f"unknown algorithm {algo!r} (one of {', '.join(ALGOS)})")
-            o.algo = ALGOS.index(algo)
+            o.algo = _algo_index(algo)
         keep = None  # a static scale given as a number, alive through the call
         if fp8_out is not None:
             if (fp8_scale is None) == (fp8_row_scales is None):

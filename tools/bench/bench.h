@@ -180,6 +180,10 @@ void bench_build_columns(bench_table_t *t);
 /* Buffers on the device under test (the GPU of a GPU rank, else host memory). */
 void *bench_dev_alloc(bctx_t *c, size_t bytes);
 void bench_dev_free(bctx_t *c, void *p);
+/* dst = src, bytes, from the host to the device under test (to_dev) or back; done on return. */
+void bench_dev_copy(bctx_t *c, void *dst, const void *src, size_t bytes, int to_dev);
+/* qsort's comparison of doubles. */
+int bench_cmp_double(const void *a, const void *b);
 /* Elements of the column's output that differ from `want` after one call on the exact-result
  * input of `seed` (h: host staging of send and recv elements). */
 double bench_check_column(bctx_t *c, column_t *col, void *send, void *recv, size_t count, char *h, const char *want,

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench.h"
 #include "exact.h"
@@ -48,28 +47,6 @@ typedef struct {
   column_t nccl;
   bool nccl_ok;
 } nx_t;
-
-static double wall_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static void copy_to(nx_t *x, void *dst, const void *src, size_t bytes, int to_dev) {
-#ifdef SYMCOLL_BENCH_CUDA
-  if (x->c->gpu) {
-    cudaMemcpy(dst, src, bytes, to_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
-    return;
-  }
-#endif
-  (void)x, (void)to_dev;
-  memcpy(dst, src, bytes);
-}
 
 static int norm_call(nx_t *x, int col, char *err, size_t errn) {
   bctx_t *c = x->c;
@@ -109,11 +86,11 @@ static void fill_inputs(nx_t *x) {
   char *h = malloc(count * x->es);
   for (size_t i = 0; i < count; i++)
     exact_store(h, x->dt, i, (double)((int)((i * 2654435761u + (uint32_t)c->rank * 97u) % 17) - 8) / 8);
-  copy_to(x, x->x, h, count * x->es, 1);
+  bench_dev_copy(x->c, x->x, h, count * x->es, 1);
   for (size_t i = 0; i < count; i++) exact_store(h, x->dt, i, (double)((int)((i * 40503u) % 9) - 4) / 4);
-  copy_to(x, x->res, h, count * x->es, 1);
+  bench_dev_copy(x->c, x->res, h, count * x->es, 1);
   for (size_t i = 0; i < x->sh.hidden; i++) exact_store(h, x->dt, i, 0.75 + (double)(i % 5) / 8);
-  copy_to(x, x->w, h, x->sh.hidden * x->es, 1);
+  bench_dev_copy(x->c, x->w, h, x->sh.hidden * x->es, 1);
   free(h);
 }
 
@@ -185,10 +162,10 @@ static void time_reps(nx_t *x, const bool *usable, int reps, int iters, double *
     for (int k = 0; k < NORM_COLS; k++) {
       if (!usable[k]) continue;
       bench_barrier(c);
-      const double t0 = wall_s();
+      const double t0 = bench_now();
       for (int i = 0; i < iters; i++)
         if (norm_call(x, k, err, sizeof err)) bench_fail(c, col_names[k], err);
-      us[(size_t)k * (size_t)reps + (size_t)r] = 1e6 * (wall_s() - t0) / iters;
+      us[(size_t)k * (size_t)reps + (size_t)r] = 1e6 * (bench_now() - t0) / iters;
     }
 }
 
@@ -199,12 +176,12 @@ static void compare(nx_t *x, norm_row_t *row) {
 #ifdef SYMCOLL_BENCH_CUDA
   if (x->c->gpu) cudaStreamSynchronize((cudaStream_t)x->stream);
 #endif
-  copy_to(x, ref, x->out[COL_SEQUENTIAL], bytes, 0);
-  copy_to(x, ref + bytes, x->ro[COL_SEQUENTIAL], bytes, 0);
+  bench_dev_copy(x->c, ref, x->out[COL_SEQUENTIAL], bytes, 0);
+  bench_dev_copy(x->c, ref + bytes, x->ro[COL_SEQUENTIAL], bytes, 0);
   for (int k = 0; k <= COL_AUTO; k++) {
     if (!row->usable[k]) continue;
-    copy_to(x, got, x->out[k], bytes, 0);
-    copy_to(x, got + bytes, x->ro[k], bytes, 0);
+    bench_dev_copy(x->c, got, x->out[k], bytes, 0);
+    bench_dev_copy(x->c, got + bytes, x->ro[k], bytes, 0);
     for (size_t i = 0; i < 2 * bytes / x->es; i++)
       row->wrong[k] += memcmp(got + i * x->es, ref + i * x->es, x->es) != 0;
   }
@@ -234,7 +211,7 @@ static void run_shape(nx_t *x, norm_shape_t sh, int reps, norm_row_t *row) {
   for (int k = 0; k < NORM_COLS; k++) {
     row->us[k] = NAN;
     if (!row->usable[k]) continue;
-    qsort(t + (size_t)k * (size_t)reps, (size_t)reps, sizeof(double), cmp_d);
+    qsort(t + (size_t)k * (size_t)reps, (size_t)reps, sizeof(double), bench_cmp_double);
     row->us[k] = t[(size_t)k * (size_t)reps + (size_t)reps / 2];
   }
   free(t);

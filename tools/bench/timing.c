@@ -18,7 +18,7 @@ double bench_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b) {
+int bench_cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
@@ -231,7 +231,7 @@ void bench_dev_free(bctx_t *c, void *p) {
   else
     free(p);
 }
-static void copy(bctx_t *c, void *d, const void *s, size_t b, int to_dev) {
+void bench_dev_copy(bctx_t *c, void *d, const void *s, size_t b, int to_dev) {
   if (c->gpu)
     gpu_copy(c, d, s, b, to_dev);
   else
@@ -249,11 +249,11 @@ double bench_check_column(bctx_t *c, column_t *col, void *send, void *recv, size
   o->coll->fill(h, o->dtype, o->op, count, c->rank, c->nranks, seed);
   memset(h + sn * es, EXACT_POISON, rn * es);
   /* Poison the output, then place the input (in place: inside it). */
-  copy(c, recv, h + sn * es, rn * es, 1);
-  copy(c, send, h, sn * es, 1);
+  bench_dev_copy(c, recv, h + sn * es, rn * es, 1);
+  bench_dev_copy(c, send, h, sn * es, 1);
   call(c, col, send, recv, count);
   if (c->gpu) gpu_sync(c, col->name);
-  copy(c, h, recv, rn * es, 0);
+  bench_dev_copy(c, h, recv, rn * es, 0);
   double wrong = 0;
   for (size_t i = 0; i < rn; i++) wrong += memcmp(h + i * es, want + i * es, es) != 0;
   return wrong;
@@ -288,7 +288,7 @@ void bench_time_columns(bctx_t *c, column_t *cols, int ncols, void *send, void *
   for (int k = 0; k < ncols; k++) {
     us[k] = NAN;
     if (!cols[k].run) continue;
-    qsort(t[k], (size_t)reps, sizeof t[k][0], cmp_double);
+    qsort(t[k], (size_t)reps, sizeof t[k][0], bench_cmp_double);
     us[k] = t[k][reps / 2];
   }
   if (c->gpu) gpu_timer_fini(c, &g, ncols);
