@@ -547,7 +547,7 @@ static bool cuda_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo
       return algo == SYMCOLL_ALGO_PULL || algo == SYMCOLL_ALGO_PUSH || algo == SYMCOLL_ALGO_LAMPORT ||
              algo == SYMCOLL_ALGO_COPY_ENGINE;
     case SYMCOLL_COLL_ALL_REDUCE_RMSNORM: /* symcoll__cuda_norm: SEQUENTIAL is its local pass */
-      return algo == SYMCOLL_ALGO_ONE_SHOT || algo == SYMCOLL_ALGO_SEQUENTIAL;
+      return algo == SYMCOLL_ALGO_ONE_SHOT || algo == SYMCOLL_ALGO_TWO_SHOT || algo == SYMCOLL_ALGO_SEQUENTIAL;
     case SYMCOLL_NUM_COLL_KINDS:
       break;
   }

@@ -479,18 +479,91 @@ static symcoll_status_t norm_one_shot(symcoll_comm_t comm, cuda_state_t *cs, con
   return norm_launched(comm, a, &l, n.rows_per_round, symcoll__cuda_rmsnorm_launch(&l, &k, &n, a->stream));
 }
 
+/* Two-shot's record of one row (rmsnorm.cu, host_rmsnorm.c's record_of): what the call asks for,
+ * in order, the scale 4-byte aligned, the record a multiple of 64 bytes; returns its size. */
+static size_t norm_record(const symcoll__norm_args_t *a, symcoll__cuda_norm_t *n) {
+  const size_t rb = a->hidden * symcoll_dtype_size(a->dtype);
+  size_t bytes = 0;
+  if (a->residual_out) n->rec_res_out = bytes, bytes += rb;
+  if (a->out) n->rec_out = bytes, bytes += rb;
+  if (a->fp8_out) n->rec_fp8 = bytes, bytes += a->hidden;
+  bytes = (bytes + 3) & ~(size_t)3; /* the scale's alignment (odd rows of fp8 or 16-bit floats) */
+  if (a->fp8_row_scales) n->rec_scale = bytes, bytes += sizeof(float);
+  return (bytes + 63) & ~(size_t)63;
+}
+
+/* Whether a two-shot round of `r` rows fits `cap` bytes: r staged rows of rb bytes, then from a
+ * 64-byte boundary ceil(r / nranks) records of rec bytes. r <= cap / rb. */
+static bool two_shot_fits(size_t r, size_t rb, size_t rec, int nranks, size_t cap) {
+  const size_t at = (r * rb + 63) & ~(size_t)63;
+  return at <= cap && (r + (size_t)nranks - 1) / (size_t)nranks <= (cap - at) / rec;
+}
+
+/* TWO_SHOT: rows split on row boundaries, each rank reduces and normalises its share into records
+ * in its workspace, every rank copies every record into its outputs (rmsnorm.cu), in rounds of
+ * whole rows whose staging and records fit the one-shot's workspace region: as many rows as
+ * fit, then rounds made even (the rounds' count over the rows), so that a short last round
+ * leaves few ranks idle. All of it a function of the shape, the buffer set and the workspace
+ * size: the same on every rank. The grid: a block per row of a rank's share, within what stays
+ * resident and the barrier slots; the signature carries it and the round. Zero-copy where core
+ * found x symmetric (the same rounds: only the staging is skipped). */
+static symcoll_status_t norm_two_shot(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__norm_args_t *a) {
+  const size_t rb = a->hidden * symcoll_dtype_size(a->dtype), cap = cs->round_cap[SYMCOLL_ALGO_TWO_SHOT];
+  const int nr = comm->nranks;
+  symcoll__cuda_norm_t n = norm_buffers(a);
+  n.rec_bytes = norm_record(a, &n);
+  size_t lo = 0, hi = cap / rb; /* the most rows that fit: lo fits, hi + 1 does not */
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo + 1) / 2;
+    if (two_shot_fits(mid, rb, n.rec_bytes, nr, cap))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  if (lo == 0) { /* the same on every rank, before anything moves: core runs SEQUENTIAL */
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL,
+                 "all_reduce_rmsnorm: a row of %zu bytes and its %zu-byte results do not fit the %zu-byte workspace "
+                 "(SYMCOLL_WORKSPACE_BYTES)",
+                 rb, n.rec_bytes, cap);
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
+  const size_t rounds = (a->rows + lo - 1) / lo;
+  n.rows_per_round = (a->rows + rounds - 1) / rounds; /* <= lo: fits */
+  n.rec_at = (n.rows_per_round * rb + 63) & ~(size_t)63;
+  n.error = cs->args.error;
+  symcoll__cuda_args_t k = cs->args;
+  k.count = a->rows * a->hidden;
+  if (a->x_mem) {
+    k.zero_copy = 1;
+    for (int r = 0; r < nr; r++) k.src[r] = (const char *)a->x_mem->ptrs[r] + a->x_off;
+  }
+  k.sig = kernel_sig(cs, a->sig, k.zero_copy, a->x_mem, a->x_off);
+  symcoll__cuda_launch_t l = {
+      .coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM, .algo = SYMCOLL_ALGO_TWO_SHOT, .dtype = a->dtype, .op = SYMCOLL_SUM};
+  l.threads = norm_threads(a->hidden);
+  int maxb = resident_blocks(cs, symcoll__cuda_rmsnorm_kernel(&l), l.threads);
+  if (maxb > SYMCOLL_CUDA_MAX_BLOCKS) maxb = SYMCOLL_CUDA_MAX_BLOCKS;
+  if (maxb < 1) maxb = 1;
+  const size_t share = (n.rows_per_round + (size_t)nr - 1) / (size_t)nr; /* the largest share of a round */
+  l.blocks = share < (size_t)maxb ? (int)share : maxb;
+  k.sig = with_shape(cs, k.sig, &l, n.rows_per_round);
+  return norm_launched(comm, a, &l, n.rows_per_round, symcoll__cuda_rmsnorm_launch(&l, &k, &n, a->stream));
+}
+
 /* The transport's norm entry: enqueues one kernel on a->stream, nothing else (capturable). */
 symcoll_status_t symcoll__cuda_norm(symcoll_comm_t comm, const symcoll__norm_args_t *a) {
   cuda_state_t *cs = comm->tp_state;
   SYMCOLL_CHECK(symcoll__cuda_failed(comm)); /* an earlier kernel gave up: its kernels would do nothing */
-  if (a->algo != SYMCOLL_ALGO_SEQUENTIAL && a->algo != SYMCOLL_ALGO_ONE_SHOT) {
+  if (a->algo != SYMCOLL_ALGO_SEQUENTIAL && a->algo != SYMCOLL_ALGO_ONE_SHOT && a->algo != SYMCOLL_ALGO_TWO_SHOT) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce_rmsnorm: the CUDA transport does not run %s",
                  symcoll_algo_name(a->algo));
     return SYMCOLL_ERR_UNSUPPORTED;
   }
   dev_guard_t g;
   SYMCOLL_CHECK(dev_enter(comm, &g));
-  const symcoll_status_t s = a->algo == SYMCOLL_ALGO_SEQUENTIAL ? norm_local(comm, a) : norm_one_shot(comm, cs, a);
+  const symcoll_status_t s = a->algo == SYMCOLL_ALGO_SEQUENTIAL ? norm_local(comm, a)
+                             : a->algo == SYMCOLL_ALGO_TWO_SHOT ? norm_two_shot(comm, cs, a)
+                                                                : norm_one_shot(comm, cs, a);
   dev_leave(comm, &g);
   return s;
 }

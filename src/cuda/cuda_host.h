@@ -77,8 +77,8 @@ SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_failed(symcoll_comm_t comm);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_coll(symcoll_comm_t comm, const symcoll__coll_args_t *a);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes,
                                                    void *stream);
-/* all_reduce_rmsnorm (cuda_coll.c, kernels in rmsnorm.cu): SEQUENTIAL (the local pass) and
- * ONE_SHOT. */
+/* all_reduce_rmsnorm (cuda_coll.c, kernels in rmsnorm.cu): SEQUENTIAL (the local pass),
+ * ONE_SHOT and TWO_SHOT. */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_norm(symcoll_comm_t comm, const symcoll__norm_args_t *a);
 /* GEMMs (cuda_gemm.c) and the overlapped GEMM operations (cuda_matmul.c). */
 SYMCOLL_HIDDEN bool symcoll__cuda_has_gemm(symcoll_comm_t comm);

@@ -57,10 +57,11 @@ typedef struct symcoll__cuda_args {
   uint32_t *ll_epoch;
 } symcoll__cuda_args_t;
 
-/* all_reduce_rmsnorm's buffers and sizes (rmsnorm.cu), the second argument of its one-shot
- * kernel and the only one of its local pass; rows x hidden elements of the launch's dtype. */
+/* all_reduce_rmsnorm's buffers and sizes (rmsnorm.cu), the second argument of its one-shot and
+ * two-shot kernels and the only one of its local pass; rows x hidden elements of the launch's
+ * dtype. */
 typedef struct symcoll__cuda_norm {
-  const char *x;            /* local pass: the sum; one-shot: this rank's partial rows */
+  const char *x;            /* local pass: the sum; one-shot, two-shot: this rank's partial rows */
   const char *residual;     /* or NULL */
   const char *weight;       /* hidden elements */
   char *out, *residual_out; /* either may be NULL */
@@ -69,7 +70,14 @@ typedef struct symcoll__cuda_norm {
   float *fp8_row_scales;    /* ...per-row scales written here */
   float eps;
   size_t rows, hidden;
-  size_t rows_per_round; /* one-shot, staged: whole rows the workspace holds per round */
+  size_t rows_per_round; /* one-shot, staged: whole rows the workspace holds per round;
+                            two-shot: row positions of a round (staged or not) */
+  /* Two-shot: each rank's results of a row of its share, one record per row in its workspace
+   * from rec_at (64-byte aligned, past rows_per_round staged rows), rec_bytes apart (a multiple
+   * of 64); in a record, what the call asks for at these offsets: residual_out's row, out's
+   * row, the fp8 row, the row's dynamic scale (4-byte aligned). */
+  size_t rec_at, rec_bytes;
+  size_t rec_res_out, rec_out, rec_fp8, rec_scale;
   const uint32_t *error; /* the communicator's error word: the local pass writes nothing once
                             an earlier kernel (the chain's all-reduce) gave up */
 } symcoll__cuda_norm_t;
@@ -91,7 +99,7 @@ const void *symcoll__cuda_allreduce_kernel(const symcoll__cuda_launch_t *l);
 const void *symcoll__cuda_allgather_kernel(const symcoll__cuda_launch_t *l);
 const void *symcoll__cuda_reducescatter_kernel(const symcoll__cuda_launch_t *l);
 const void *symcoll__cuda_broadcast_kernel(const symcoll__cuda_launch_t *l);
-/* all_reduce_rmsnorm (rmsnorm.cu): l->algo SEQUENTIAL (the local pass, `a` unused) or ONE_SHOT,
+/* all_reduce_rmsnorm (rmsnorm.cu): l->algo SEQUENTIAL (the local pass, `a` unused), ONE_SHOT or TWO_SHOT,
  * l->dtype fp32, fp16 or bf16; enqueues one kernel on stream and returns a cudaError_t. */
 const void *symcoll__cuda_rmsnorm_kernel(const symcoll__cuda_launch_t *l);
 int symcoll__cuda_rmsnorm_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_args_t *a,

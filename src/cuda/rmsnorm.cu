@@ -3,7 +3,7 @@
  * quantisation of each row, by one block per row (rows in a grid-stride loop), in fp32, with the
  * arithmetic of the CPU path (src/host/host_rmsnorm.c) but the sum of squares of a row taken
  * as a block reduction (per-thread partial sums, then a fixed butterfly): the same bits on
- * every rank and in both kernels below, since the block size is a function of hidden alone
+ * every rank and in every kernel below, since the block size is a function of hidden alone
  * (cuda_coll.c), but not the CPU path's order of that one sum.
  *
  * RmsNorm_Local: the local pass (algorithm SEQUENTIAL, and one rank): x already holds the sum
@@ -16,6 +16,13 @@
  *   twins again before the workspace is staged over. Rows that do not fit the workspace go in
  *   rounds of whole rows inside the one kernel; a row larger than the workspace is refused by
  *   the host (UNSUPPORTED).
+ * RmsNorm_TwoShot: the fused call (TWO_SHOT): each round's rows split on row boundaries among
+ *   the ranks; every rank stages its rows (unless zero-copy), meets its twins, reduces and
+ *   normalises its share into records in its workspace, meets them again and copies every
+ *   rank's records (residual_out, out, fp8 and scales: what the call asks for) into its outputs.
+ *   Its rows get the bits of the one-shot: the same sum, the same epilogue (norm_row) with the
+ *   same block size. A round is what the workspace holds of staged rows and records; a row and
+ *   its record larger than that is refused by the host (UNSUPPORTED).
  * Per row: pass 1 computes r (and writes residual_out) and the sum of squares; pass 2 computes
  * out (and, with a static scale, the fp8 output; with dynamic scales the row's amax); pass 3
  * (dynamic scales only) writes the scale and the fp8 output. Every element is read and
@@ -23,7 +30,7 @@
  * r back from residual_out where there is one, and out back from out; otherwise it recomputes
  * them from x (and residual), which only that same thread may have overwritten, after it read
  * them.
- * Not yet done: TWO_SHOT and LAMPORT (has_algo says no); 16-byte vector loads (the kernels
+ * Not yet done: LAMPORT (has_algo says no); 16-byte vector loads (the kernels
  * load element by element, coalesced); keeping a row in registers or shared memory instead of
  * the second and third passes over memory.
  */
@@ -65,16 +72,41 @@ __device__ __forceinline__ unsigned char to_e4m3(float v, float scale) {
   return (unsigned char)__nv_cvt_float_to_fp8(__fdiv_rn(v, scale), __NV_SATFINITE, __NV_E4M3);
 }
 
-/* One row's epilogue. sum_at(i): element i of the row's sum over ranks, rounded to T. */
+/* Where one row's results go: the caller's rows (local pass, one-shot) or a record in the
+ * owner's workspace (two-shot); NULL where the call does not ask for that output. */
+template <typename T>
+struct RowDst {
+  T *res_out, *out;
+  unsigned char *fp8;
+  float *scale; /* the row's dynamic fp8 scale, or NULL (static scale, or no fp8) */
+};
+
+/* The caller's buffers at row `row`. */
+template <typename T>
+__device__ __forceinline__ RowDst<T> caller_row(const symcoll__cuda_norm_t &n, size_t row) {
+  const size_t off = row * n.hidden;
+  return RowDst<T>{n.residual_out ? reinterpret_cast<T *>(n.residual_out) + off : nullptr,
+                   n.out ? reinterpret_cast<T *>(n.out) + off : nullptr, n.fp8_out ? n.fp8_out + off : nullptr,
+                   n.fp8_out && n.fp8_row_scales ? n.fp8_row_scales + row : nullptr};
+}
+
+/* The residual's row `row`, or NULL. */
+template <typename T>
+__device__ __forceinline__ const T *residual_row(const symcoll__cuda_norm_t &n, size_t row) {
+  return n.residual ? reinterpret_cast<const T *>(n.residual) + row * n.hidden : nullptr;
+}
+
+/* One row's epilogue, the one code of every kernel here (so they give the same bits). sum_at(i):
+ * element i of the row's sum over ranks, rounded to T; res: the residual row or NULL; d: where
+ * the results go. */
 template <typename T, typename Sum>
-__device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, size_t row, Sum sum_at, float *red) {
+__device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T *res, const RowDst<T> d, Sum sum_at,
+                                         float *red) {
   using C = Conv<T>;
-  const size_t h = n.hidden, off = row * h;
-  const T *res = n.residual ? reinterpret_cast<const T *>(n.residual) + off : nullptr;
+  const size_t h = n.hidden;
   const T *w = reinterpret_cast<const T *>(n.weight);
-  T *res_out = n.residual_out ? reinterpret_cast<T *>(n.residual_out) + off : nullptr;
-  T *out = n.out ? reinterpret_cast<T *>(n.out) + off : nullptr;
-  unsigned char *fp8 = n.fp8_out ? n.fp8_out + off : nullptr;
+  T *const res_out = d.res_out, *const out = d.out;
+  unsigned char *const fp8 = d.fp8;
   /* r = s + residual rounded to T (no residual: s); read back from residual_out once written. */
   auto r_at = [&](size_t i) -> T { return res ? C::store(C::load(sum_at(i)) + C::load(res[i])) : sum_at(i); };
   float ss = 0.0f;
@@ -90,7 +122,7 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, size_t r
     const T r = res_out ? res_out[i] : r_at(i);
     return C::store(__fmul_rn(__fmul_rn(C::load(r), inv), C::load(w[i])));
   };
-  const bool dynamic = fp8 && n.fp8_row_scales;
+  const bool dynamic = fp8 && d.scale;
   const float fixed = fp8 && !dynamic ? *n.fp8_scale : 1.0f;
   float amax = 0.0f;
   for (size_t i = threadIdx.x; i < h; i += blockDim.x) {
@@ -104,7 +136,7 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, size_t r
   if (!dynamic) return;
   amax = block_reduce(amax, red, Max{});
   const float scale = fmaxf(__fdiv_rn(amax, kFp8Max), 1.0f / (kFp8Max * 512.0f));
-  if (threadIdx.x == 0) n.fp8_row_scales[row] = scale;
+  if (threadIdx.x == 0) *d.scale = scale;
   for (size_t i = threadIdx.x; i < h; i += blockDim.x) fp8[i] = to_e4m3(C::load(out ? out[i] : out_at(i)), scale);
 }
 
@@ -120,7 +152,7 @@ __global__ void __launch_bounds__(1024) RmsNorm_Local(const symcoll__cuda_norm_t
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x) {
     const T *s = x + row * n.hidden;
     norm_row<T>(
-        n, row, [&](size_t i) { return s[i]; }, red);
+        n, residual_row<T>(n, row), caller_row<T>(n, row), [&](size_t i) { return s[i]; }, red);
   }
 }
 
@@ -142,11 +174,123 @@ __global__ void __launch_bounds__(1024) RmsNorm_OneShot(const symcoll__cuda_args
       /* Rank r's copy of row base + j: its staging, or its input (zero-copy). */
       auto src = [&](int r) -> const char * { return (a.zero_copy ? a.src[r] + base * rb : a.ws[r]) + j * rb; };
       norm_row<T>(
-          n, base + j, [&](size_t i) { return reduce_at<T, SYMCOLL_SUM, ONE>(src, a.nranks, i).e[0]; }, red);
+          n, residual_row<T>(n, base + j), caller_row<T>(n, base + j),
+          [&](size_t i) { return reduce_at<T, SYMCOLL_SUM, ONE>(src, a.nranks, i).e[0]; }, red);
     }
     /* Peers are done reading this block's rows of our workspace (or of our input). */
     BARRIER(a);
   }
+}
+
+/* Two-shot: a round of R = n.rows_per_round row positions (the last round may hold fewer rows)
+ * is split on row boundaries as symcoll.h says: rank q owns positions lo_q .. lo_q + cnt_q - 1
+ * (R / nranks each, the first R % nranks ranks one more; the same split in every round, so
+ * ranks past the rows of a short last round own fewer, maybe none). Offset i of an owner's share
+ * belongs to block i % grid on every rank, in every round: that block stages the row (position
+ * lo_q + i of the staging), the owner's block reduces it from every rank's staging (or input,
+ * zero-copy) and normalises it into record i of the owner's workspace (at n.rec_at, past R
+ * staged rows), and every rank's block copies that record into its outputs. So every staged
+ * row and every record is written, read and written again by blocks with one index, which
+ * meet at every barrier (slot = block): a block reads only what its twins wrote. */
+struct TwoShotSplit {
+  size_t per, extra;
+  __device__ TwoShotSplit(size_t rows, int nranks) : per(rows / (size_t)nranks), extra(rows % (size_t)nranks) {}
+  __device__ size_t lo(int q) const { return (size_t)q * per + ((size_t)q < extra ? (size_t)q : extra); }
+  /* Rank q's rows of a round of `rows` rows (rows <= R): its share, cut at rows. */
+  __device__ size_t cnt(int q, size_t rows) const {
+    const size_t l = lo(q), c = per + ((size_t)q < extra ? 1 : 0);
+    return l >= rows ? 0 : rows - l < c ? rows - l : c;
+  }
+};
+
+/* The record at rec (record i of an owner's workspace): where the owner puts one row's results,
+ * what the call asks for. */
+template <typename T>
+__device__ __forceinline__ RowDst<T> record(const symcoll__cuda_norm_t &n, char *rec) {
+  return RowDst<T>{n.residual_out ? reinterpret_cast<T *>(rec + n.rec_res_out) : nullptr,
+                   n.out ? reinterpret_cast<T *>(rec + n.rec_out) : nullptr,
+                   n.fp8_out ? reinterpret_cast<unsigned char *>(rec + n.rec_fp8) : nullptr,
+                   n.fp8_out && n.fp8_row_scales ? reinterpret_cast<float *>(rec + n.rec_scale) : nullptr};
+}
+
+/* Block-wide copy of `bytes` from a peer's workspace (through L2, where peers' stores land, as
+ * load_cg): 16-, 4- or 2-byte words as both ends allow, then bytes. */
+__device__ __forceinline__ void copy_cg(char *dst, const char *src, size_t bytes) {
+  const uintptr_t al = (uintptr_t)dst | (uintptr_t)src;
+  size_t done = 0;
+  if ((al & 15) == 0) {
+    done = bytes / 16;
+    for (size_t i = threadIdx.x; i < done; i += blockDim.x)
+      reinterpret_cast<uint4 *>(dst)[i] = __ldcg(reinterpret_cast<const uint4 *>(src) + i);
+    done *= 16;
+  } else if ((al & 3) == 0) {
+    done = bytes / 4;
+    for (size_t i = threadIdx.x; i < done; i += blockDim.x)
+      reinterpret_cast<unsigned *>(dst)[i] = __ldcg(reinterpret_cast<const unsigned *>(src) + i);
+    done *= 4;
+  } else if ((al & 1) == 0) {
+    done = bytes / 2;
+    for (size_t i = threadIdx.x; i < done; i += blockDim.x)
+      reinterpret_cast<unsigned short *>(dst)[i] = __ldcg(reinterpret_cast<const unsigned short *>(src) + i);
+    done *= 2;
+  }
+  for (size_t i = done + threadIdx.x; i < bytes; i += blockDim.x)
+    reinterpret_cast<unsigned char *>(dst)[i] = __ldcg(reinterpret_cast<const unsigned char *>(src) + i);
+}
+
+/* Per round: stage; barrier; reduce and normalise this rank's share into its records; barrier;
+ * copy every owner's records into the outputs. Staging of round k + 1 overwrites a row only
+ * after the barrier at which its readers (the owner's twin block) finished round k's reduce;
+ * records of round k + 1 are written after round k + 1's first barrier, which every reader of
+ * round k's records (the twin blocks, in their copy loops) reaches after it. So a round needs two
+ * barriers, and the call a last one, after which peers read nothing of ours: the next call
+ * (any kernel) may stage over it. Every block of every rank meets 2 x rounds + 1 barriers. An
+ * earlier kernel that gave up leaves the error word set: the kernel then writes nothing. */
+template <typename T>
+__global__ void __launch_bounds__(1024) RmsNorm_TwoShot(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
+  __shared__ float red[33];
+  __shared__ uint32_t gave_up; /* one read for the block: every thread takes the same branch */
+  if (threadIdx.x == 0) gave_up = *(volatile const uint32_t *)a.error;
+  __syncthreads();
+  if (gave_up) GIVE_UP(a);
+  const size_t rb = n.hidden * sizeof(T), R = n.rows_per_round;
+  const TwoShotSplit split(R, a.nranks);
+  const size_t my_lo = split.lo(a.rank);
+  char *const mine = a.ws[a.rank];
+  for (size_t base = 0; base < n.rows; base += R) {
+    const size_t rows = n.rows - base < R ? n.rows - base : R;
+    if (!a.zero_copy)
+      for (int q = 0; q < a.nranks; q++) {
+        const size_t lo = split.lo(q), m = split.cnt(q, rows);
+        for (size_t i = blockIdx.x; i < m; i += gridDim.x)
+          symcoll_impl::block_copy(mine + (lo + i) * rb, n.x + (base + lo + i) * rb, rb);
+      }
+    BARRIER(a);
+    const size_t my_n = split.cnt(a.rank, rows);
+    for (size_t i = blockIdx.x; i < my_n; i += gridDim.x) {
+      const size_t j = my_lo + i; /* position in the round */
+      /* Rank r's copy of row base + j: its staging, or its input (zero-copy). */
+      auto src = [&](int r) -> const char * { return (a.zero_copy ? a.src[r] + base * rb : a.ws[r]) + j * rb; };
+      norm_row<T>(
+          n, residual_row<T>(n, base + j), record<T>(n, mine + n.rec_at + i * n.rec_bytes),
+          [&](size_t e) { return reduce_at<T, SYMCOLL_SUM, ONE>(src, a.nranks, e).e[0]; }, red);
+    }
+    BARRIER(a);
+    for (int q = 0; q < a.nranks; q++) {
+      const size_t lo = split.lo(q), m = split.cnt(q, rows);
+      for (size_t i = blockIdx.x; i < m; i += gridDim.x) {
+        const size_t row = base + lo + i;
+        char *const rec = a.ws[q] + n.rec_at + i * n.rec_bytes;
+        if (n.residual_out) copy_cg(n.residual_out + row * rb, rec + n.rec_res_out, rb);
+        if (n.out) copy_cg(n.out + row * rb, rec + n.rec_out, rb);
+        if (n.fp8_out) copy_cg(reinterpret_cast<char *>(n.fp8_out) + row * n.hidden, rec + n.rec_fp8, n.hidden);
+        if (n.fp8_out && n.fp8_row_scales && threadIdx.x == 0)
+          n.fp8_row_scales[row] = __ldcg(reinterpret_cast<const float *>(rec + n.rec_scale));
+      }
+    }
+  }
+  /* Peers are done reading our staging and records (and our input, zero-copy). */
+  BARRIER(a);
 }
 
 template <typename T>
@@ -156,6 +300,8 @@ const void *pick(symcoll_algo_t algo) {
       return (const void *)RmsNorm_Local<T>;
     case SYMCOLL_ALGO_ONE_SHOT:
       return (const void *)RmsNorm_OneShot<T>;
+    case SYMCOLL_ALGO_TWO_SHOT:
+      return (const void *)RmsNorm_TwoShot<T>;
     default:
       return nullptr;
   }
