@@ -443,6 +443,25 @@ static symcoll_status_t norm_local(symcoll_comm_t comm, const symcoll__norm_args
   return norm_launched(comm, a, &l, a->rows, symcoll__cuda_rmsnorm_launch(&l, NULL, &n, a->stream));
 }
 
+/* What the fused kernels share: the communicator's kernel arguments with x's sources (zero-copy
+ * where core found x symmetric) and the call's signature, the launch of `algo` with its threads
+ * (from hidden alone); returns the most blocks that stay resident, within the barrier slots. */
+static int norm_kernel_setup(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__norm_args_t *a, symcoll_algo_t algo,
+                             symcoll__cuda_args_t *k, symcoll__cuda_launch_t *l) {
+  *k = cs->args;
+  k->count = a->rows * a->hidden;
+  if (a->x_mem) {
+    k->zero_copy = 1;
+    for (int r = 0; r < comm->nranks; r++) k->src[r] = (const char *)a->x_mem->ptrs[r] + a->x_off;
+  }
+  k->sig = kernel_sig(cs, a->sig, k->zero_copy, a->x_mem, a->x_off);
+  *l = (symcoll__cuda_launch_t){
+      .coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM, .algo = algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
+  l->threads = norm_threads(a->hidden);
+  const int maxb = resident_blocks(cs, symcoll__cuda_rmsnorm_kernel(l), l->threads);
+  return maxb > SYMCOLL_CUDA_MAX_BLOCKS ? SYMCOLL_CUDA_MAX_BLOCKS : maxb < 1 ? 1 : maxb;
+}
+
 /* ONE_SHOT: all_reduce's one-shot protocol in rounds of whole rows (rmsnorm.cu), as many as a
  * round of the one-shot all-reduce holds, at least one; zero-copy where core found x symmetric.
  * The grid, the same on every rank: a block per row of a round, within what stays resident
@@ -459,19 +478,9 @@ static symcoll_status_t norm_one_shot(symcoll_comm_t comm, cuda_state_t *cs, con
   symcoll__cuda_norm_t n = norm_buffers(a);
   const size_t per = cs->round_bytes[SYMCOLL_ALGO_ONE_SHOT] / rb;
   n.rows_per_round = per < 1 ? 1 : per < a->rows ? per : a->rows;
-  symcoll__cuda_args_t k = cs->args;
-  k.count = a->rows * a->hidden;
-  if (a->x_mem) {
-    k.zero_copy = 1;
-    for (int r = 0; r < comm->nranks; r++) k.src[r] = (const char *)a->x_mem->ptrs[r] + a->x_off;
-  }
-  k.sig = kernel_sig(cs, a->sig, k.zero_copy, a->x_mem, a->x_off);
-  symcoll__cuda_launch_t l = {
-      .coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM, .algo = SYMCOLL_ALGO_ONE_SHOT, .dtype = a->dtype, .op = SYMCOLL_SUM};
-  l.threads = norm_threads(a->hidden);
-  int maxb = resident_blocks(cs, symcoll__cuda_rmsnorm_kernel(&l), l.threads);
-  if (maxb > SYMCOLL_CUDA_MAX_BLOCKS) maxb = SYMCOLL_CUDA_MAX_BLOCKS;
-  if (maxb < 1) maxb = 1;
+  symcoll__cuda_args_t k;
+  symcoll__cuda_launch_t l;
+  const int maxb = norm_kernel_setup(comm, cs, a, SYMCOLL_ALGO_ONE_SHOT, &k, &l);
   /* Zero-copy: one round of every row (nothing is staged), so up to a block per row. */
   const size_t busy = k.zero_copy ? a->rows : n.rows_per_round;
   l.blocks = busy < (size_t)maxb ? (int)busy : maxb;
@@ -531,19 +540,9 @@ static symcoll_status_t norm_two_shot(symcoll_comm_t comm, cuda_state_t *cs, con
   n.rows_per_round = (a->rows + rounds - 1) / rounds; /* <= lo: fits */
   n.rec_at = (n.rows_per_round * rb + 63) & ~(size_t)63;
   n.error = cs->args.error;
-  symcoll__cuda_args_t k = cs->args;
-  k.count = a->rows * a->hidden;
-  if (a->x_mem) {
-    k.zero_copy = 1;
-    for (int r = 0; r < nr; r++) k.src[r] = (const char *)a->x_mem->ptrs[r] + a->x_off;
-  }
-  k.sig = kernel_sig(cs, a->sig, k.zero_copy, a->x_mem, a->x_off);
-  symcoll__cuda_launch_t l = {
-      .coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM, .algo = SYMCOLL_ALGO_TWO_SHOT, .dtype = a->dtype, .op = SYMCOLL_SUM};
-  l.threads = norm_threads(a->hidden);
-  int maxb = resident_blocks(cs, symcoll__cuda_rmsnorm_kernel(&l), l.threads);
-  if (maxb > SYMCOLL_CUDA_MAX_BLOCKS) maxb = SYMCOLL_CUDA_MAX_BLOCKS;
-  if (maxb < 1) maxb = 1;
+  symcoll__cuda_args_t k;
+  symcoll__cuda_launch_t l;
+  const int maxb = norm_kernel_setup(comm, cs, a, SYMCOLL_ALGO_TWO_SHOT, &k, &l);
   const size_t share = (n.rows_per_round + (size_t)nr - 1) / (size_t)nr; /* the largest share of a round */
   l.blocks = share < (size_t)maxb ? (int)share : maxb;
   k.sig = with_shape(cs, k.sig, &l, n.rows_per_round);
