@@ -232,10 +232,11 @@ static inline uint32_t symcoll__call_signature(symcoll_coll_t coll, size_t count
   const uint32_t s = (uint32_t)(h ^ (h >> 32));
   return s ? s : 1;
 }
-/* symcoll_dtype_size, inline for the call path (0 for an unknown dtype). */
+/* symcoll_dtype_size, inline for the call path (0 for an unknown dtype); sizes from status.c's
+ * list of dtypes. */
+extern SYMCOLL_HIDDEN const unsigned char symcoll__dtype_bytes[SYMCOLL_NUM_DTYPES];
 static inline size_t symcoll__esize(symcoll_dtype_t dtype) {
-  static const unsigned char bytes[SYMCOLL_NUM_DTYPES] = {4, 2, 2, 1, 1, 4, 4, 8, 8, 8, 1, 1};
-  return (unsigned)dtype < SYMCOLL_NUM_DTYPES ? bytes[dtype] : 0;
+  return (unsigned)dtype < SYMCOLL_NUM_DTYPES ? symcoll__dtype_bytes[dtype] : 0;
 }
 /* Parses SYMCOLL_ALGO into comm->forced_algo. */
 SYMCOLL_HIDDEN void symcoll__algo_from_env(symcoll_comm_t comm);

@@ -43,17 +43,15 @@ const char *symcoll_dtype_name(symcoll_dtype_t dtype) {
   }
 }
 
-_Static_assert(SYMCOLL_NUM_DTYPES == 12, "symcoll__esize (internal.h) lists every dtype's size");
+/* Element sizes, read inline on the call path (symcoll__esize, internal.h). */
+const unsigned char symcoll__dtype_bytes[SYMCOLL_NUM_DTYPES] = {
+#define DTYPE_BYTES(e, name, bytes) [e] = bytes,
+    DTYPE_MAP(DTYPE_BYTES)
+#undef DTYPE_BYTES
+};
+
 size_t symcoll_dtype_size(symcoll_dtype_t dtype) {
-  switch (dtype) {
-#define DTYPE_SIZE(e, name, bytes) \
-  case e:                          \
-    return bytes;
-    DTYPE_MAP(DTYPE_SIZE)
-#undef DTYPE_SIZE
-    default:
-      return 0;
-  }
+  return symcoll__esize(dtype);
 }
 
 const char *symcoll_coll_name(symcoll_coll_t coll) {
