@@ -125,6 +125,7 @@ typedef struct {
   int root; /* broadcast, reduce */
   int iters, warmup, reps;
   int graph;
+  bool enqueue; /* GPU: time the host's issue of -n eager calls, not the GPU's work */
   const char *backend, *mode;
   int nranks;
   char algos[256], peers[128];

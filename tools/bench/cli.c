@@ -50,6 +50,8 @@ static void usage(const char *argv0) {
       "  -o sum|prod|max|min|avg  -n ITERS  -w WARMUP  -r REPS\n"
       "  --root R           broadcast's and reduce's root (default 0)\n"
       "  -G 0|1             CUDA-graph mode (default 1)\n"
+      "  --enqueue          GPU: time on the host clock what issuing -n eager calls costs the caller\n"
+      "                     (the launch path: checks, tuning, kernel launch), not the GPU's work\n"
       "  --algo LIST        symcoll columns: auto and the collective's algorithms (default: all of them)\n"
       "  --peers LIST       peer columns: nccl (GPU), mpi (CPU, under mpirun)\n"
       "  --backend cuda|host  --ranks N  --mode process|thread  --inplace\n"
@@ -206,6 +208,8 @@ static int parse_args(int argc, char **argv, bench_args_t *x) {
       bench_opts.send_symmetric = true;
     else if (!strcmp(a, "--no-bind"))
       bench_opts.bind = false;
+    else if (!strcmp(a, "--enqueue"))
+      bench_opts.enqueue = true;
     else if (!strcmp(a, "--env")) {
       symcoll_env_foreach(print_env, NULL);
       return 0;
@@ -267,6 +271,7 @@ int bench_cli_finish(const char *argv0, const bench_args_t *x) {
     printf("SKIPPED: no GPU here (use --backend host)\n");
     return 77;
   }
+  if (o->enqueue) o->graph = 0; /* eager calls: their issue is what is timed */
   if (!x->gpu) {
     o->graph = 0;
     if (!x->warmup_set) o->warmup = 20; /* first touches of new pages dominate otherwise */

@@ -127,7 +127,9 @@ static void progress(size_t done_bytes, double t0) {
 /* The run's description: what is timed, how, and what the table's columns mean. */
 static void print_preamble(bctx_t *c, const bench_table_t *t) {
   const bench_opts_t *o = &bench_opts;
-  const char *mode = c->gpu ? (o->graph ? "CUDA-graph replays, device events" : "stream launches, device events")
+  const char *mode = c->gpu ? (o->enqueue ? "host time to issue eager calls (enqueue)"
+                               : o->graph ? "CUDA-graph replays, device events"
+                                          : "stream launches, device events")
                             : "back-to-back calls, monotonic clock";
   char root[32] = "";
   if (o->coll->has_root) snprintf(root, sizeof root, ", root %d", c->root);
