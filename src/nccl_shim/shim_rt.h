@@ -17,6 +17,12 @@ typedef struct {
   int nRanks, rank, stride;
 } shim_team_t;
 
+/* NCCL 2.28's functions, declared here when an older nccl.h is built against (the shim exports
+ * them all; a real NCCL that lacks one is never asked for it: real.c finds no symbol). */
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 28, 0)
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
+#endif
+
 /* Every function of the real NCCL the shim calls, as nccl.h declares it. */
 /* clang-format off */
 #define SHIM_REAL_LIST(X)                                                                                  \
