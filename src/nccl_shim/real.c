@@ -79,6 +79,7 @@ static void load_once(void) {
   SHIM_REAL_LIST(SHIM_REAL_SYM)
 #undef SHIM_REAL_SYM
   real.ResetDebugInit = (void (*)(void))dlsym(h, "ncclResetDebugInit");
+  real.CommRevoke = (__typeof__(real.CommRevoke))dlsym(h, "ncclCommRevoke");
   real.DevCommCreate = (__typeof__(real.DevCommCreate))dlsym(h, "ncclDevCommCreate");
   real.DevCommDestroy = (__typeof__(real.DevCommDestroy))dlsym(h, "ncclDevCommDestroy");
   real.TeamWorld = (__typeof__(real.TeamWorld))dlsym(h, "ncclTeamWorld");

@@ -17,17 +17,11 @@ typedef struct {
   int nRanks, rank, stride;
 } shim_team_t;
 
-/* NCCL 2.28's functions, declared here when an older nccl.h is built against (the shim exports
- * them all; a real NCCL that lacks one is never asked for it: real.c finds no symbol). */
-#if NCCL_VERSION_CODE < NCCL_VERSION(2, 28, 0)
-ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
-#endif
-
 /* Every function of the real NCCL the shim calls, as nccl.h declares it. */
 /* clang-format off */
 #define SHIM_REAL_LIST(X)                                                                                  \
   X(GetVersion) X(GetUniqueId) X(CommInitRankConfig) X(CommInitRank) X(CommInitAll) X(CommFinalize)       \
-  X(CommDestroy) X(CommAbort) X(CommRevoke) X(CommSplit) X(CommShrink) X(CommInitRankScalable)             \
+  X(CommDestroy) X(CommAbort) X(CommSplit) X(CommShrink) X(CommInitRankScalable)             \
   X(GetErrorString) X(GetLastError) X(CommGetAsyncError) X(CommCount) X(CommCuDevice) X(CommUserRank)      \
   X(CommRegister) X(CommDeregister) X(CommWindowRegister) X(CommWindowDeregister) X(RedOpCreatePreMulSum)  \
   X(RedOpDestroy) X(Reduce) X(Bcast) X(Broadcast) X(AllReduce) X(ReduceScatter) X(AllGather) X(AlltoAll)   \
@@ -39,6 +33,8 @@ typedef struct {
   SHIM_REAL_LIST(SHIM_REAL_FIELD)
 #undef SHIM_REAL_FIELD
   void (*ResetDebugInit)(void);
+  /* Declared by nccl.h only from a 2.28 patch release on: typed here, so that older headers build. */
+  ncclResult_t (*CommRevoke)(ncclComm_t comm, int revokeFlags);
   ncclResult_t (*DevCommCreate)(ncclComm_t, const void *reqs, void *out_dev_comm);
   ncclResult_t (*DevCommDestroy)(ncclComm_t, const void *dev_comm);
   shim_team_t (*TeamWorld)(ncclComm_t);
