@@ -72,9 +72,19 @@ static uint32_t mix(uint32_t x) {
   return x;
 }
 
-/* The range of each dtype's inputs: (x % mod) - off, times scale. A table rather than a
- * switch: gcc 13 at -O3 was seen to take the default branch of such a switch for int8 inside
- * exact_expect_range while exact_fill_range took the int8 one (the GPU machine's compiler). */
+/* gcc 13.3 at -O2/-O3 (without interposition: -fvisibility=hidden or no -fPIC) miscompiles
+ * exact_fill_op: inlined into its loop, exact_store takes its default branch (e5m2) for every
+ * dtype, as if a range learnt in exact_value_op's fp8 test held on every path; exact_fill, the
+ * same loop with op fixed, is right. Seen on the GPU machine: every reduction's reference
+ * inputs were e5m2 bytes. The functions that branch on the dtype stay out of the
+ * interprocedural passes (noipa: not inlined, cloned or range-propagated into). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define EXACT_OPAQUE __attribute__((noipa))
+#else
+#define EXACT_OPAQUE
+#endif
+
+/* The range of each dtype's inputs: (x % mod) - off, times scale. */
 static const struct {
   uint32_t mod;
   int off;
@@ -94,7 +104,7 @@ static const struct {
     [SYMCOLL_FLOAT8_E5M2] = {3, 1, 1}, /* sums of 8 stay in -8..8 */
 };
 
-double exact_value(symcoll_dtype_t dt, int rank, size_t i, uint32_t seed) {
+EXACT_OPAQUE double exact_value(symcoll_dtype_t dt, int rank, size_t i, uint32_t seed) {
   const uint32_t x = mix((uint32_t)i * 2654435761u ^ (uint32_t)rank * 40503u ^ seed);
   const unsigned d = (unsigned)dt < SYMCOLL_NUM_DTYPES ? (unsigned)dt : 0;
   return (double)((int)(x % value_range[d].mod) - value_range[d].off) * value_range[d].scale;
@@ -113,7 +123,7 @@ static bool is_fp8(symcoll_dtype_t dt) {
  * AVG on fp8: the SUM inputs times 4 ({-4, 0, 4}): with -1..1, e4m3's -1/5 (n = 5, 10, 15)
  * rounds to -0.203125, whose bits are EXACT_POISON's; multiples of 4 give |sum / n| >= 1/4
  * for n <= 16 (or 0), beyond that band. */
-double exact_value_op(symcoll_dtype_t dt, symcoll_op_t op, int rank, size_t i, uint32_t seed) {
+EXACT_OPAQUE double exact_value_op(symcoll_dtype_t dt, symcoll_op_t op, int rank, size_t i, uint32_t seed) {
   if (op == SYMCOLL_AVG && is_fp8(dt)) return 4 * exact_value(dt, rank, i, seed);
   if (op != SYMCOLL_PROD) return exact_value(dt, rank, i, seed);
   const uint32_t x = mix((uint32_t)i * 2654435761u ^ (uint32_t)rank * 40503u ^ seed ^ 0x5bd1e995u);
@@ -122,7 +132,7 @@ double exact_value_op(symcoll_dtype_t dt, symcoll_op_t op, int rank, size_t i, u
   return rank < 3 ? early[x % 4] : late[x % 2];
 }
 
-void exact_store(void *host, symcoll_dtype_t dt, size_t i, double v) {
+EXACT_OPAQUE void exact_store(void *host, symcoll_dtype_t dt, size_t i, double v) {
   switch (dt) {
     case SYMCOLL_FLOAT32:
       ((float *)host)[i] = (float)v;
@@ -163,7 +173,7 @@ void exact_store(void *host, symcoll_dtype_t dt, size_t i, double v) {
   }
 }
 
-double exact_load(const void *host, symcoll_dtype_t dt, size_t i) {
+EXACT_OPAQUE double exact_load(const void *host, symcoll_dtype_t dt, size_t i) {
   switch (dt) {
     case SYMCOLL_FLOAT32:
       return ((const float *)host)[i];
@@ -212,7 +222,7 @@ void exact_fill(void *host, symcoll_dtype_t dt, size_t count, int rank, uint32_t
 /* AVG: the sum (exact: small integers), wrapped around in integer types as symcoll's sums are,
  * then one division by nranks in the accumulation type, then one rounding to dt (exact_store
  * rounds to nearest even; fp8 saturates). */
-static double average(symcoll_dtype_t dt, double sum, int nranks) {
+EXACT_OPAQUE static double average(symcoll_dtype_t dt, double sum, int nranks) {
   const int64_t s = (int64_t)sum, n = nranks;
   switch (dt) {
     case SYMCOLL_FLOAT32:
