@@ -114,6 +114,11 @@ int symcoll__cuda_probe(uint32_t *const *pads, int nranks, int rank, uint32_t va
 int symcoll__cuda_reduce_slots(const void *src, size_t slot_elems, int nslots, void *dst, size_t count, int dtype,
                                void *stream);
 int symcoll__cuda_preload_matmul(void);
+/* The NCCL engine's fp8 AVG (convert.cu): n fp8 elements of dt widened to fp32, and the fp32
+ * sum divided by nranks and rounded back to dt (saturating); both return a cudaError_t. */
+int symcoll__cuda_fp8_widen(float *dst, const void *src, size_t n, symcoll_dtype_t dt, void *stream);
+int symcoll__cuda_fp8_narrow_avg(void *dst, const float *sum, size_t n, int nranks, symcoll_dtype_t dt, void *stream);
+int symcoll__cuda_preload_convert(void);
 /* The copy engine's barrier: one block meets every peer at CE_SLOT with the call's signature. */
 int symcoll__cuda_ce_barrier(const symcoll__cuda_args_t *a, void *stream);
 

@@ -71,7 +71,8 @@ extern "C" int symcoll__cuda_preload(void) {
           }
   cudaError_t e = cudaFuncGetAttributes(&attr, ProbePeers);
   if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, CopyEngine_Barrier);
-  return e != cudaSuccess ? (int)e : symcoll__cuda_preload_matmul();
+  if (e == cudaSuccess) e = (cudaError_t)symcoll__cuda_preload_matmul();
+  return e != cudaSuccess ? (int)e : symcoll__cuda_preload_convert();
 }
 
 extern "C" int symcoll__cuda_probe(uint32_t *const *pads, int nranks, int rank, uint32_t value, void *stream) {

@@ -15,7 +15,8 @@
  * ncclAvg of floating types multiplies each input by 1/n (rounded to the dtype) and sums the
  * products, where symcoll sums in the accumulation type and divides once; so an average through
  * NCCL may differ from symcoll's in the last bits when n is not a power of two (integers: both
- * divide the sum, the same bits).
+ * divide the sum, the same bits). NCCL refuses ncclAvg on fp8: there the inputs are widened to
+ * fp32, NCCL sums those, and one division and rounding back (convert.cu) give symcoll's AVG.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -27,6 +28,7 @@
 
 #include "../engine/registry.h"
 #include "../core/internal.h"
+#include "cuda_internal.h"
 #include "nccl_engine.h"
 
 typedef struct {
@@ -153,6 +155,7 @@ symcoll_status_t symcoll__nccl_setup(symcoll_comm_t comm, symcoll__nccl_t *nc) {
       return SYMCOLL_OK;
     }
   nc->nranks = comm->nranks;
+  nc->rank = comm->rank;
   SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT, "rank %d holds an NCCL communicator of %d ranks", comm->rank, comm->nranks);
   return SYMCOLL_OK;
 }
@@ -198,6 +201,38 @@ static int nccl_all_to_all(symcoll__nccl_t *nc, const symcoll__coll_args_t *a, i
   return rc;
 }
 
+/* An fp8 AVG (all_reduce, reduce_scatter, reduce), which ncclAvg refuses: the inputs widened
+ * to fp32 in a temporary, ncclSum over those, the sum divided once by the ranks and rounded
+ * back to the dtype (on the root only, for reduce). In place works: the inputs are read into
+ * the temporary before anything is written. */
+static int nccl_fp8_avg(symcoll__nccl_t *nc, const symcoll__coll_args_t *a) {
+  const int f32 = nccl_dtype[SYMCOLL_FLOAT32];
+  const size_t in_n = a->coll == SYMCOLL_COLL_REDUCE_SCATTER ? a->count * (size_t)nc->nranks : a->count;
+  cudaStream_t st = a->stream;
+  float *in = NULL;
+  if (cudaMallocAsync((void **)&in, (in_n + a->count) * sizeof(float), st) != cudaSuccess) return NCCL_CUDA_ERROR;
+  float *sum = in + in_n;
+  int rc = symcoll__cuda_fp8_widen(in, a->send, in_n, a->dtype, st) == cudaSuccess ? NCCL_OK : NCCL_CUDA_ERROR;
+  if (rc == NCCL_OK) {
+    if (a->coll == SYMCOLL_COLL_ALL_REDUCE)
+      rc = lib.AllReduce(in, sum, a->count, f32, NCCL_SUM, nc->comm, st);
+    else if (a->coll == SYMCOLL_COLL_REDUCE_SCATTER)
+      rc = lib.ReduceScatter(in, sum, a->count, f32, NCCL_SUM, nc->comm, st);
+    else
+      rc = lib.Reduce(in, sum, a->count, f32, NCCL_SUM, a->root, nc->comm, st);
+  }
+  const bool writes = a->coll != SYMCOLL_COLL_REDUCE || nc->rank == a->root;
+  if (rc == NCCL_OK && writes &&
+      symcoll__cuda_fp8_narrow_avg(a->recv, sum, a->count, nc->nranks, a->dtype, st) != cudaSuccess)
+    rc = NCCL_CUDA_ERROR;
+  if (cudaFreeAsync(in, st) != cudaSuccess && rc == NCCL_OK) rc = NCCL_CUDA_ERROR;
+  return rc;
+}
+
+static bool is_fp8(symcoll_dtype_t dt) {
+  return dt == SYMCOLL_FLOAT8_E4M3 || dt == SYMCOLL_FLOAT8_E5M2;
+}
+
 symcoll_status_t symcoll__nccl_coll(symcoll__nccl_t *nc, const symcoll__coll_args_t *a) {
   static const int op[SYMCOLL_NUM_OPS] = {[SYMCOLL_SUM] = NCCL_SUM,
                                           [SYMCOLL_MAX] = NCCL_MAX,
@@ -208,7 +243,9 @@ symcoll_status_t symcoll__nccl_coll(symcoll__nccl_t *nc, const symcoll__coll_arg
   /* The lock keeps an abort (from another thread) from freeing the communicator under us. */
   pthread_mutex_lock(&nc->lock);
   int rc = -1;
-  if (nc->comm) {
+  if (nc->comm && a->op == SYMCOLL_AVG && is_fp8(a->dtype) && symcoll__coll_desc(a->coll)->takes_op) {
+    rc = nccl_fp8_avg(nc, a);
+  } else if (nc->comm) {
     switch (a->coll) {
       case SYMCOLL_COLL_ALL_REDUCE:
         rc = lib.AllReduce(a->send, a->recv, a->count, dt, op[a->op], nc->comm, a->stream);
@@ -329,6 +366,7 @@ symcoll_status_t symcoll__nccl_engine(int (*xchg)(void *, const void *, void *, 
   cudaSetDevice(device);
   if (rc == NCCL_OK) rc = lib.CommInitRank(&nc->comm, gsize, ids[root], grank);
   nc->nranks = gsize;
+  nc->rank = grank;
   if (rc != NCCL_OK) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "NCCL engine: ncclCommInitRank (rank %d of %d): %s", grank, gsize,
                  lib.GetErrorString(rc));

@@ -8,6 +8,7 @@
 typedef struct symcoll__nccl {
   void *comm; /* ncclComm_t, NULL when none is held (or after an abort) */
   int nranks; /* its ranks */
+  int rank;   /* this rank's place in it */
   pthread_mutex_t lock;
 } symcoll__nccl_t;
 
