@@ -50,24 +50,37 @@ def _is_torch(x):
     return type(x).__module__.startswith("torch")
 
 
+# Per-call work that depends only on the type of an argument is done once and cached: the symcoll
+# dtype index of each numpy / torch dtype object, and the fixed options of each algorithm.
+_dtype_index = {}
+
+
+def _dtype_of(x, table, what):
+    d = x.dtype
+    try:
+        return _dtype_index[d]
+    except KeyError:
+        pass
+    name = str(d).replace("torch.", "")
+    if name not in table:
+        raise InvalidArgumentError(f"{what} dtype {d} has no symcoll dtype")
+    _dtype_index[d] = i = DTYPES.index(table[name])
+    return i
+
+
 def _describe(x):
     """(pointer, elements, symcoll dtype index, is_cuda, device index) of a contiguous array or tensor."""
     if _is_torch(x):
-        name = str(x.dtype).replace("torch.", "")
-        if name not in _TORCH_DTYPES:
-            raise InvalidArgumentError(f"torch dtype {x.dtype} has no symcoll dtype")
+        dt = _dtype_of(x, _TORCH_DTYPES, "torch")
         if not x.is_contiguous():
             raise InvalidArgumentError("symcoll collectives take contiguous tensors")
-        return (x.data_ptr(), x.numel(), DTYPES.index(_TORCH_DTYPES[name]), x.is_cuda,
-                x.device.index if x.is_cuda else -1)
-    import numpy as np  # noqa: F401 - arrays are numpy's
-
-    name = str(x.dtype)
-    if name not in _NUMPY_DTYPES:
-        raise InvalidArgumentError(f"numpy dtype {x.dtype} has no symcoll dtype")
-    if not x.flags["C_CONTIGUOUS"]:
+        if x.is_cuda:
+            return (x.data_ptr(), x.numel(), dt, True, x.get_device())
+        return (x.data_ptr(), x.numel(), dt, False, -1)
+    dt = _dtype_of(x, _NUMPY_DTYPES, "numpy")
+    if not x.flags.c_contiguous:
         raise InvalidArgumentError("symcoll collectives take contiguous arrays")
-    return (x.ctypes.data, x.size, DTYPES.index(_NUMPY_DTYPES[name]), False, -1)
+    return (x.ctypes.data, x.size, dt, False, -1)
 
 
 def _empty_like(x):
@@ -85,12 +98,23 @@ def _where(is_cuda, device):
     return f"cuda:{device}" if is_cuda else "the CPU"
 
 
+_raw_stream = None  # device index -> PyTorch's current CUDA stream there, as an integer
+
+
 def _stream_of(comm, is_cuda):
     if not is_cuda:
         return None
-    import torch
+    global _raw_stream
+    if _raw_stream is None:
+        import torch
 
-    return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        # The raw getter skips building a torch.cuda.Stream object a call (a few microseconds).
+        get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _raw_stream = get or (lambda dev: torch.cuda.current_stream(dev).cuda_stream)
+    dev = comm._cuda_device
+    if dev is None:
+        dev = comm._cuda_device = lib.symcoll_comm_device(comm._live)
+    return _raw_stream(dev)
 
 
 def _algo_index(algo):
@@ -99,12 +123,23 @@ def _algo_index(algo):
     return ALGOS.index(algo)
 
 
+_opts_by_algo = {}
+
+
 def _opts(algo):
+    """The options of a call with this algorithm (None: the library's defaults, a NULL pointer);
+    made once per algorithm and never changed (the library only reads them)."""
+    if algo is None:
+        return None
+    try:
+        return _opts_by_algo[algo]
+    except KeyError:
+        pass
     o = CollOpts()
     lib.symcoll_coll_opts_init(ctypes.byref(o))
-    if algo is not None:
-        o.algo = _algo_index(algo)
-    return o
+    o.algo = _algo_index(algo)
+    _opts_by_algo[algo] = ref = ctypes.pointer(o)
+    return ref
 
 
 # ---- communicators ---------------------------------------------------------------------------------
@@ -125,6 +160,7 @@ class Comm:
     def __init__(self, rank=None, nranks=None, job_id=None, device=None, timeout_ms=0, workspace_bytes=0,
                  _handle=None):
         self._mems = []
+        self._cuda_device = None  # the communicator's CUDA ordinal, read at its first GPU call
         if _handle is not None:
             self._c = _handle
         else:
@@ -318,7 +354,7 @@ class Comm:
         if no != n or dto != dt:
             raise InvalidArgumentError(f"all_reduce: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
         o = _opts(algo)
-        check(lib.symcoll_all_reduce_ex(self._c, px, po, n, dt, _op(op), _stream_of(self, cuda), ctypes.byref(o)),
+        check(lib.symcoll_all_reduce_ex(self._c, px, po, n, dt, _op(op), _stream_of(self, cuda), o),
               "all_reduce")
         return out
 
@@ -333,7 +369,7 @@ class Comm:
             raise InvalidArgumentError(f"all_gather: out has {no} elements, not nranks x x.size = "
                                        f"{self.nranks} x {n} = {n * self.nranks}")
         o = _opts(algo)
-        check(lib.symcoll_all_gather_ex(self._c, px, po, n, dt, _stream_of(self, cuda), ctypes.byref(o)),
+        check(lib.symcoll_all_gather_ex(self._c, px, po, n, dt, _stream_of(self, cuda), o),
               "all_gather")
         return out
 
@@ -348,7 +384,7 @@ class Comm:
                                        f"{self.nranks} x {no} = {no * self.nranks}")
         o = _opts(algo)
         check(lib.symcoll_reduce_scatter_ex(self._c, px, po, no, dt, _op(op), _stream_of(self, cuda),
-                                            ctypes.byref(o)), "reduce_scatter")
+                                            o), "reduce_scatter")
         return out
 
     def broadcast(self, x, root=0, out=None, algo=None):
@@ -364,7 +400,7 @@ class Comm:
             if n != no or dt != dto:
                 raise InvalidArgumentError(f"broadcast: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
         o = _opts(algo)
-        check(lib.symcoll_broadcast_ex(self._c, px, po, no, dto, int(root), _stream_of(self, cuda), ctypes.byref(o)),
+        check(lib.symcoll_broadcast_ex(self._c, px, po, no, dto, int(root), _stream_of(self, cuda), o),
               "broadcast")
         return out
 
@@ -379,7 +415,7 @@ class Comm:
                 raise InvalidArgumentError(f"reduce: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
         o = _opts(algo)
         check(lib.symcoll_reduce_ex(self._c, px, po, n, dt, _op(op), int(root), _stream_of(self, cuda),
-                                    ctypes.byref(o)), "reduce")
+                                    o), "reduce")
         return x if out is None else out
 
     def all_to_all(self, x, out=None, algo=None):
@@ -394,7 +430,7 @@ class Comm:
             raise InvalidArgumentError(f"all_to_all: x has {n} elements, not a multiple of nranks = {self.nranks}")
         o = _opts(algo)
         check(lib.symcoll_all_to_all_ex(self._c, px, po, n // self.nranks, dt, _stream_of(self, cuda),
-                                        ctypes.byref(o)), "all_to_all")
+                                        o), "all_to_all")
         return out
 
     # -- collectives fused with a GEMM (2-D, row-major, contiguous; fp32, fp16, bf16) --
