@@ -78,7 +78,41 @@ def _comm(handle):
     return comm_of(handle)
 
 
-@torch.library.custom_op("symcoll::all_reduce_", mutates_args=("x",))
+# The ops are defined with their schemas and registered for CPU and CUDA through a
+# torch.library.Library, not torch.library.custom_op: the same op, dispatched with less Python
+# work a call (custom_op wraps every call in its own layers). Fake implementations make
+# torch.compile trace them; mutated arguments are marked (a!) in the schemas, so that
+# functionalization handles them.
+_LIB = torch.library.Library("symcoll", "DEF")
+
+
+class _Op:
+    """What the decorator leaves in the module: calls go to torch.ops.symcoll.<name>."""
+
+    def __init__(self, name):
+        self.name = name
+        self.qualname = "symcoll::" + name
+
+    def __call__(self, *args, **kwargs):
+        return getattr(torch.ops.symcoll, self.name)(*args, **kwargs)
+
+    def register_fake(self, fn):
+        torch.library.register_fake(self.qualname, fn, lib=_LIB)
+        return fn
+
+
+def _op(schema):
+    def define(fn):
+        name = schema.split("(", 1)[0]
+        _LIB.define(schema)
+        _LIB.impl(name, fn, "CPU")
+        _LIB.impl(name, fn, "CUDA")
+        return _Op(name)
+
+    return define
+
+
+@_op('all_reduce_(Tensor(a!) x, str op, int comm) -> ()')
 def all_reduce_(x: torch.Tensor, op: str, comm: int) -> None:
     _comm(comm).all_reduce(x, op)
 
@@ -88,7 +122,7 @@ def _(x, op, comm):
     return None
 
 
-@torch.library.custom_op("symcoll::all_reduce", mutates_args=())
+@_op('all_reduce(Tensor x, str op, int comm) -> Tensor')
 def all_reduce(x: torch.Tensor, op: str, comm: int) -> torch.Tensor:
     out = torch.empty_like(x)
     _comm(comm).all_reduce(x, op, out=out)
@@ -100,7 +134,7 @@ def _(x, op, comm):
     return torch.empty_like(x)
 
 
-@torch.library.custom_op("symcoll::all_gather_into_tensor", mutates_args=("out",))
+@_op('all_gather_into_tensor(Tensor(a!) out, Tensor x, int comm) -> ()')
 def all_gather_into_tensor(out: torch.Tensor, x: torch.Tensor, comm: int) -> None:
     _comm(comm).all_gather(x, out)
 
@@ -110,7 +144,7 @@ def _(out, x, comm):
     return None
 
 
-@torch.library.custom_op("symcoll::reduce_scatter_tensor", mutates_args=("out",))
+@_op('reduce_scatter_tensor(Tensor(a!) out, Tensor x, str op, int comm) -> ()')
 def reduce_scatter_tensor(out: torch.Tensor, x: torch.Tensor, op: str, comm: int) -> None:
     _comm(comm).reduce_scatter(x, out, op)
 
@@ -120,7 +154,7 @@ def _(out, x, op, comm):
     return None
 
 
-@torch.library.custom_op("symcoll::broadcast_", mutates_args=("x",))
+@_op('broadcast_(Tensor(a!) x, int root, int comm) -> ()')
 def broadcast_(x: torch.Tensor, root: int, comm: int) -> None:
     _comm(comm).broadcast(x, root)
 
@@ -130,7 +164,7 @@ def _(x, root, comm):
     return None
 
 
-@torch.library.custom_op("symcoll::broadcast", mutates_args=())
+@_op('broadcast(Tensor x, int root, int comm) -> Tensor')
 def broadcast(x: torch.Tensor, root: int, comm: int) -> torch.Tensor:
     out = torch.empty_like(x)
     _comm(comm).broadcast(x, root, out=out)
@@ -142,7 +176,7 @@ def _(x, root, comm):
     return torch.empty_like(x)
 
 
-@torch.library.custom_op("symcoll::reduce_", mutates_args=("x",))
+@_op('reduce_(Tensor(a!) x, str op, int root, int comm) -> ()')
 def reduce_(x: torch.Tensor, op: str, root: int, comm: int) -> None:
     _comm(comm).reduce(x, root, op)
 
@@ -152,7 +186,7 @@ def _(x, op, root, comm):
     return None
 
 
-@torch.library.custom_op("symcoll::all_to_all_single", mutates_args=("out",))
+@_op('all_to_all_single(Tensor(a!) out, Tensor x, int comm) -> ()')
 def all_to_all_single(out: torch.Tensor, x: torch.Tensor, comm: int) -> None:
     _comm(comm).all_to_all(x, out)
 
@@ -162,7 +196,7 @@ def _(out, x, comm):
     return None
 
 
-@torch.library.custom_op("symcoll::all_to_all", mutates_args=())
+@_op('all_to_all(Tensor x, int comm) -> Tensor')
 def all_to_all(x: torch.Tensor, comm: int) -> torch.Tensor:
     out = torch.empty_like(x)
     _comm(comm).all_to_all(x, out)
@@ -174,7 +208,7 @@ def _(x, comm):
     return torch.empty_like(x)
 
 
-@torch.library.custom_op("symcoll::all_gather_matmul", mutates_args=())
+@_op('all_gather_matmul(Tensor a_shard, Tensor b, int comm, str algo="auto") -> (Tensor, Tensor)')
 def all_gather_matmul(a_shard: torch.Tensor, b: torch.Tensor, comm: int, algo: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
     c = _comm(comm)
     n = c.nranks
@@ -191,7 +225,7 @@ def _(a_shard, b, comm, algo="auto"):
             a_shard.new_empty((a_shard.shape[0] * n, a_shard.shape[1])))
 
 
-@torch.library.custom_op("symcoll::matmul_reduce_scatter", mutates_args=())
+@_op('matmul_reduce_scatter(Tensor a, Tensor b, int comm, str algo="auto") -> Tensor')
 def matmul_reduce_scatter(a: torch.Tensor, b: torch.Tensor, comm: int, algo: str = "auto") -> torch.Tensor:
     c = _comm(comm)
     out = a.new_empty((a.shape[0] // c.nranks, b.shape[1]))
@@ -208,7 +242,7 @@ def _norm_args(x, residual, weight):
     return (x.contiguous(), None if residual is None else residual.contiguous(), weight.contiguous())
 
 
-@torch.library.custom_op("symcoll::all_reduce_rmsnorm", mutates_args=())
+@_op('all_reduce_rmsnorm(Tensor x, Tensor? residual, Tensor weight, float eps, int comm, str algo="auto") -> (Tensor, Tensor)')
 def all_reduce_rmsnorm(x: torch.Tensor, residual: Optional[torch.Tensor], weight: torch.Tensor, eps: float, comm: int,
                        algo: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
     x, residual, weight = _norm_args(x, residual, weight)
@@ -223,7 +257,7 @@ def _(x, residual, weight, eps, comm, algo="auto"):
             torch.empty_like(x, memory_format=torch.contiguous_format))
 
 
-@torch.library.custom_op("symcoll::all_reduce_rmsnorm_", mutates_args=("residual",))
+@_op('all_reduce_rmsnorm_(Tensor x, Tensor(a!) residual, Tensor weight, float eps, int comm, str algo="auto") -> Tensor')
 def all_reduce_rmsnorm_(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, comm: int,
                         algo: str = "auto") -> torch.Tensor:
     x, _, weight = _norm_args(x, None, weight)
@@ -237,7 +271,7 @@ def _(x, residual, weight, eps, comm, algo="auto"):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
-@torch.library.custom_op("symcoll::all_reduce_rmsnorm_fp8", mutates_args=())
+@_op('all_reduce_rmsnorm_fp8(Tensor x, Tensor? residual, Tensor weight, float eps, Tensor? scale, int comm, str algo="auto") -> (Tensor, Tensor, Tensor)')
 def all_reduce_rmsnorm_fp8(x: torch.Tensor, residual: Optional[torch.Tensor], weight: torch.Tensor, eps: float,
                            scale: Optional[torch.Tensor], comm: int,
                            algo: str = "auto") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
