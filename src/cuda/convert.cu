@@ -74,7 +74,8 @@ extern "C" int symcoll__cuda_fp8_narrow_avg(void *dst, const float *sum, size_t 
 extern "C" int symcoll__cuda_preload_convert(void) {
   cudaFuncAttributes attr;
   const void *fns[] = {(const void *)symcoll_cuda::Widen<fp8_e4m3>, (const void *)symcoll_cuda::Widen<fp8_e5m2>,
-                       (const void *)symcoll_cuda::NarrowAvg<fp8_e4m3>, (const void *)symcoll_cuda::NarrowAvg<fp8_e5m2>};
+                       (const void *)symcoll_cuda::NarrowAvg<fp8_e4m3>,
+                       (const void *)symcoll_cuda::NarrowAvg<fp8_e5m2>};
   for (const void *fn : fns) {
     cudaError_t e = cudaFuncGetAttributes(&attr, fn);
     if (e != cudaSuccess) return (int)e;
