@@ -146,6 +146,7 @@ def _opts(algo):
 
 _handles = {}
 _next_handle = itertools.count(1)
+_bind = None  # set by _torch where the compiled torch ops are loaded: (handle, comm or None)
 
 
 class Comm:
@@ -176,6 +177,8 @@ class Comm:
             self._c = h
         self.handle = next(_next_handle)  # what the torch ops take in place of the object
         _handles[self.handle] = self
+        if _bind is not None:  # the compiled torch ops look the handle up in C
+            _bind(self.handle, self._c)
 
     @classmethod
     def from_env(cls, device=None):
@@ -280,6 +283,8 @@ class Comm:
         if self._c is None:
             return
         _handles.pop(self.handle, None)
+        if _bind is not None:
+            _bind(self.handle, None)
         lib.symcoll_comm_destroy(self._c)
         self._c = None
         self._mems = []

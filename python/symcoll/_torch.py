@@ -36,6 +36,8 @@ hidden elements, all of one dtype (float32, float16, bfloat16); Comm.all_reduce_
 what they compute.
 """
 import ctypes
+import os
+import pathlib
 from typing import Optional
 
 import torch
@@ -78,11 +80,50 @@ def _comm(handle):
     return comm_of(handle)
 
 
+def _load_compiled():
+    """The compiled kernels (python/csrc/torch_ops.cpp, PyTorch's stable ABI, torch >= 2.10):
+    the library beside this file (the wheel's) or in the build tree; SYMCOLL_TORCH_OPS=python
+    keeps the Python kernels. Returns (the ops it implements, its bind function) or (set(), None)."""
+    if os.environ.get("SYMCOLL_TORCH_OPS", "") == "python":
+        return set(), None
+    try:
+        major, minor = (int(v) for v in torch.__version__.split(".")[:2])
+    except ValueError:
+        return set(), None
+    if (major, minor) < (2, 10):
+        return set(), None
+    here = pathlib.Path(__file__).resolve().parent
+    candidates = sorted(here.glob("_symcoll_torch_ops*.so"))
+    candidates.append(here.parent.parent / "build" / "lib" / "_symcoll_torch_ops.so")
+    for path in candidates:
+        if not path.exists():
+            continue
+        try:
+            native = ctypes.CDLL(str(path))  # its static initialisers register the kernels
+        except OSError:
+            continue
+        native.symcoll_torch_ops.restype = ctypes.c_char_p
+        native.symcoll_torch_bind.argtypes = [ctypes.c_int64, ctypes.c_void_p]
+        native.symcoll_torch_bind.restype = None
+        return set(native.symcoll_torch_ops().decode().split()), native.symcoll_torch_bind
+    return set(), None
+
+
+COMPILED, _bind = _load_compiled()  # the ops whose kernels are compiled, and the handle binder
+if _bind is not None:
+    from . import _handles
+    import symcoll as _pkg
+
+    for _h, _c in list(_handles.items()):  # communicators made before this import
+        _bind(_h, _c._c)
+    _pkg._bind = _bind
+
 # The ops are defined with their schemas and registered for CPU and CUDA through a
 # torch.library.Library, not torch.library.custom_op: the same op, dispatched with less Python
-# work a call (custom_op wraps every call in its own layers). Fake implementations make
-# torch.compile trace them; mutated arguments are marked (a!) in the schemas, so that
-# functionalization handles them.
+# work a call (custom_op wraps every call in its own layers); where the compiled kernels are
+# loaded, the plain collectives take those instead. Fake implementations make torch.compile
+# trace them; mutated arguments are marked (a!) in the schemas, so that functionalization
+# handles them.
 _LIB = torch.library.Library("symcoll", "DEF")
 
 
@@ -105,8 +146,9 @@ def _op(schema):
     def define(fn):
         name = schema.split("(", 1)[0]
         _LIB.define(schema)
-        _LIB.impl(name, fn, "CPU")
-        _LIB.impl(name, fn, "CUDA")
+        if name not in COMPILED:
+            _LIB.impl(name, fn, "CPU")
+            _LIB.impl(name, fn, "CUDA")
         return _Op(name)
 
     return define
