@@ -1,19 +1,22 @@
 // symcoll's collectives as compiled PyTorch operators, on PyTorch's stable ABI (torch >= 2.10:
 // one binary across later versions). The schemas are defined in python/symcoll/_torch.py; this
-// library registers CPU and CUDA kernels for the plain collectives, the ones called after every
-// layer, where the Python kernels' per-call work costs more than the collective itself. The
-// GEMM and norm operations keep their Python kernels. Calls go straight to libsymcoll on
+// library registers CPU and CUDA kernels for every op there (the plain collectives, the GEMM
+// operations, all_reduce_rmsnorm and its forms), checking their arguments as the package's
+// methods do (python/symcoll/__init__.py). Calls go straight to libsymcoll on
 // PyTorch's current stream; a failing status raises RuntimeError with symcoll's message.
 #include <cstdint>
 #include <mutex>
+#include <sstream>
+#include <stdexcept>
 #include <string>
+#include <tuple>
+#include <vector>
 #include <unordered_map>
 
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
-#include <torch/headeronly/util/Exception.h>
 
 #include "symcoll.h"
 
@@ -28,6 +31,20 @@ using torch::stable::Tensor;
 
 namespace {
 
+// A refusal or a failing status: std::runtime_error, which PyTorch raises as RuntimeError with
+// this message (STD_TORCH_CHECK would prefix it with this file's name and line).
+template <typename... Args>
+[[noreturn]] void fail(const Args &...args) {
+  std::ostringstream m;
+  m << "symcoll ";
+  (m << ... << args);
+  throw std::runtime_error(m.str());
+}
+#define SC_CHECK(cond, ...)         \
+  do {                              \
+    if (!(cond)) fail(__VA_ARGS__); \
+  } while (0)
+
 // Comm.handle (what the ops take) -> the C communicator, bound by the package when a Comm is
 // made and unbound when it is destroyed.
 std::mutex g_lock;
@@ -36,7 +53,7 @@ std::unordered_map<int64_t, symcoll_comm_t> g_comms;
 symcoll_comm_t comm_of(int64_t handle) {
   std::lock_guard<std::mutex> g(g_lock);
   auto it = g_comms.find(handle);
-  STD_TORCH_CHECK(it != g_comms.end(), "symcoll: no communicator with handle ", handle);
+  SC_CHECK(it != g_comms.end(), "ops: no communicator with handle ", handle);
   return it->second;
 }
 
@@ -69,15 +86,13 @@ symcoll_dtype_t dtype_of(const Tensor &t) {
     default:
       break;
   }
-  STD_TORCH_CHECK(false, "symcoll: this tensor's dtype has no symcoll dtype");
-  return SYMCOLL_NUM_DTYPES;
+  fail("ops: a tensor's dtype has no symcoll dtype");
 }
 
 symcoll_op_t op_of(const std::string &op) {
   for (int o = 0; o < SYMCOLL_NUM_OPS; o++)
     if (op == symcoll_op_name((symcoll_op_t)o)) return (symcoll_op_t)o;
-  STD_TORCH_CHECK(false, "symcoll: unknown op '", op, "' (sum, prod, max, min or avg)");
-  return SYMCOLL_NUM_OPS;
+  fail("ops: unknown op '", op, "' (sum, prod, max, min or avg)");
 }
 
 // A tensor's buffer: contiguous, of a symcoll dtype; on a GPU, PyTorch's current stream there.
@@ -89,14 +104,13 @@ struct Buf {
 };
 
 Buf buf_of(const Tensor &t, const char *what) {
-  STD_TORCH_CHECK(t.is_contiguous(), "symcoll ", what, ": the tensors must be contiguous");
+  SC_CHECK(t.is_contiguous(), "", what, ": the tensors must be contiguous");
   Buf b{t.data_ptr(), (size_t)t.numel(), dtype_of(t), nullptr};
   if (t.is_cuda()) {
-    STD_TORCH_CHECK(aoti_torch_get_current_cuda_stream != nullptr, "symcoll ", what,
-                    ": a CUDA tensor, but this torch has no CUDA");
+    SC_CHECK(aoti_torch_get_current_cuda_stream != nullptr, "", what, ": a CUDA tensor, but this torch has no CUDA");
     void *s = nullptr;
-    STD_TORCH_CHECK(aoti_torch_get_current_cuda_stream(t.get_device(), &s) == AOTI_TORCH_SUCCESS, "symcoll ", what,
-                    ": no current CUDA stream");
+    SC_CHECK(aoti_torch_get_current_cuda_stream(t.get_device(), &s) == AOTI_TORCH_SUCCESS, "", what,
+             ": no current CUDA stream");
     b.stream = s;
   }
   return b;
@@ -105,13 +119,12 @@ Buf buf_of(const Tensor &t, const char *what) {
 void check(symcoll_status_t s, const char *what) {
   if (s == SYMCOLL_OK) return;
   const char *why = symcoll_last_error();
-  STD_TORCH_CHECK(false, "symcoll ", what, ": ", symcoll_status_string(s), why && *why ? " (" : "", why ? why : "",
-                  why && *why ? ")" : "");
+  fail(what, ": ", symcoll_status_string(s), why && *why ? " (" : "", why ? why : "", why && *why ? ")" : "");
 }
 
 void same(const Buf &a, const Buf &b, size_t want_n, const char *what) {
-  STD_TORCH_CHECK(a.dt == b.dt, "symcoll ", what, ": the tensors' dtypes differ");
-  STD_TORCH_CHECK(b.n == want_n, "symcoll ", what, ": the output has ", b.n, " elements, not ", want_n);
+  SC_CHECK(a.dt == b.dt, "", what, ": the tensors' dtypes differ");
+  SC_CHECK(b.n == want_n, "", what, ": the output has ", b.n, " elements, not ", want_n);
 }
 
 void all_reduce_(Tensor x, std::string op, int64_t comm) {
@@ -138,7 +151,7 @@ void reduce_scatter_tensor(Tensor out, Tensor x, std::string op, int64_t comm) {
   symcoll_comm_t c = comm_of(comm);
   const Buf b = buf_of(x, "reduce_scatter_tensor"), o = buf_of(out, "reduce_scatter_tensor");
   const size_t n = (size_t)symcoll_comm_nranks(c);
-  STD_TORCH_CHECK(b.n % n == 0, "symcoll reduce_scatter_tensor: x has ", b.n, " elements, not a multiple of ", n);
+  SC_CHECK(b.n % n == 0, "reduce_scatter_tensor: x has ", b.n, " elements, not a multiple of ", n);
   same(b, o, b.n / n, "reduce_scatter_tensor");
   check(symcoll_reduce_scatter_ex(c, b.ptr, o.ptr, o.n, b.dt, op_of(op), b.stream, nullptr), "reduce_scatter_tensor");
 }
@@ -166,7 +179,7 @@ void all_to_all_into(const Tensor &out, const Tensor &x, int64_t comm, const cha
   const Buf b = buf_of(x, what), o = buf_of(out, what);
   const size_t n = (size_t)symcoll_comm_nranks(c);
   same(b, o, b.n, what);
-  STD_TORCH_CHECK(b.n % n == 0, "symcoll ", what, ": x has ", b.n, " elements, not a multiple of ", n);
+  SC_CHECK(b.n % n == 0, "", what, ": x has ", b.n, " elements, not a multiple of ", n);
   check(symcoll_all_to_all_ex(c, b.ptr, o.ptr, b.n / n, b.dt, b.stream, nullptr), what);
 }
 
@@ -178,6 +191,169 @@ Tensor all_to_all(Tensor x, int64_t comm) {
   Tensor out = torch::stable::empty_like(x);
   all_to_all_into(out, x, comm, "all_to_all");
   return out;
+}
+
+symcoll_algo_t algo_of(const std::string &name, const char *what) {
+  for (int a = 0; a < SYMCOLL_NUM_ALGOS; a++)
+    if (name == symcoll_algo_name((symcoll_algo_t)a)) return (symcoll_algo_t)a;
+  fail(what, ": unknown algorithm '", name, "'");
+}
+
+bool same_device(const Tensor &a, const Tensor &b) {
+  return a.is_cuda() == b.is_cuda() && (!a.is_cuda() || a.get_device() == b.get_device());
+}
+
+// ---- the GEMM operations ------------------------------------------------------------------
+
+symcoll_matmul_opts_t mm_opts(const std::string &algo, const char *what) {
+  symcoll_matmul_opts_t o;
+  symcoll_matmul_opts_init(&o);
+  o.algo = algo_of(algo, what);
+  SC_CHECK(o.algo == SYMCOLL_ALGO_AUTO || o.algo == SYMCOLL_ALGO_OVERLAP || o.algo == SYMCOLL_ALGO_SEQUENTIAL, "", what,
+           ": algorithm '", algo, "' is not auto, overlap or sequential");
+  return o;
+}
+
+void check_matrices(const Tensor &a, const Tensor &b, const char *what) {
+  SC_CHECK(a.dim() == 2 && b.dim() == 2, "", what, ": A and B must be matrices");
+  SC_CHECK(a.size(1) == b.size(0), "", what, ": A is ", a.size(0), " x ", a.size(1), ", B ", b.size(0), " x ",
+           b.size(1));
+  SC_CHECK(a.scalar_type() == b.scalar_type(), "", what, ": A's and B's dtypes differ");
+  SC_CHECK(same_device(a, b), "", what, ": A and B are on different devices");
+}
+
+std::tuple<Tensor, Tensor> all_gather_matmul(Tensor a_shard, Tensor b, int64_t comm, std::string algo) {
+  const char *what = "all_gather_matmul";
+  symcoll_comm_t c = comm_of(comm);
+  check_matrices(a_shard, b, what);
+  const int64_t n = symcoll_comm_nranks(c), m = a_shard.size(0), k = a_shard.size(1), cols = b.size(1);
+  Tensor a = torch::stable::contiguous(a_shard), bb = torch::stable::contiguous(b);
+  Tensor out = torch::stable::new_empty(a, {m * n, cols});
+  Tensor a_out = torch::stable::new_empty(a, {m * n, k});
+  symcoll_matmul_opts_t o = mm_opts(algo, what);
+  const Buf ab = buf_of(a, what);
+  o.a_out = a_out.data_ptr();
+  check(symcoll_all_gather_matmul(c, ab.ptr, bb.data_ptr(), out.data_ptr(), (size_t)m, (size_t)cols, (size_t)k, ab.dt,
+                                  &o, ab.stream),
+        what);
+  return std::make_tuple(out, a_out);
+}
+
+Tensor matmul_reduce_scatter(Tensor a, Tensor b, int64_t comm, std::string algo) {
+  const char *what = "matmul_reduce_scatter";
+  symcoll_comm_t c = comm_of(comm);
+  check_matrices(a, b, what);
+  const int64_t n = symcoll_comm_nranks(c), m = a.size(0), k = a.size(1), cols = b.size(1);
+  SC_CHECK(m % n == 0, "", what, ": A has ", m, " rows, not a multiple of ", n, " ranks");
+  Tensor ac = torch::stable::contiguous(a), bb = torch::stable::contiguous(b);
+  Tensor out = torch::stable::new_empty(ac, {m / n, cols});
+  symcoll_matmul_opts_t o = mm_opts(algo, what);
+  const Buf ab = buf_of(ac, what);
+  check(symcoll_matmul_reduce_scatter(c, ab.ptr, bb.data_ptr(), out.data_ptr(), (size_t)m, (size_t)cols, (size_t)k,
+                                      ab.dt, &o, ab.stream),
+        what);
+  return out;
+}
+
+// ---- all_reduce_rmsnorm ---------------------------------------------------------------------
+
+// x's rows x hidden, and the checks every other buffer of the call must pass against it.
+struct Rows {
+  const char *what;
+  Tensor x;
+  Buf xb;
+  int64_t rows, hidden;
+
+  Rows(const Tensor &x_in, const char *w) : what(w), x(torch::stable::contiguous(x_in)), xb{}, rows(1), hidden(0) {
+    SC_CHECK(x.dim() > 0, "", what, ": x is a scalar, not rows x hidden");
+    xb = buf_of(x, what);
+    SC_CHECK(xb.dt == SYMCOLL_FLOAT32 || xb.dt == SYMCOLL_FLOAT16 || xb.dt == SYMCOLL_BFLOAT16, "", what,
+             ": x must be float32, float16 or bfloat16");
+    hidden = x.size(x.dim() - 1);
+    for (int64_t d = 0; d + 1 < x.dim(); d++) rows *= x.size(d);
+  }
+  // t's pointer after checking its dtype, device and size (count elements; last: its last
+  // dimension, where > 0).
+  void *like(const Tensor &t, const char *name, symcoll_dtype_t dt, int64_t count, int64_t last) const {
+    SC_CHECK(t.is_contiguous(), "", what, ": ", name, " must be contiguous");
+    SC_CHECK(dtype_of(t) == dt, "", what, ": ", name, "'s dtype is not the one it must have");
+    SC_CHECK(same_device(t, x), "", what, ": ", name, " is not on x's device");
+    SC_CHECK(t.numel() == count && (last <= 0 || (t.dim() > 0 && t.size(t.dim() - 1) == last)), "", what, ": ", name,
+             " has ", t.numel(), " elements, not the ", count, " it must have");
+    return t.data_ptr();
+  }
+  void run(symcoll_comm_t c, const void *residual, const Tensor &weight, double eps, void *out, void *residual_out,
+           symcoll_norm_opts_t &o) const {
+    const void *w = like(weight, "weight", xb.dt, hidden, 0);
+    check(symcoll_all_reduce_rmsnorm(c, xb.ptr, residual, w, (float)eps, out, residual_out, (size_t)rows,
+                                     (size_t)hidden, xb.dt, &o, xb.stream),
+          what);
+  }
+};
+
+symcoll_norm_opts_t norm_opts(const std::string &algo, const char *what) {
+  symcoll_norm_opts_t o;
+  symcoll_norm_opts_init(&o);
+  o.algo = algo_of(algo, what);
+  return o;
+}
+
+std::tuple<Tensor, Tensor> all_reduce_rmsnorm(Tensor x, std::optional<Tensor> residual, Tensor weight, double eps,
+                                              int64_t comm, std::string algo) {
+  const Rows r(x, "all_reduce_rmsnorm");
+  symcoll_comm_t c = comm_of(comm);
+  const void *res = nullptr;
+  Tensor rc = r.x;
+  if (residual.has_value()) {
+    rc = torch::stable::contiguous(*residual);
+    res = r.like(rc, "residual", r.xb.dt, r.rows * r.hidden, r.hidden);
+  }
+  Tensor out = torch::stable::empty_like(r.x), residual_out = torch::stable::empty_like(r.x);
+  symcoll_norm_opts_t o = norm_opts(algo, r.what);
+  r.run(c, res, torch::stable::contiguous(weight), eps, out.data_ptr(), residual_out.data_ptr(), o);
+  return std::make_tuple(out, residual_out);
+}
+
+Tensor all_reduce_rmsnorm_(Tensor x, Tensor residual, Tensor weight, double eps, int64_t comm, std::string algo) {
+  const Rows r(x, "all_reduce_rmsnorm_");
+  symcoll_comm_t c = comm_of(comm);
+  void *res = r.like(residual, "residual", r.xb.dt, r.rows * r.hidden, r.hidden);
+  Tensor out = torch::stable::empty_like(r.x);
+  symcoll_norm_opts_t o = norm_opts(algo, r.what);
+  r.run(c, res, torch::stable::contiguous(weight), eps, out.data_ptr(), res, o);
+  return out;
+}
+
+std::tuple<Tensor, Tensor, Tensor> all_reduce_rmsnorm_fp8(Tensor x, std::optional<Tensor> residual, Tensor weight,
+                                                          double eps, std::optional<Tensor> scale, int64_t comm,
+                                                          std::string algo) {
+  const Rows r(x, "all_reduce_rmsnorm_fp8");
+  symcoll_comm_t c = comm_of(comm);
+  const void *res = nullptr;
+  Tensor rc = r.x;
+  if (residual.has_value()) {
+    rc = torch::stable::contiguous(*residual);
+    res = r.like(rc, "residual", r.xb.dt, r.rows * r.hidden, r.hidden);
+  }
+  Tensor q = torch::stable::new_empty(r.x, r.x.sizes(), ScalarType::Float8_e4m3fn);
+  Tensor residual_out = torch::stable::empty_like(r.x);
+  symcoll_norm_opts_t o = norm_opts(algo, r.what);
+  o.fp8_out = q.data_ptr();
+  Tensor scales = r.x;
+  if (scale.has_value()) {
+    SC_CHECK(scale->numel() == 1, "", r.what, ": scale has ", scale->numel(),
+             " elements, not one (None: dynamic per-row scales)");
+    scales = torch::stable::new_empty(r.x, {1}, ScalarType::Float);
+    torch::stable::copy_(scales, torch::stable::reshape(*scale, {1}));
+    o.fp8_scale = (const float *)scales.data_ptr();
+  } else {
+    std::vector<int64_t> shape(r.x.sizes().begin(), r.x.sizes().end());
+    shape.back() = 1;
+    scales = torch::stable::new_empty(r.x, shape, ScalarType::Float);
+    o.fp8_row_scales = (float *)scales.data_ptr();
+  }
+  r.run(c, res, torch::stable::contiguous(weight), eps, nullptr, residual_out.data_ptr(), o);
+  return std::make_tuple(q, scales, residual_out);
 }
 
 }  // namespace
@@ -193,7 +369,8 @@ extern "C" __attribute__((visibility("default"))) void symcoll_torch_bind(int64_
 // The ops this library implements (the package leaves their Python kernels out).
 extern "C" __attribute__((visibility("default"))) const char *symcoll_torch_ops(void) {
   return "all_reduce_ all_reduce all_gather_into_tensor reduce_scatter_tensor broadcast_ broadcast reduce_ "
-         "all_to_all_single all_to_all";
+         "all_to_all_single all_to_all all_gather_matmul matmul_reduce_scatter all_reduce_rmsnorm "
+         "all_reduce_rmsnorm_ all_reduce_rmsnorm_fp8";
 }
 
 #define SYMCOLL_IMPLS(m)                                                \
@@ -205,7 +382,12 @@ extern "C" __attribute__((visibility("default"))) const char *symcoll_torch_ops(
   m.impl("broadcast", TORCH_BOX(&broadcast));                           \
   m.impl("reduce_", TORCH_BOX(&reduce_));                               \
   m.impl("all_to_all_single", TORCH_BOX(&all_to_all_single));           \
-  m.impl("all_to_all", TORCH_BOX(&all_to_all))
+  m.impl("all_to_all", TORCH_BOX(&all_to_all));                         \
+  m.impl("all_gather_matmul", TORCH_BOX(&all_gather_matmul));           \
+  m.impl("matmul_reduce_scatter", TORCH_BOX(&matmul_reduce_scatter));   \
+  m.impl("all_reduce_rmsnorm", TORCH_BOX(&all_reduce_rmsnorm));         \
+  m.impl("all_reduce_rmsnorm_", TORCH_BOX(&all_reduce_rmsnorm_));       \
+  m.impl("all_reduce_rmsnorm_fp8", TORCH_BOX(&all_reduce_rmsnorm_fp8))
 
 STABLE_TORCH_LIBRARY_IMPL(symcoll, CPU, m) {
   SYMCOLL_IMPLS(m);

@@ -121,7 +121,7 @@ if _bind is not None:
 # The ops are defined with their schemas and registered for CPU and CUDA through a
 # torch.library.Library, not torch.library.custom_op: the same op, dispatched with less Python
 # work a call (custom_op wraps every call in its own layers); where the compiled kernels are
-# loaded, the plain collectives take those instead. Fake implementations make torch.compile
+# loaded, the ops they implement take those instead. Fake implementations make torch.compile
 # trace them; mutated arguments are marked (a!) in the schemas, so that functionalization
 # handles them.
 _LIB = torch.library.Library("symcoll", "DEF")
