@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
-#include <vector>
 #include <unordered_map>
+#include <vector>
 
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/library.h>
@@ -104,12 +104,12 @@ struct Buf {
 };
 
 Buf buf_of(const Tensor &t, const char *what) {
-  SC_CHECK(t.is_contiguous(), "", what, ": the tensors must be contiguous");
+  SC_CHECK(t.is_contiguous(), what, ": the tensors must be contiguous");
   Buf b{t.data_ptr(), (size_t)t.numel(), dtype_of(t), nullptr};
   if (t.is_cuda()) {
-    SC_CHECK(aoti_torch_get_current_cuda_stream != nullptr, "", what, ": a CUDA tensor, but this torch has no CUDA");
+    SC_CHECK(aoti_torch_get_current_cuda_stream != nullptr, what, ": a CUDA tensor, but this torch has no CUDA");
     void *s = nullptr;
-    SC_CHECK(aoti_torch_get_current_cuda_stream(t.get_device(), &s) == AOTI_TORCH_SUCCESS, "", what,
+    SC_CHECK(aoti_torch_get_current_cuda_stream(t.get_device(), &s) == AOTI_TORCH_SUCCESS, what,
              ": no current CUDA stream");
     b.stream = s;
   }
@@ -123,8 +123,8 @@ void check(symcoll_status_t s, const char *what) {
 }
 
 void same(const Buf &a, const Buf &b, size_t want_n, const char *what) {
-  SC_CHECK(a.dt == b.dt, "", what, ": the tensors' dtypes differ");
-  SC_CHECK(b.n == want_n, "", what, ": the output has ", b.n, " elements, not ", want_n);
+  SC_CHECK(a.dt == b.dt, what, ": the tensors' dtypes differ");
+  SC_CHECK(b.n == want_n, what, ": the output has ", b.n, " elements, not ", want_n);
 }
 
 void all_reduce_(Tensor x, std::string op, int64_t comm) {
@@ -179,7 +179,7 @@ void all_to_all_into(const Tensor &out, const Tensor &x, int64_t comm, const cha
   const Buf b = buf_of(x, what), o = buf_of(out, what);
   const size_t n = (size_t)symcoll_comm_nranks(c);
   same(b, o, b.n, what);
-  SC_CHECK(b.n % n == 0, "", what, ": x has ", b.n, " elements, not a multiple of ", n);
+  SC_CHECK(b.n % n == 0, what, ": x has ", b.n, " elements, not a multiple of ", n);
   check(symcoll_all_to_all_ex(c, b.ptr, o.ptr, b.n / n, b.dt, b.stream, nullptr), what);
 }
 
@@ -209,17 +209,16 @@ symcoll_matmul_opts_t mm_opts(const std::string &algo, const char *what) {
   symcoll_matmul_opts_t o;
   symcoll_matmul_opts_init(&o);
   o.algo = algo_of(algo, what);
-  SC_CHECK(o.algo == SYMCOLL_ALGO_AUTO || o.algo == SYMCOLL_ALGO_OVERLAP || o.algo == SYMCOLL_ALGO_SEQUENTIAL, "", what,
+  SC_CHECK(o.algo == SYMCOLL_ALGO_AUTO || o.algo == SYMCOLL_ALGO_OVERLAP || o.algo == SYMCOLL_ALGO_SEQUENTIAL, what,
            ": algorithm '", algo, "' is not auto, overlap or sequential");
   return o;
 }
 
 void check_matrices(const Tensor &a, const Tensor &b, const char *what) {
-  SC_CHECK(a.dim() == 2 && b.dim() == 2, "", what, ": A and B must be matrices");
-  SC_CHECK(a.size(1) == b.size(0), "", what, ": A is ", a.size(0), " x ", a.size(1), ", B ", b.size(0), " x ",
-           b.size(1));
-  SC_CHECK(a.scalar_type() == b.scalar_type(), "", what, ": A's and B's dtypes differ");
-  SC_CHECK(same_device(a, b), "", what, ": A and B are on different devices");
+  SC_CHECK(a.dim() == 2 && b.dim() == 2, what, ": A and B must be matrices");
+  SC_CHECK(a.size(1) == b.size(0), what, ": A is ", a.size(0), " x ", a.size(1), ", B ", b.size(0), " x ", b.size(1));
+  SC_CHECK(a.scalar_type() == b.scalar_type(), what, ": A's and B's dtypes differ");
+  SC_CHECK(same_device(a, b), what, ": A and B are on different devices");
 }
 
 std::tuple<Tensor, Tensor> all_gather_matmul(Tensor a_shard, Tensor b, int64_t comm, std::string algo) {
@@ -244,7 +243,7 @@ Tensor matmul_reduce_scatter(Tensor a, Tensor b, int64_t comm, std::string algo)
   symcoll_comm_t c = comm_of(comm);
   check_matrices(a, b, what);
   const int64_t n = symcoll_comm_nranks(c), m = a.size(0), k = a.size(1), cols = b.size(1);
-  SC_CHECK(m % n == 0, "", what, ": A has ", m, " rows, not a multiple of ", n, " ranks");
+  SC_CHECK(m % n == 0, what, ": A has ", m, " rows, not a multiple of ", n, " ranks");
   Tensor ac = torch::stable::contiguous(a), bb = torch::stable::contiguous(b);
   Tensor out = torch::stable::new_empty(ac, {m / n, cols});
   symcoll_matmul_opts_t o = mm_opts(algo, what);
@@ -265,9 +264,9 @@ struct Rows {
   int64_t rows, hidden;
 
   Rows(const Tensor &x_in, const char *w) : what(w), x(torch::stable::contiguous(x_in)), xb{}, rows(1), hidden(0) {
-    SC_CHECK(x.dim() > 0, "", what, ": x is a scalar, not rows x hidden");
+    SC_CHECK(x.dim() > 0, what, ": x is a scalar, not rows x hidden");
     xb = buf_of(x, what);
-    SC_CHECK(xb.dt == SYMCOLL_FLOAT32 || xb.dt == SYMCOLL_FLOAT16 || xb.dt == SYMCOLL_BFLOAT16, "", what,
+    SC_CHECK(xb.dt == SYMCOLL_FLOAT32 || xb.dt == SYMCOLL_FLOAT16 || xb.dt == SYMCOLL_BFLOAT16, what,
              ": x must be float32, float16 or bfloat16");
     hidden = x.size(x.dim() - 1);
     for (int64_t d = 0; d + 1 < x.dim(); d++) rows *= x.size(d);
@@ -275,10 +274,10 @@ struct Rows {
   // t's pointer after checking its dtype, device and size (count elements; last: its last
   // dimension, where > 0).
   void *like(const Tensor &t, const char *name, symcoll_dtype_t dt, int64_t count, int64_t last) const {
-    SC_CHECK(t.is_contiguous(), "", what, ": ", name, " must be contiguous");
-    SC_CHECK(dtype_of(t) == dt, "", what, ": ", name, "'s dtype is not the one it must have");
-    SC_CHECK(same_device(t, x), "", what, ": ", name, " is not on x's device");
-    SC_CHECK(t.numel() == count && (last <= 0 || (t.dim() > 0 && t.size(t.dim() - 1) == last)), "", what, ": ", name,
+    SC_CHECK(t.is_contiguous(), what, ": ", name, " must be contiguous");
+    SC_CHECK(dtype_of(t) == dt, what, ": ", name, "'s dtype is not the one it must have");
+    SC_CHECK(same_device(t, x), what, ": ", name, " is not on x's device");
+    SC_CHECK(t.numel() == count && (last <= 0 || (t.dim() > 0 && t.size(t.dim() - 1) == last)), what, ": ", name,
              " has ", t.numel(), " elements, not the ", count, " it must have");
     return t.data_ptr();
   }
