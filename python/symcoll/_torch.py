@@ -38,6 +38,7 @@ what they compute.
 import ctypes
 import os
 import pathlib
+import sys
 from typing import Optional
 
 import torch
@@ -111,10 +112,8 @@ def _load_compiled():
 
 COMPILED, _bind = _load_compiled()  # the ops whose kernels are compiled, and the handle binder
 if _bind is not None:
-    from . import _handles
-    import symcoll as _pkg
-
-    for _h, _c in list(_handles.items()):  # communicators made before this import
+    _pkg = sys.modules[__package__]  # the package, still importing this module
+    for _h, _c in list(_pkg._handles.items()):  # communicators made before this import
         _bind(_h, _c._c)
     _pkg._bind = _bind
 
