@@ -282,7 +282,9 @@ out:
 
 /* Which ranks share our GPU (bus ids), a WARN for pairs of GPUs the driver says cannot reach
  * each other (the probe of every pair decides, after the workspace exists: a GPU this process
- * cannot see may still be reachable), then the geometry every rank sizes its kernels from:
+ * cannot see may still be reachable), a refusal on every rank where a GPU reaches a peer
+ * without native atomics (the barriers' atomics on peers' pads), then the geometry every rank
+ * sizes its kernels from:
  * the fewest SMs and the smallest L2 of all, and the most ranks on one GPU (a split's
  * parent's too, since its groups run at once). Collective: the same exchanges on every rank. */
 static symcoll_status_t place_ranks(symcoll_comm_t comm, cuda_state_t *cs, char bus[32]) {
@@ -291,25 +293,45 @@ static symcoll_status_t place_ranks(symcoll_comm_t comm, cuda_state_t *cs, char 
   SYMCOLL_CHECK(comm->oob->allgather(comm, bus, buses, 32));
   SYMCOLL_CHECK(comm->oob->allgather(comm, &comm->device, cs->devs, sizeof(int)));
   comm->ranks_on_my_device = 0;
+  int atomics = 1; /* every peer GPU this process sees takes our atomics natively */
   for (int r = 0; r < comm->nranks; r++) {
     if (!strcmp(buses[r], bus)) {
       comm->ranks_on_my_device++;
       continue;
     }
-    int peer = -1, can = 0;
-    if (cudaDeviceGetByPCIBusId(&peer, buses[r]) == cudaSuccess)
+    int peer = -1, can = 0, native = 1;
+    if (cudaDeviceGetByPCIBusId(&peer, buses[r]) == cudaSuccess) {
       cudaDeviceCanAccessPeer(&can, comm->device, peer);
-    else
+      if (can &&
+          cudaDeviceGetP2PAttribute(&native, cudaDevP2PAttrNativeAtomicSupported, comm->device, peer) != cudaSuccess)
+        native = 1; /* unknown: the probe decides */
+    } else {
       can = 1; /* not visible to this process: the probe decides */
+    }
     if (!can) {
       SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "GPU %s (rank %d) cannot access GPU %s (rank %d): no peer access", bus,
                    comm->rank, buses[r], r);
+    } else if (!native) {
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
+                   "GPU %s (rank %d) reaches GPU %s (rank %d) without native atomics (a PCIe path?): the "
+                   "kernels' barriers need them",
+                   bus, comm->rank, buses[r], r);
+      atomics = 0;
     }
   }
-  /* [SMs, L2 bytes, ranks of a parent communicator on this GPU] */
-  int geo[3] = {cs->sms, 0, comm->sharers_floor}, geos[SYMCOLL_MAX_RANKS][3];
+  /* [SMs, L2 bytes, ranks of a parent communicator on this GPU, native atomics to every peer] */
+  int geo[4] = {cs->sms, 0, comm->sharers_floor, atomics}, geos[SYMCOLL_MAX_RANKS][4];
   if (cudaDeviceGetAttribute(&geo[1], cudaDevAttrL2CacheSize, comm->device) != cudaSuccess) geo[1] = 0;
   SYMCOLL_CHECK(comm->oob->allgather(comm, geo, geos, sizeof geo));
+  /* Every rank refuses alike: the barriers' atomics on a peer's pad would not be atomic. */
+  for (int r = 0; r < comm->nranks; r++)
+    if (!geos[r][3]) {
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
+                   "rank %d's GPU reaches a peer GPU without native atomics, which the kernels' barriers "
+                   "need (NVLink peers have them; PCIe peers often not)",
+                   r);
+      return SYMCOLL_ERR_UNSUPPORTED;
+    }
   cs->l2 = geo[1];
   cs->share = 0;
   for (int r = 0; r < comm->nranks; r++) {
