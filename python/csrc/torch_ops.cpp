@@ -281,6 +281,12 @@ struct Rows {
              " has ", t.numel(), " elements, not the ", count, " it must have");
     return t.data_ptr();
   }
+  // An optional residual's pointer (nullptr: none) after the checks; keep holds it contiguous.
+  const void *residual(const std::optional<Tensor> &t, Tensor &keep) const {
+    if (!t.has_value()) return nullptr;
+    keep = torch::stable::contiguous(*t);
+    return like(keep, "residual", xb.dt, rows * hidden, hidden);
+  }
   void run(symcoll_comm_t c, const void *residual, const Tensor &weight, double eps, void *out, void *residual_out,
            symcoll_norm_opts_t &o) const {
     const void *w = like(weight, "weight", xb.dt, hidden, 0);
@@ -301,12 +307,8 @@ std::tuple<Tensor, Tensor> all_reduce_rmsnorm(Tensor x, std::optional<Tensor> re
                                               int64_t comm, std::string algo) {
   const Rows r(x, "all_reduce_rmsnorm");
   symcoll_comm_t c = comm_of(comm);
-  const void *res = nullptr;
   Tensor rc = r.x;
-  if (residual.has_value()) {
-    rc = torch::stable::contiguous(*residual);
-    res = r.like(rc, "residual", r.xb.dt, r.rows * r.hidden, r.hidden);
-  }
+  const void *res = r.residual(residual, rc);
   Tensor out = torch::stable::empty_like(r.x), residual_out = torch::stable::empty_like(r.x);
   symcoll_norm_opts_t o = norm_opts(algo, r.what);
   r.run(c, res, torch::stable::contiguous(weight), eps, out.data_ptr(), residual_out.data_ptr(), o);
@@ -328,19 +330,15 @@ std::tuple<Tensor, Tensor, Tensor> all_reduce_rmsnorm_fp8(Tensor x, std::optiona
                                                           std::string algo) {
   const Rows r(x, "all_reduce_rmsnorm_fp8");
   symcoll_comm_t c = comm_of(comm);
-  const void *res = nullptr;
   Tensor rc = r.x;
-  if (residual.has_value()) {
-    rc = torch::stable::contiguous(*residual);
-    res = r.like(rc, "residual", r.xb.dt, r.rows * r.hidden, r.hidden);
-  }
+  const void *res = r.residual(residual, rc);
   Tensor q = torch::stable::new_empty(r.x, r.x.sizes(), ScalarType::Float8_e4m3fn);
   Tensor residual_out = torch::stable::empty_like(r.x);
   symcoll_norm_opts_t o = norm_opts(algo, r.what);
   o.fp8_out = q.data_ptr();
   Tensor scales = r.x;
   if (scale.has_value()) {
-    SC_CHECK(scale->numel() == 1, "", r.what, ": scale has ", scale->numel(),
+    SC_CHECK(scale->numel() == 1, r.what, ": scale has ", scale->numel(),
              " elements, not one (None: dynamic per-row scales)");
     scales = torch::stable::new_empty(r.x, {1}, ScalarType::Float);
     torch::stable::copy_(scales, torch::stable::reshape(*scale, {1}));
