@@ -25,24 +25,58 @@ static inline float f32_id(float v) {
 #else
 #define ROW_CLONES
 #endif
-#define ROW_LOOPS(SUF, T, TO_F, FROM_F)                                  \
-  ROW_CLONES static void load_##SUF(float *d, const void *s, size_t n) { \
-    const T *p = s;                                                      \
-    for (size_t i = 0; i < n; i++) d[i] = TO_F(p[i]);                    \
-  }                                                                      \
-  ROW_CLONES static void add_##SUF(float *d, const void *s, size_t n) {  \
-    const T *p = s;                                                      \
-    for (size_t i = 0; i < n; i++) d[i] += TO_F(p[i]);                   \
-  }                                                                      \
-  ROW_CLONES static void round_##SUF(float *v, void *dst, size_t n) {    \
-    T *q = dst;                                                          \
-    if (q)                                                               \
-      for (size_t i = 0; i < n; i++) {                                   \
-        const T h = FROM_F(v[i]);                                        \
-        q[i] = h, v[i] = TO_F(h);                                        \
-      }                                                                  \
-    else                                                                 \
-      for (size_t i = 0; i < n; i++) v[i] = TO_F(FROM_F(v[i]));          \
+/* The fused row loop's block: its steps meet each element while the block is in L1. */
+#define ROW_BLK 256
+#define ROW_LOOPS(SUF, T, TO_F, FROM_F)                                                                                \
+  ROW_CLONES static void load_##SUF(float *d, const void *s, size_t n) {                                               \
+    const T *p = s;                                                                                                    \
+    for (size_t i = 0; i < n; i++) d[i] = TO_F(p[i]);                                                                  \
+  }                                                                                                                    \
+  ROW_CLONES static void add_##SUF(float *d, const void *s, size_t n) {                                                \
+    const T *p = s;                                                                                                    \
+    for (size_t i = 0; i < n; i++) d[i] += TO_F(p[i]);                                                                 \
+  }                                                                                                                    \
+  ROW_CLONES static void round_##SUF(float *v, void *dst, size_t n) {                                                  \
+    T *q = dst;                                                                                                        \
+    if (q)                                                                                                             \
+      for (size_t i = 0; i < n; i++) {                                                                                 \
+        const T h = FROM_F(v[i]);                                                                                      \
+        q[i] = h, v[i] = TO_F(h);                                                                                      \
+      }                                                                                                                \
+    else                                                                                                               \
+      for (size_t i = 0; i < n; i++) v[i] = TO_F(FROM_F(v[i]));                                                        \
+  }                                                                                                                    \
+  ROW_CLONES static void sum_##SUF(float *r, const void *const *s, int ns, const void *res, void *res_out, size_t h) { \
+    for (size_t b = 0; b < h; b += ROW_BLK) {                                                                          \
+      const size_t m = h - b < ROW_BLK ? h - b : ROW_BLK;                                                              \
+      float *acc = r + b;                                                                                              \
+      const T *p0 = (const T *)s[0] + b, *q = res ? (const T *)res + b : NULL;                                         \
+      T *o = res_out ? (T *)res_out + b : NULL;                                                                        \
+      for (size_t i = 0; i < m; i++) acc[i] = TO_F(p0[i]);                                                             \
+      for (int k = 1; k < ns; k++) {                                                                                   \
+        const T *pk = (const T *)s[k] + b;                                                                             \
+        for (size_t i = 0; i < m; i++) acc[i] += TO_F(pk[i]);                                                          \
+      }                                                                                                                \
+      if (q)                                                                                                           \
+        for (size_t i = 0; i < m; i++) acc[i] = TO_F(FROM_F(acc[i])) + TO_F(q[i]);                                     \
+      if (o)                                                                                                           \
+        for (size_t i = 0; i < m; i++) {                                                                               \
+          const T t = FROM_F(acc[i]);                                                                                  \
+          o[i] = t, acc[i] = TO_F(t);                                                                                  \
+        }                                                                                                              \
+      else                                                                                                             \
+        for (size_t i = 0; i < m; i++) acc[i] = TO_F(FROM_F(acc[i]));                                                  \
+    }                                                                                                                  \
+  }                                                                                                                    \
+  ROW_CLONES static void scale_round_##SUF(float *r, float inv, const float *w, void *dst, size_t n) {                 \
+    T *q = dst;                                                                                                        \
+    if (q)                                                                                                             \
+      for (size_t i = 0; i < n; i++) {                                                                                 \
+        const T h = FROM_F(r[i] * inv * w[i]);                                                                         \
+        q[i] = h, r[i] = TO_F(h);                                                                                      \
+      }                                                                                                                \
+    else                                                                                                               \
+      for (size_t i = 0; i < n; i++) r[i] = TO_F(FROM_F(r[i] * inv * w[i]));                                           \
   }
 ROW_LOOPS(f32, float, f32_id, f32_id)
 ROW_LOOPS(bf16, uint16_t, symcoll__bf16_to_f32, symcoll__f32_to_bf16)
@@ -52,12 +86,17 @@ typedef struct {
   void (*load)(float *d, const void *s, size_t n);
   void (*add)(float *d, const void *s, size_t n);
   void (*round)(float *v, void *dst, size_t n);
+  /* r = the sum of ns rows in fp32, rank order, rounded to the dtype (the all-reduce's
+   * result), + res (if given) rounded, stored to res_out (if given): one pass, in blocks */
+  void (*sum)(float *r, const void *const *s, int ns, const void *res, void *res_out, size_t h);
+  /* r = r * inv * w rounded to the dtype, stored to dst (if given) */
+  void (*scale_round)(float *r, float inv, const float *w, void *dst, size_t n);
 } row_loops_t;
 
 static row_loops_t loops_of(symcoll_dtype_t dt) {
-  if (dt == SYMCOLL_BFLOAT16) return (row_loops_t){load_bf16, add_bf16, round_bf16};
-  if (dt == SYMCOLL_FLOAT16) return (row_loops_t){load_f16, add_f16, round_f16};
-  return (row_loops_t){load_f32, add_f32, round_f32};
+  if (dt == SYMCOLL_BFLOAT16) return (row_loops_t){load_bf16, add_bf16, round_bf16, sum_bf16, scale_round_bf16};
+  if (dt == SYMCOLL_FLOAT16) return (row_loops_t){load_f16, add_f16, round_f16, sum_f16, scale_round_f16};
+  return (row_loops_t){load_f32, add_f32, round_f32, sum_f32, scale_round_f32};
 }
 
 static void load_row(float *dst, const void *src, size_t n, symcoll_dtype_t dt) {
@@ -81,10 +120,6 @@ ROW_CLONES static float sum_squares(const float *r, size_t h) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-ROW_CLONES static void scale_row(float *r, float inv, const float *w, size_t h) {
-  for (size_t i = 0; i < h; i++) r[i] = r[i] * inv * w[i];
-}
-
 /* Where one row's results go. */
 typedef struct {
   void *res_out, *out;
@@ -92,22 +127,11 @@ typedef struct {
   float *scale_out;
 } row_dst_t;
 
-/* s: the row's sum over ranks (dtype); res: the residual row or NULL; w32: the weight as
- * floats; r32: hidden floats of scratch. */
-static void norm_row(const symcoll__norm_args_t *a, const void *s, const void *res, const float *w32, float *r32,
-                     row_dst_t d) {
+/* From r32 = r (rounded, as the next layer reads it): the norm, out and the fp8 output. */
+static void norm_tail(const symcoll__norm_args_t *a, const row_loops_t *L, const float *w32, float *r32, row_dst_t d) {
   const size_t h = a->hidden;
-  const row_loops_t L = loops_of(a->dtype);
-  L.load(r32, s, h);
-  if (res) {
-    L.add(r32, res, h);
-    L.round(r32, d.res_out, h); /* r rounded, as the next layer reads it */
-  } else if (d.res_out) {
-    memcpy(d.res_out, s, h * symcoll_dtype_size(a->dtype));
-  }
   const float inv = 1.0f / sqrtf(sum_squares(r32, h) / (float)h + a->eps);
-  scale_row(r32, inv, w32, h);
-  L.round(r32, d.out, h); /* r32 now holds out as rounded */
+  L->scale_round(r32, inv, w32, d.out, h); /* r32 now holds out as rounded */
   if (!d.fp8) return;
   float scale;
   size_t i;
@@ -122,9 +146,34 @@ static void norm_row(const symcoll__norm_args_t *a, const void *s, const void *r
   for (i = 0; i < h; i++) d.fp8[i] = symcoll__f32_to_fp8(r32[i] / scale, 0);
 }
 
-/* The call's scratch: the weight and a row as floats, and one summed row in dtype. */
-static symcoll_status_t scratch(host_state_t *hs, const symcoll__norm_args_t *a, float **w32, float **r32, void **sum) {
-  const size_t h = a->hidden, need = 3 * h;
+/* SEQUENTIAL's row. s: the row's sum over ranks (dtype); res: the residual row or NULL; w32:
+ * the weight as floats; r32: hidden floats of scratch. */
+static void norm_row(const symcoll__norm_args_t *a, const void *s, const void *res, const float *w32, float *r32,
+                     row_dst_t d) {
+  const size_t h = a->hidden;
+  const row_loops_t L = loops_of(a->dtype);
+  L.load(r32, s, h);
+  if (res) {
+    L.add(r32, res, h);
+    L.round(r32, d.res_out, h); /* r rounded, as the next layer reads it */
+  } else if (d.res_out) {
+    memcpy(d.res_out, s, h * symcoll_dtype_size(a->dtype));
+  }
+  norm_tail(a, &L, w32, r32, d);
+}
+
+/* The fused row: srcs are the ranks' rows in rank order; the sum, the add and the roundings
+ * in one pass, the same bits as the all-reduce followed by norm_row. */
+static void fused_row(const symcoll__norm_args_t *a, const void *const *srcs, int n, const void *res, const float *w32,
+                      float *r32, row_dst_t d) {
+  const row_loops_t L = loops_of(a->dtype);
+  L.sum(r32, srcs, n, res, d.res_out, a->hidden);
+  norm_tail(a, &L, w32, r32, d);
+}
+
+/* The call's scratch: the weight and a row as floats. */
+static symcoll_status_t scratch(host_state_t *hs, const symcoll__norm_args_t *a, float **w32, float **r32) {
+  const size_t h = a->hidden, need = 2 * h;
   if (hs->norm_elems < need) {
     float *p = realloc(hs->norm_f32, need * sizeof(float));
     if (!p) {
@@ -133,7 +182,7 @@ static symcoll_status_t scratch(host_state_t *hs, const symcoll__norm_args_t *a,
     }
     hs->norm_f32 = p, hs->norm_elems = need;
   }
-  *w32 = hs->norm_f32, *r32 = *w32 + h, *sum = *r32 + h;
+  *w32 = hs->norm_f32, *r32 = *w32 + h;
   load_row(*w32, a->weight, h, a->dtype);
   return SYMCOLL_OK;
 }
@@ -153,8 +202,7 @@ static const void *residual_row(const symcoll__norm_args_t *a, size_t row) {
 /* SEQUENTIAL: x holds the sum. */
 static symcoll_status_t local_pass(host_state_t *hs, const symcoll__norm_args_t *a) {
   float *w32, *r32;
-  void *sum;
-  SYMCOLL_CHECK(scratch(hs, a, &w32, &r32, &sum));
+  SYMCOLL_CHECK(scratch(hs, a, &w32, &r32));
   const size_t rb = a->hidden * symcoll_dtype_size(a->dtype);
   for (size_t row = 0; row < a->rows; row++)
     norm_row(a, (const char *)a->x + row * rb, residual_row(a, row), w32, r32, dst_of(a, row));
@@ -178,10 +226,8 @@ static symcoll_status_t one_shot(symcoll_comm_t comm, host_state_t *hs, const sy
   const size_t h = a->hidden, rb = h * symcoll_dtype_size(a->dtype);
   const size_t per_chunk = hs->half / rb, per_sub = hs->sub_bytes / rb ? hs->sub_bytes / rb : 1;
   float *w32, *r32;
-  void *sum;
-  SYMCOLL_CHECK(scratch(hs, a, &w32, &r32, &sum));
+  SYMCOLL_CHECK(scratch(hs, a, &w32, &r32));
   const symcoll__coll_args_t rec = call_record(a);
-  const symcoll__reduce_fn reduce = symcoll__host_reduce_fn(a->dtype, SYMCOLL_SUM);
   const char *base[SYMCOLL_MAX_RANKS];
   const void *srcs[SYMCOLL_MAX_RANKS];
   for (size_t lo = 0; lo < a->rows; lo += per_chunk) {
@@ -202,8 +248,7 @@ static symcoll_status_t one_shot(symcoll_comm_t comm, host_state_t *hs, const sy
       }
       for (size_t r = r0; r < r0 + cnt; r++) {
         for (int p = 0; p < n; p++) srcs[p] = base[p] + r * rb;
-        reduce(sum, srcs, n, h);
-        norm_row(a, sum, residual_row(a, lo + r), w32, r32, dst_of(a, lo + r));
+        fused_row(a, srcs, n, residual_row(a, lo + r), w32, r32, dst_of(a, lo + r));
       }
     }
     SYMCOLL_CHECK(symcoll__host_epoch_end(comm, hs, &ep, a->x_mem != NULL));
@@ -264,10 +309,8 @@ static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const sy
     return SYMCOLL_ERR_UNSUPPORTED;
   }
   float *w32, *r32;
-  void *sum;
-  SYMCOLL_CHECK(scratch(hs, a, &w32, &r32, &sum));
+  SYMCOLL_CHECK(scratch(hs, a, &w32, &r32));
   const symcoll__coll_args_t rec = call_record(a);
-  const symcoll__reduce_fn reduce = symcoll__host_reduce_fn(a->dtype, SYMCOLL_SUM);
   const void *srcs[SYMCOLL_MAX_RANKS];
   host_pad_t *pad = hs->pad[me];
   for (size_t lo = 0; lo < a->rows; lo += per_chunk) {
@@ -283,9 +326,8 @@ static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const sy
     for (size_t r = my_lo; r < my_lo + my_n; r++) {
       for (int p = 0; p < n; p++) srcs[p] = hs->data[p] + ep.half_off + r * rb;
       srcs[me] = x + r * rb;
-      reduce(sum, srcs, n, h);
-      norm_row(a, sum, residual_row(a, lo + r), w32, r32,
-               record_dst(&rc, hs->data[me] + results + (r - my_lo) * rc.bytes));
+      fused_row(a, srcs, n, residual_row(a, lo + r), w32, r32,
+                record_dst(&rc, hs->data[me] + results + (r - my_lo) * rc.bytes));
     }
     symcoll__host_publish(&pad->reduced, (ep.e << EPOCH_SHIFT) | 1);
     SYMCOLL_CHECK(symcoll__host_wait_all(comm, hs, offsetof(host_pad_t, reduced), (ep.e << EPOCH_SHIFT) | 1));
