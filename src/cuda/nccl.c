@@ -206,6 +206,7 @@ static int nccl_all_to_all(symcoll__nccl_t *nc, const symcoll__coll_args_t *a, i
  * back to the dtype (on the root only, for reduce). In place works: the inputs are read into
  * the temporary before anything is written. */
 static int nccl_fp8_avg(symcoll__nccl_t *nc, const symcoll__coll_args_t *a) {
+  if (a->count == 0) return NCCL_OK; /* every rank alike: nothing to move */
   const int f32 = nccl_dtype[SYMCOLL_FLOAT32];
   const size_t in_n = a->coll == SYMCOLL_COLL_REDUCE_SCATTER ? a->count * (size_t)nc->nranks : a->count;
   cudaStream_t st = a->stream;
