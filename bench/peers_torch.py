@@ -9,6 +9,7 @@ calls, device events, median of -r replays) and written in its CSV columns, so t
     python3 bench/peers_torch.py --coll all_gather ...                                  # also reduce_scatter
     python3 bench/peers_torch.py --coll all_gather_matmul --shapes all                 # also matmul_reduce_scatter
     python3 bench/peers_torch.py --coll all_reduce_rmsnorm                             # rows x hidden table
+    python3 bench/peers_torch.py --coll eager_ops -d bf16                              # a call's cost, eager
 The symcoll_py columns run symcoll through its Python package (PYTHONPATH=python, SYMCOLL_LIB=
 build/lib/libsymcoll.so), so the package's cost is measured against symcoll-bench's C columns:
 symcoll_py in a CUDA graph, symcoll_py_eager as eager launches (their difference is the
@@ -76,6 +77,71 @@ def timed(fn, iters, reps, warmup=3, graph=True):
     return t.item()
 
 
+def eager_ops(a, dtype, rank, world, group, sc):
+    """What a call costs from PyTorch, eager: the host clock around --calls back-to-back calls and
+    the synchronisation after them (so the GPU's work bounds it too), best of -r runs, for
+    PyTorch's one_shot_all_reduce, symcoll's torch ops (compiled or Python kernels: the
+    package's COMPILED set says) and the Python method."""
+    import time
+
+    if sc is None:
+        print("# eager_ops: the symcoll package is not importable here", file=sys.stderr)
+        return 1
+    compiled = sorted(getattr(symcoll.ops, "COMPILED", ()))
+    kernels = "compiled" if "all_reduce_" in compiled else "python"
+    cols = ["torch_one_shot", "symcoll_op_", "symcoll_op", "symcoll_method"]
+    if rank == 0:
+        print(f"# torch {torch.__version__}, world {world}, {a.d}, eager, host clock over {a.calls} calls + sync, "
+              f"best of {a.r}; symcoll torch kernels: {kernels}")
+        print(f"{'elements':>10} " + " ".join(f"{c:>15}" for c in cols) + f" {'op_/one_shot':>13} {'method/one_shot':>16}")
+    rows = []
+    for n in (int(c) for c in a.counts.split(",")):
+        inp = symm_mem.empty(n, dtype=dtype, device="cuda")
+        symm_mem.rendezvous(inp, group)
+        inp.zero_()
+        x, y = torch.zeros(n, dtype=dtype, device="cuda"), torch.empty(n, dtype=dtype, device="cuda")
+        h = sc.handle
+        fns = {"torch_one_shot": lambda: torch.ops.symm_mem.one_shot_all_reduce(inp, "sum", group),
+               "symcoll_op_": lambda: torch.ops.symcoll.all_reduce_(x, "sum", h),
+               "symcoll_op": lambda: torch.ops.symcoll.all_reduce(x, "sum", h),
+               "symcoll_method": lambda: sc.all_reduce(x, out=y)}
+        res = {}
+        for c, fn in fns.items():
+            try:
+                for _ in range(50):
+                    fn()
+                torch.cuda.synchronize()
+                best = float("inf")
+                for _ in range(a.r):
+                    if world > 1:
+                        dist.barrier()
+                    t0 = time.perf_counter()
+                    for _ in range(a.calls):
+                        fn()
+                    torch.cuda.synchronize()
+                    best = min(best, (time.perf_counter() - t0) / a.calls * 1e6)
+                t = torch.tensor([best], device="cuda")
+                if world > 1:
+                    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+                res[c] = t.item()
+            except Exception as e:  # noqa: BLE001
+                print(f"# {c} at {n} elements: {e}", file=sys.stderr)
+                res[c] = None
+        rows.append((n, res))
+        if rank == 0:
+            one = res["torch_one_shot"]
+            ratio = lambda v: f"{v / one:.2f}" if v is not None and one else "-"  # noqa: E731
+            print(f"{n:>10} " + " ".join(f"{res[c]:>15.2f}" if res[c] is not None else f"{'-':>15}" for c in cols) +
+                  f" {ratio(res['symcoll_op_']):>13} {ratio(res['symcoll_method']):>16}")
+    if a.csv and rank == 0:
+        with open(a.csv, "w") as f:
+            f.write("elements,nranks,kernels," + ",".join(f"{c}_us" for c in cols) + "\n")
+            for n, res in rows:
+                f.write(f"{n},{world},{kernels}," + ",".join("" if res[c] is None else f"{res[c]:.3f}" for c in cols)
+                        + "\n")
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("-b", default="8K")
@@ -87,7 +153,9 @@ def main():
     p.add_argument("--csv")
     p.add_argument("--coll", default="all_reduce",
                    choices=["all_reduce", "all_gather", "reduce_scatter", "all_gather_matmul", "matmul_reduce_scatter",
-                            "all_reduce_rmsnorm"])
+                            "all_reduce_rmsnorm", "eager_ops"])
+    p.add_argument("--counts", default="1024,65536", help="eager_ops: elements per call")
+    p.add_argument("--calls", type=int, default=2000, help="eager_ops: calls per timed run")
     p.add_argument("--shapes", default="all", help="helion, kraken, all, or M,N,K (per-rank M)")
     a = p.parse_args()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.d]
@@ -114,6 +182,8 @@ def main():
             print(f"# symcoll package: {e}", file=sys.stderr)
     if a.coll == "all_reduce_rmsnorm":
         return norm_colls(a, dtype, rank, world, group, sc)
+    if a.coll == "eager_ops":
+        return eager_ops(a, dtype, rank, world, group, sc)
     if a.coll.endswith("matmul") or a.coll.startswith("matmul"):
         return matmul_colls(a, dtype, rank, world, group, sc)
     if a.coll != "all_reduce":

@@ -83,7 +83,8 @@ def _comm(handle):
 
 def _load_compiled():
     """The compiled kernels (python/csrc/torch_ops.cpp, PyTorch's stable ABI, torch >= 2.10):
-    the library beside this file (the wheel's) or in the build tree; SYMCOLL_TORCH_OPS=python
+    the library beside this file (the wheel's), beside the loaded libsymcoll, or in build/lib;
+    SYMCOLL_TORCH_OPS=python
     keeps the Python kernels. Returns (the ops it implements, its bind function) or (set(), None)."""
     if os.environ.get("SYMCOLL_TORCH_OPS", "") == "python":
         return set(), None
@@ -95,6 +96,8 @@ def _load_compiled():
         return set(), None
     here = pathlib.Path(__file__).resolve().parent
     candidates = sorted(here.glob("_symcoll_torch_ops*.so"))
+    # beside the libsymcoll the package loaded (SYMCOLL_LIB: a build tree's lib/), then build/lib
+    candidates.append(pathlib.Path(_lib.lib._name).resolve().parent / "_symcoll_torch_ops.so")
     candidates.append(here.parent.parent / "build" / "lib" / "_symcoll_torch_ops.so")
     for path in candidates:
         if not path.exists():
