@@ -4,12 +4,14 @@
 // operations, all_reduce_rmsnorm and its forms), checking their arguments as the package's
 // methods do (python/symcoll/__init__.py). Calls go straight to libsymcoll on
 // PyTorch's current stream; a failing status raises RuntimeError with symcoll's message.
+#include <dlfcn.h>
+
 #include <cstdint>
 #include <mutex>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -20,11 +22,22 @@
 
 #include "symcoll.h"
 
-// PyTorch's current CUDA stream (the AOTInductor C shim, declared by shim.h only under
-// USE_CUDA): in libtorch_cuda only, so weak: the library also loads into a CPU-only torch,
-// whose tensors never reach the CUDA branch.
-extern "C" AOTI_TORCH_EXPORT AOTITorchError aoti_torch_get_current_cuda_stream(int32_t device_index, void **ret_stream)
-    __attribute__((weak));
+// PyTorch's current CUDA stream: the AOTInductor C shim's aoti_torch_get_current_cuda_stream,
+// declared by shim.h only under USE_CUDA and defined in libtorch_cuda alone. torch loads that
+// library as a dependency of its extension module, outside the global symbol scope, so neither
+// the link nor a weak reference finds it: it is looked up in the loaded libtorch_cuda once.
+// A CPU-only torch has none; its tensors never reach the CUDA branch.
+using CurrentCudaStream = AOTITorchError (*)(int32_t device_index, void **ret_stream);
+static CurrentCudaStream current_cuda_stream_fn() {
+  static const CurrentCudaStream fn = [] {
+    const char *sym = "aoti_torch_get_current_cuda_stream";
+    void *f = dlsym(RTLD_DEFAULT, sym);
+    if (!f)
+      if (void *lib = dlopen("libtorch_cuda.so", RTLD_LAZY | RTLD_NOLOAD)) f = dlsym(lib, sym);
+    return reinterpret_cast<CurrentCudaStream>(f);
+  }();
+  return fn;
+}
 
 using torch::headeronly::ScalarType;
 using torch::stable::Tensor;
@@ -32,13 +45,21 @@ using torch::stable::Tensor;
 namespace {
 
 // A refusal or a failing status: std::runtime_error, which PyTorch raises as RuntimeError with
-// this message (STD_TORCH_CHECK would prefix it with this file's name and line).
+// this message (STD_TORCH_CHECK would prefix it with this file's name and line). The message is
+// built without iostreams: a number through std::ostream goes through the locale's facets,
+// and in a process where torch's libstdc++ and this library's disagree on them (torch 2.11's
+// wheels) that crashed.
+inline void append(std::string &m, const char *s) { m += s; }
+inline void append(std::string &m, const std::string &s) { m += s; }
+template <typename N, typename = std::enable_if_t<std::is_arithmetic_v<N>>>
+void append(std::string &m, N n) {
+  m += std::to_string(n);
+}
 template <typename... Args>
 [[noreturn]] void fail(const Args &...args) {
-  std::ostringstream m;
-  m << "symcoll ";
-  (m << ... << args);
-  throw std::runtime_error(m.str());
+  std::string m = "symcoll ";
+  (append(m, args), ...);
+  throw std::runtime_error(m);
 }
 #define SC_CHECK(cond, ...)         \
   do {                              \
@@ -107,10 +128,10 @@ Buf buf_of(const Tensor &t, const char *what) {
   SC_CHECK(t.is_contiguous(), what, ": the tensors must be contiguous");
   Buf b{t.data_ptr(), (size_t)t.numel(), dtype_of(t), nullptr};
   if (t.is_cuda()) {
-    SC_CHECK(aoti_torch_get_current_cuda_stream != nullptr, what, ": a CUDA tensor, but this torch has no CUDA");
+    const CurrentCudaStream current = current_cuda_stream_fn();
+    SC_CHECK(current != nullptr, what, ": a CUDA tensor, but no libtorch_cuda is loaded");
     void *s = nullptr;
-    SC_CHECK(aoti_torch_get_current_cuda_stream(t.get_device(), &s) == AOTI_TORCH_SUCCESS, what,
-             ": no current CUDA stream");
+    SC_CHECK(current(t.get_device(), &s) == AOTI_TORCH_SUCCESS, what, ": no current CUDA stream");
     b.stream = s;
   }
   return b;

@@ -91,12 +91,33 @@ __global__ void __launch_bounds__(1024) AllGather_Pull(const symcoll__cuda_args_
       }
     }
     BARRIER_VALUE(a, meet);
-    for (int k = 1; k < a.nranks; k++) {
-      const int p = (a.rank + k) % a.nranks;
-      const char *src = a.zero_copy ? a.src[p] + (piece_of<A2A>(a.rank, a.stride) + base) * sizeof(T)
-                                    : a.db[p] + half + (size_t)a.rank * slot;
-      copy_share<T, U>(a.recv + ((size_t)p * a.stride + base) * sizeof(T), src, nvec, tail, first, stride, owner);
+    /* Peers in rotated order (rank + 1 first: no peer is every rank's first read), a batch of
+     * peers_in_flight at a time: the batch's loads of a vector are all issued before its
+     * stores, which the compiler may not move them past (the buffers may alias, as far as it
+     * knows). */
+    auto peer_src = [&](int p) -> const char * {
+      return a.zero_copy ? a.src[p] + (piece_of<A2A>(a.rank, a.stride) + base) * sizeof(T)
+                         : a.db[p] + half + (size_t)a.rank * slot;
+    };
+    auto peer_out = [&](int p) { return a.recv + ((size_t)p * a.stride + base) * sizeof(T); };
+    constexpr int B = peers_in_flight<T, U>();
+    for (int k0 = 1; k0 < a.nranks; k0 += B) {
+      for (size_t v = first; v < nvec; v += stride) {
+        Pack<T, U> y[B];
+#pragma unroll
+        for (int j = 0; j < B; j++)
+          if (k0 + j < a.nranks) y[j] = load_cg<T, U>(peer_src((a.rank + k0 + j) % a.nranks), v);
+#pragma unroll
+        for (int j = 0; j < B; j++)
+          if (k0 + j < a.nranks) store<T, U>(peer_out((a.rank + k0 + j) % a.nranks), v, y[j]);
+      }
     }
+    if (owner)
+      for (int k = 1; k < a.nranks; k++) {
+        const int p = (a.rank + k) % a.nranks;
+        for (size_t i = nvec * E; i < nvec * E + tail; i++)
+          store<T, ONE>(peer_out(p), i, load_cg<T, ONE>(peer_src(p), i));
+      }
     if (!in_place)
       copy_share<T, U>(a.recv + ((size_t)a.rank * a.stride + base) * sizeof(T), piece(a.rank), nvec, tail, first,
                        stride, owner);

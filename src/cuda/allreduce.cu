@@ -152,33 +152,72 @@ __device__ __forceinline__ Pack<T, VEC> load_fixed(const char *in, size_t v) {
   return x;
 }
 
+/* A store that peers poll for: relaxed at system scope (a weak st.global would promise them
+ * nothing about when, or whether whole, it becomes visible). */
+template <typename T, bool VEC>
+__device__ __forceinline__ void store_relaxed_sys(char *p, size_t v, const Pack<T, VEC> &x) {
+  if constexpr (VEC) {
+    asm volatile("st.relaxed.sys.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(reinterpret_cast<uint4 *>(p) + v),
+                 "r"(x.raw.x), "r"(x.raw.y), "r"(x.raw.z), "r"(x.raw.w)
+                 : "memory");
+  } else if constexpr (sizeof(T) == 4) {
+    uint32_t w;
+    memcpy(&w, &x.raw, 4);
+    asm volatile("st.relaxed.sys.global.b32 [%0], %1;" ::"l"(reinterpret_cast<uint32_t *>(p) + v), "r"(w) : "memory");
+  } else {
+    uint16_t h;
+    memcpy(&h, &x.raw, 2);
+    asm volatile("st.relaxed.sys.global.b16 [%0], %1;" ::"l"(reinterpret_cast<uint16_t *>(p) + v), "h"(h) : "memory");
+  }
+}
+
+template <typename T, bool VEC>
+__device__ __forceinline__ bool arrived(const Pack<T, VEC> &y) {
+  bool empty = false;
+  Pack<T, VEC> c = y;
+  for_words<T, VEC>(c, [&](uint32_t &w) { empty |= empty_word<T>(w); });
+  return !empty;
+}
+
 /* Writes element/vector v of this rank's input into its slot of buffer `cur` on every peer,
- * and (second call) reduces vector v once every peer's part has arrived in ours. */
+ * and (second call) reduces vector v once every peer's part has arrived in ours. The peers'
+ * slots are polled a batch at a time (peers_in_flight): each pass reloads every slot of the
+ * batch still empty, so the waits for peers overlap instead of following one another. */
 template <typename T, int OP, bool VEC>
 struct LamportPart {
   const symcoll__cuda_args_t &a;
   size_t cur, my_slot;
   __device__ void push(size_t v, const Pack<T, VEC> &x) const {
     for (int p = 0; p < a.nranks; p++)
-      if (p != a.rank) store<T, VEC>(a.ws[p] + a.lp_off + cur + my_slot, v, x);
+      if (p != a.rank) store_relaxed_sys<T, VEC>(a.ws[p] + a.lp_off + cur + my_slot, v, x);
   }
   __device__ bool reduce(size_t v) const {
+    constexpr int B = peers_in_flight<T, VEC>();
     const char *mine = a.ws[a.rank] + a.lp_off + cur;
     bool ok = true;
-    Pack<T, VEC> out = reduce_with<T, OP, VEC>(
-        [&](int r) {
-          if (r == a.rank) return load_fixed<T, VEC>(a.send, v);
-          Pack<T, VEC> y;
-          const char *slot = mine + (size_t)r * a.lp_slot_bytes;
-          ok = ok && symcoll_impl::spin(
-                         [&] {
-                           y = load_cv<T, VEC>(slot, v);
-                           bool empty = false;
-                           for_words<T, VEC>(y, [&](uint32_t &w) { empty |= empty_word<T>(w); });
-                           return !empty;
-                         },
-                         a.timeout_ns, a.error, r, a.rank);
-          return y;
+    Pack<T, VEC> out = reduce_batches<T, OP, VEC>(
+        [&](int r0, Pack<T, VEC>(&y)[B]) {
+          uint32_t pending = 0;
+#pragma unroll
+          for (int j = 0; j < B; j++) {
+            const int r = r0 + j;
+            if (r == a.rank)
+              y[j] = load_fixed<T, VEC>(a.send, v);
+            else if (r < a.nranks)
+              pending |= 1u << j;
+          }
+          if (!pending || !ok) return;
+          ok = symcoll_impl::spin(
+              [&] {
+#pragma unroll
+                for (int j = 0; j < B; j++)
+                  if (pending >> j & 1u) y[j] = load_cv<T, VEC>(mine + (size_t)(r0 + j) * a.lp_slot_bytes, v);
+#pragma unroll
+                for (int j = 0; j < B; j++)
+                  if ((pending >> j & 1u) && arrived<T, VEC>(y[j])) pending &= ~(1u << j);
+                return pending == 0;
+              },
+              a.timeout_ns, a.error, r0 + __ffs((int)pending) - 1, a.rank);
         },
         a.nranks);
     if (ok) store<T, VEC>(a.recv, v, out);

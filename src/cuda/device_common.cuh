@@ -222,25 +222,56 @@ __device__ __forceinline__ void store(char *p, size_t v, const Pack<T, A> &x) {
   }
 }
 
-/* The op over ranks of fetch(r), in rank order, in Acc (AVG: divided by nranks once at the end);
- * returns the packed result. */
-template <typename T, int OP, int ACC, typename Fetch>
-__device__ __forceinline__ Pack<T, ACC> reduce_with(Fetch fetch, int nranks) {
+/* Loads a thread keeps in flight in a pull reduction: the ranks' packs of a vector are fetched
+ * in batches, every fetch of a batch issued before the first is combined, so a thread waits
+ * one round trip per batch instead of one per rank. 4 packs of 16 bytes a batch (16
+ * registers; kernels of 1024 threads have 64), 2 where the accumulators alone take more than
+ * 8 registers (fp8: 16 floats a pack; int8: 16 registers of one byte each); more spills to
+ * local memory (ptxas -v). */
+template <typename T, int ACC>
+__host__ __device__ constexpr int peers_in_flight() {
+  return Pack<T, ACC>::E * ((sizeof(typename Conv<T>::Acc) + 3) / 4) > 8 ? 2 : 4;
+}
+
+/* The op over ranks of the packs fetch_batch(r0, y) puts into y[0 .. B) (B = peers_in_flight) for
+ * ranks r0, r0 + 1, ... (< nranks), combined in rank order, in Acc (AVG: divided by nranks once
+ * at the end); returns the packed result. The order of combination never depends on when a
+ * pack arrives, so every rank gets the same bits. */
+template <typename T, int OP, int ACC, typename FetchBatch>
+__device__ __forceinline__ Pack<T, ACC> reduce_batches(FetchBatch fetch_batch, int nranks) {
   constexpr int E = Pack<T, ACC>::E;
   using A = typename Conv<T>::Acc;
+  constexpr int B = peers_in_flight<T, ACC>();
   A acc[E];
-  Pack<T, ACC> x = fetch(0);
+  for (int r0 = 0; r0 < nranks; r0 += B) {
+    Pack<T, ACC> y[B];
+    fetch_batch(r0, y);
 #pragma unroll
-  for (int i = 0; i < E; i++) acc[i] = Conv<T>::load(x.e[i]);
-  for (int r = 1; r < nranks; r++) {
-    Pack<T, ACC> y = fetch(r);
+    for (int j = 0; j < B; j++) {
+      if (r0 + j >= nranks) break;
 #pragma unroll
-    for (int i = 0; i < E; i++) acc[i] = combine<OP>(acc[i], Conv<T>::load(y.e[i]));
+      for (int i = 0; i < E; i++) {
+        const A x = Conv<T>::load(y[j].e[i]);
+        acc[i] = r0 + j == 0 ? x : combine<OP>(acc[i], x);
+      }
+    }
   }
   Pack<T, ACC> out;
 #pragma unroll
   for (int i = 0; i < E; i++) out.e[i] = Conv<T>::store(finish<OP>(acc[i], nranks));
   return out;
+}
+
+/* reduce_batches over fetch(r): every fetch of a batch is issued before any is used. */
+template <typename T, int OP, int ACC, typename Fetch>
+__device__ __forceinline__ Pack<T, ACC> reduce_with(Fetch fetch, int nranks) {
+  return reduce_batches<T, OP, ACC>(
+      [&](int r0, Pack<T, ACC>(&y)[peers_in_flight<T, ACC>()]) {
+#pragma unroll
+        for (int j = 0; j < peers_in_flight<T, ACC>(); j++)
+          if (r0 + j < nranks) y[j] = fetch(r0 + j);
+      },
+      nranks);
 }
 
 /* reduce_with over src(r)[v]. `src` reads the peer table from the kernel's parameters with a
@@ -314,14 +345,68 @@ __device__ __forceinline__ void publish_error(const symcoll__cuda_args_t &a) {
     return;           \
   } while (0)
 
+/*
+ * The collectives' barrier: posted epochs. Row `slot` of a rank's pad (SYMCOLL_MAX_RANKS
+ * words) holds, in 8-byte word p, what peer p last posted there, {epoch, value}, and in words
+ * 32 + p this rank's count of the barriers it met on the slot with peer p. Thread p < nranks
+ * of the block counts one more barrier (epoch e), posts {e, value} into peer p's row with one
+ * release store (no round trip: the old barrier's returning CAS on the peer's pad waited for
+ * one before it could even start waiting), then polls its own row's word p with acquire loads
+ * until the peer's epoch reaches e. A peer can be one barrier ahead (it passed e, having seen
+ * this rank's post of e, and posted e + 1 over it): its check of this rank's value then
+ * stands for both. At e, a value other than ours is a peer in another call: MISMATCH. Pads
+ * start zeroed (epoch 0); every block of every rank meets the same barriers on its slot, so
+ * the counts agree; epochs compare modulo 2^32. The public device API
+ * (symcoll_dev_barrier_block) keeps its self-resetting slots on user allocations' pads.
+ */
+static_assert(SYMCOLL_CUDA_MAX_RANKS * 8 + SYMCOLL_CUDA_MAX_RANKS * 4 <= SYMCOLL_MAX_RANKS * 4,
+              "a pad row holds the posted words and the counts");
+
+__device__ __forceinline__ void st_release_sys_u64(uint64_t *p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t ld_acquire_sys_u64(const uint64_t *p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ bool epoch_barrier(uint32_t *const *pads, uint32_t slot, int rank, int nranks,
+                                              uint32_t value, uint64_t timeout_ns, uint32_t *error) {
+  __syncthreads();
+  bool ok = true;
+  const int p = (int)threadIdx.x;
+  if (p < nranks && p != rank) {
+    uint32_t *row = pads[rank] + (size_t)slot * SYMCOLL_MAX_RANKS;
+    const uint32_t e = row[32 + p] + 1u; /* only this thread of this rank touches the count */
+    row[32 + p] = e;
+    st_release_sys_u64(reinterpret_cast<uint64_t *>(pads[p] + (size_t)slot * SYMCOLL_MAX_RANKS) + rank,
+                       (uint64_t)value << 32 | e);
+    const uint64_t *mine = reinterpret_cast<const uint64_t *>(row) + p;
+    bool other = false;
+    ok = symcoll_impl::spin(
+        [&] {
+          const uint64_t w = ld_acquire_sys_u64(mine);
+          const int32_t ahead = (int32_t)((uint32_t)w - e);
+          if (ahead < 0) return false;
+          other = ahead == 0 && (uint32_t)(w >> 32) != value;
+          return true;
+        },
+        timeout_ns, error, p, rank);
+    if (ok && other) {
+      symcoll_impl::raise_error(error, SYMCOLL_ERR_MISMATCH, p, rank);
+      ok = false;
+    }
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
 /* Every rank's block with this block index meets here with `value`: the call's signature,
  * or (BARRIER_VALUE with sig_with_state) the signature with per-rank state that must agree folded in, so that
  * ranks that disagree meet SYMCOLL_ERR_MISMATCH instead of each other's data. */
-#define BARRIER_VALUE(a, value)                                                                                \
-  do {                                                                                                         \
-    if (!symcoll_impl::block_barrier_value((a).pad, blockIdx.x, (a).rank, (a).nranks, (value), (a).timeout_ns, \
-                                           (a).error))                                                         \
-      GIVE_UP(a);                                                                                              \
+#define BARRIER_VALUE(a, value)                                                                                      \
+  do {                                                                                                               \
+    if (!epoch_barrier((a).pad, blockIdx.x, (a).rank, (a).nranks, (value), (a).timeout_ns, (a).error)) GIVE_UP(a); \
   } while (0)
 #define BARRIER(a) BARRIER_VALUE(a, (a).sig)
 

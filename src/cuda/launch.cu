@@ -15,7 +15,7 @@ __global__ void ProbePeers(const symcoll__cuda_args_t a, uint32_t value) {
 
 /* One block: every rank's copy-engine call meets here with its signature. */
 __global__ void CopyEngine_Barrier(const symcoll__cuda_args_t a) {
-  if (!symcoll_impl::block_barrier_value(a.pad, SYMCOLL_CUDA_CE_SLOT, a.rank, a.nranks, a.sig, a.timeout_ns, a.error))
+  if (!symcoll_cuda::epoch_barrier(a.pad, SYMCOLL_CUDA_CE_SLOT, a.rank, a.nranks, a.sig, a.timeout_ns, a.error))
     symcoll_cuda::publish_error(a);
 }
 
