@@ -49,8 +49,12 @@ namespace {
 // built without iostreams: a number through std::ostream goes through the locale's facets,
 // and in a process where torch's libstdc++ and this library's disagree on them (torch 2.11's
 // wheels) that crashed.
-inline void append(std::string &m, const char *s) { m += s; }
-inline void append(std::string &m, const std::string &s) { m += s; }
+inline void append(std::string &m, const char *s) {
+  m += s;
+}
+inline void append(std::string &m, const std::string &s) {
+  m += s;
+}
 template <typename N, typename = std::enable_if_t<std::is_arithmetic_v<N>>>
 void append(std::string &m, N n) {
   m += std::to_string(n);

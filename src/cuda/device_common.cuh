@@ -404,8 +404,8 @@ __device__ __forceinline__ bool epoch_barrier(uint32_t *const *pads, uint32_t sl
 /* Every rank's block with this block index meets here with `value`: the call's signature,
  * or (BARRIER_VALUE with sig_with_state) the signature with per-rank state that must agree folded in, so that
  * ranks that disagree meet SYMCOLL_ERR_MISMATCH instead of each other's data. */
-#define BARRIER_VALUE(a, value)                                                                                      \
-  do {                                                                                                               \
+#define BARRIER_VALUE(a, value)                                                                                    \
+  do {                                                                                                             \
     if (!epoch_barrier((a).pad, blockIdx.x, (a).rank, (a).nranks, (value), (a).timeout_ns, (a).error)) GIVE_UP(a); \
   } while (0)
 #define BARRIER(a) BARRIER_VALUE(a, (a).sig)
