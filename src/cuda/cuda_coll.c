@@ -394,13 +394,33 @@ static symcoll_status_t all_to_all(symcoll_comm_t comm, cuda_state_t *cs, const 
 
 /* ---- all_reduce_rmsnorm --------------------------------------------------------------------------- */
 
-/* Threads per row (rmsnorm.cu: a block per row): about four elements each, whole warps, at most
- * 1024. A function of hidden alone: every rank, and the local pass as the one-shot kernel,
- * sums a row's squares in the same order, so they give the same bits. At least 32: one
- * thread per peer at barriers. */
-static int norm_threads(size_t hidden) {
-  const size_t t = ((hidden + 3) / 4 + 31) / 32 * 32;
-  return t > 1024 ? 1024 : (int)t;
+/* Threads per row (rmsnorm.cu: a block per row): enough that each keeps at most
+ * SYMCOLL_CUDA_NORM_ROW_PACKS 16-byte packs of the row in registers, whole warps, at most
+ * SYMCOLL_CUDA_NORM_MAX_THREADS (longer rows: more packs a thread, read again from memory). A function of hidden and
+ * the dtype alone: every rank, and the local pass as the fused kernels, sums a row's squares in the same order, so they
+ * give the same bits. At least 32: one thread per peer at barriers. */
+static int norm_threads(size_t hidden, symcoll_dtype_t dt) {
+  const size_t per_pack = 16 / symcoll_dtype_size(dt), packs = (hidden + per_pack - 1) / per_pack;
+  const size_t t = ((packs + SYMCOLL_CUDA_NORM_ROW_PACKS - 1) / SYMCOLL_CUDA_NORM_ROW_PACKS + 31) / 32 * 32;
+  return t > SYMCOLL_CUDA_NORM_MAX_THREADS ? SYMCOLL_CUDA_NORM_MAX_THREADS : (int)t;
+}
+
+/* Whether every row address the norm kernels compute is 16-byte aligned: whole packs a row and
+ * the call's buffers aligned (the workspace's staging and records are). Ranks may differ here:
+ * both access modes give the same bits (rmsnorm.cu), and the grid is the smaller of theirs. */
+static int norm_vec(const symcoll__norm_args_t *a) {
+  const uintptr_t addr =
+      (uintptr_t)a->x | (uintptr_t)a->residual | (uintptr_t)a->weight | (uintptr_t)a->out | (uintptr_t)a->residual_out;
+  return (addr & 15) == 0 && a->hidden % (16 / symcoll_dtype_size(a->dtype)) == 0;
+}
+
+/* The most blocks of launch l's kernel, in either access mode, that stay resident. */
+static int norm_resident(cuda_state_t *cs, const symcoll__cuda_launch_t *l) {
+  symcoll__cuda_launch_t other = *l;
+  other.vec = !l->vec;
+  const int a = resident_blocks(cs, symcoll__cuda_rmsnorm_kernel(l), l->threads),
+            b = resident_blocks(cs, symcoll__cuda_rmsnorm_kernel(&other), l->threads);
+  return a < b ? a : b;
 }
 
 static symcoll__cuda_norm_t norm_buffers(const symcoll__norm_args_t *a) {
@@ -436,7 +456,8 @@ static symcoll_status_t norm_launched(symcoll_comm_t comm, const symcoll__norm_a
 static symcoll_status_t norm_local(symcoll_comm_t comm, const symcoll__norm_args_t *a) {
   symcoll__cuda_launch_t l = {
       .coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM, .algo = SYMCOLL_ALGO_SEQUENTIAL, .dtype = a->dtype, .op = SYMCOLL_SUM};
-  l.threads = norm_threads(a->hidden);
+  l.threads = norm_threads(a->hidden, a->dtype);
+  l.vec = norm_vec(a);
   l.blocks = a->rows < 65535 ? (int)a->rows : 65535;
   symcoll__cuda_norm_t n = norm_buffers(a);
   n.error = ((cuda_state_t *)comm->tp_state)->args.error;
@@ -457,8 +478,9 @@ static int norm_kernel_setup(symcoll_comm_t comm, cuda_state_t *cs, const symcol
   k->sig = kernel_sig(cs, a->sig, k->zero_copy, a->x_mem, a->x_off);
   *l = (symcoll__cuda_launch_t){
       .coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM, .algo = algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
-  l->threads = norm_threads(a->hidden);
-  const int maxb = resident_blocks(cs, symcoll__cuda_rmsnorm_kernel(l), l->threads);
+  l->threads = norm_threads(a->hidden, a->dtype);
+  l->vec = norm_vec(a);
+  const int maxb = norm_resident(cs, l);
   return maxb > SYMCOLL_CUDA_MAX_BLOCKS ? SYMCOLL_CUDA_MAX_BLOCKS : maxb < 1 ? 1 : maxb;
 }
 

@@ -19,6 +19,12 @@ extern "C" {
 #define SYMCOLL_CUDA_MAX_BLOCKS (SYMCOLL_CUDA_SLOTS - 2)
 #define SYMCOLL_CUDA_PAD_BYTES ((size_t)SYMCOLL_CUDA_SLOTS * SYMCOLL_MAX_RANKS * 4)
 
+/* all_reduce_rmsnorm (rmsnorm.cu): the 16-byte packs of a row a thread keeps in registers
+ * between its passes; the threads of a row's block are sized so that a row fits them, up to
+ * SYMCOLL_CUDA_NORM_MAX_THREADS (the kernels' launch bound). */
+#define SYMCOLL_CUDA_NORM_ROW_PACKS 2
+#define SYMCOLL_CUDA_NORM_MAX_THREADS 512
+
 /* Ranks of one CUDA communicator: the GPUs of one NVLink node (8 on HGX), with room for
  * several ranks per GPU. The peer tables below are kernel parameters sized by it (a small
  * parameter block launches faster than one sized for SYMCOLL_MAX_RANKS). */

@@ -30,9 +30,12 @@
  * r back from residual_out where there is one, and out back from out; otherwise it recomputes
  * them from x (and residual), which only that same thread may have overwritten, after it read
  * them.
- * Not yet done: LAMPORT (has_algo says no); 16-byte vector loads (the kernels
- * load element by element, coalesced); keeping a row in registers or shared memory instead of
- * the second and third passes over memory.
+ * A row is handled in packs of 16 bytes (norm_row): one 16-byte access a pack where every row
+ * address is aligned and hidden % E == 0 (VECTOR kernels), element accesses otherwise (UNIT),
+ * with the same thread for each element either way; a thread keeps its packs' values in
+ * registers between the passes (up to kRowPacks packs), so the second and third passes read
+ * no memory for rows of up to kRowPacks x threads packs.
+ * Not yet done: LAMPORT (has_algo says no).
  */
 #include "device_common.cuh"
 
@@ -96,52 +99,191 @@ __device__ __forceinline__ const T *residual_row(const symcoll__cuda_norm_t &n, 
   return n.residual ? reinterpret_cast<const T *>(n.residual) + row * n.hidden : nullptr;
 }
 
-/* One row's epilogue, the one code of every kernel here (so they give the same bits). sum_at(i):
- * element i of the row's sum over ranks, rounded to T; res: the residual row or NULL; d: where
- * the results go. */
-template <typename T, typename Sum>
-__device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T *res, const RowDst<T> d, Sum sum_at,
-                                         float *red) {
+/* A row in packs: pack p holds elements p*E .. p*E + E - 1 (16 bytes of T; the last pack is
+ * short when hidden % E != 0). Thread t of a row's block owns packs t, t + T, t + 2T, ...
+ * (T = blockDim.x, a function of hidden and the dtype: cuda_coll.c) in both access modes:
+ * VECTOR (every row address 16-byte aligned, hidden % E == 0: one 16-byte access a pack) and
+ * UNIT (element accesses), so that ranks whose buffers differ in alignment sum a row's squares
+ * in one order: packs ascending, elements ascending in a pack. A thread keeps the values of
+ * its first kRowPacks packs in registers between the passes, so a row of up to kRowPacks x T
+ * packs crosses memory once; further packs are read back from residual_out / out, or
+ * recomputed from the sources. */
+constexpr int kRowPacks = SYMCOLL_CUDA_NORM_ROW_PACKS;
+constexpr int kNormThreads = SYMCOLL_CUDA_NORM_MAX_THREADS; /* 128 registers a thread */
+
+/* Pack p of a row (element accesses: UNIT; `valid` elements of a short last pack: ONE each). */
+template <typename T, int U>
+__device__ __forceinline__ void row_load(const T *row, size_t p, int valid, float (&f)[Pack<T, U>::E]) {
   using C = Conv<T>;
-  const size_t h = n.hidden;
+  constexpr int E = Pack<T, U>::E;
+  if (valid == E) {
+    const Pack<T, U> x = load_cg<T, U>(reinterpret_cast<const char *>(row), p);
+#pragma unroll
+    for (int e = 0; e < E; e++) f[e] = C::load(x.e[e]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < E; e++)
+      if (e < valid) f[e] = C::load(row[p * E + e]);
+  }
+}
+template <typename T, int U>
+__device__ __forceinline__ void row_store(T *row, size_t p, int valid, const T (&v)[Pack<T, U>::E]) {
+  constexpr int E = Pack<T, U>::E;
+  if (valid == E) {
+    Pack<T, U> x;
+#pragma unroll
+    for (int e = 0; e < E; e++) x.e[e] = v[e];
+    store<T, U>(reinterpret_cast<char *>(row), p, x);
+  } else {
+#pragma unroll
+    for (int e = 0; e < E; e++)
+      if (e < valid) row[p * E + e] = v[e];
+  }
+}
+
+/* One row's epilogue, the one code of every kernel here (so they give the same bits).
+ * sum_pack(p): pack p of the row's sum over ranks, rounded to T (whole packs); sum_at(i):
+ * element i of it (a short last pack); res: the residual row or NULL; d: where the results go. */
+template <typename T, int U, typename SumPack, typename SumAt>
+__device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T *res, const RowDst<T> d,
+                                         SumPack sum_pack, SumAt sum_at, float *red) {
+  using C = Conv<T>;
+  constexpr int E = Pack<T, U>::E;
+  const size_t h = n.hidden, npacks = (h + E - 1) / E, nt = blockDim.x;
   const T *w = reinterpret_cast<const T *>(n.weight);
   T *const res_out = d.res_out, *const out = d.out;
   unsigned char *const fp8 = d.fp8;
-  /* r = s + residual rounded to T (no residual: s); read back from residual_out once written. */
-  auto r_at = [&](size_t i) -> T { return res ? C::store(C::load(sum_at(i)) + C::load(res[i])) : sum_at(i); };
+  /* Elements of pack p: E but in a short last pack (UNIT only: VECTOR rows are whole packs). */
+  auto valid_of = [&](size_t p) -> int {
+    if constexpr (U == VECTOR) return E;
+    return p * E + E <= h ? E : (int)(h - p * E);
+  };
+  /* r = s + residual rounded to T (no residual: s), of pack p into f; written to residual_out
+   * when `write`. */
+  auto r_pack = [&](size_t p, int valid, bool write, float(&f)[E]) {
+    T r[E];
+    if (valid == E) {
+      const Pack<T, U> s = sum_pack(p);
+#pragma unroll
+      for (int e = 0; e < E; e++) r[e] = s.e[e];
+    } else {
+#pragma unroll
+      for (int e = 0; e < E; e++)
+        if (e < valid) r[e] = sum_at(p * E + e);
+    }
+    if (res) {
+      float q[E];
+      row_load<T, U>(res, p, valid, q);
+#pragma unroll
+      for (int e = 0; e < E; e++)
+        if (e < valid) r[e] = C::store(C::load(r[e]) + q[e]);
+    }
+    if (write && res_out) row_store<T, U>(res_out, p, valid, r);
+#pragma unroll
+    for (int e = 0; e < E; e++)
+      if (e < valid) f[e] = C::load(r[e]);
+  };
+  /* r of pack p for a later pass: residual_out as written, or recomputed. */
+  auto r_again = [&](size_t p, int valid, float(&f)[E]) {
+    if (res_out)
+      row_load<T, U>(res_out, p, valid, f);
+    else
+      r_pack(p, valid, false, f);
+  };
+  float keep[kRowPacks][E];
   float ss = 0.0f;
-  for (size_t i = threadIdx.x; i < h; i += blockDim.x) {
-    const T r = r_at(i);
-    if (res_out) res_out[i] = r;
-    const float f = C::load(r);
-    ss = __fadd_rn(ss, __fmul_rn(f, f)); /* not fused: as the CPU's (-ffp-contract=off) */
+  {
+    size_t p = threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < kRowPacks; k++, p += nt)
+      if (p < npacks) {
+        const int valid = valid_of(p);
+        r_pack(p, valid, true, keep[k]);
+#pragma unroll
+        for (int e = 0; e < E; e++)
+          if (e < valid) ss = __fadd_rn(ss, __fmul_rn(keep[k][e], keep[k][e])); /* not fused: as the CPU's */
+      }
+    for (; p < npacks; p += nt) {
+      const int valid = valid_of(p);
+      float f[E];
+      r_pack(p, valid, true, f);
+#pragma unroll
+      for (int e = 0; e < E; e++)
+        if (e < valid) ss = __fadd_rn(ss, __fmul_rn(f[e], f[e]));
+    }
   }
   const float sumsq = block_reduce(ss, red, Add{});
   const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sumsq, (float)h), n.eps)));
-  auto out_at = [&](size_t i) -> T {
-    const T r = res_out ? res_out[i] : r_at(i);
-    return C::store(__fmul_rn(__fmul_rn(C::load(r), inv), C::load(w[i])));
-  };
   const bool dynamic = fp8 && d.scale;
   const float fixed = fp8 && !dynamic ? *n.fp8_scale : 1.0f;
   float amax = 0.0f;
-  for (size_t i = threadIdx.x; i < h; i += blockDim.x) {
-    const T o = out_at(i);
-    if (out) out[i] = o;
-    if (dynamic)
-      amax = fmaxf(amax, fabsf(C::load(o)));
-    else if (fp8)
-      fp8[i] = to_e4m3(C::load(o), fixed);
+  /* out of pack p from its r in f (f then holds out, as floats). */
+  auto out_pack = [&](size_t p, int valid, float(&f)[E]) {
+    float wf[E];
+    row_load<T, U>(w, p, valid, wf);
+    T o[E];
+#pragma unroll
+    for (int e = 0; e < E; e++)
+      if (e < valid) {
+        o[e] = C::store(__fmul_rn(__fmul_rn(f[e], inv), wf[e]));
+        f[e] = C::load(o[e]);
+      }
+    if (out) row_store<T, U>(out, p, valid, o);
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+      if (e >= valid) break;
+      if (dynamic)
+        amax = fmaxf(amax, fabsf(f[e]));
+      else if (fp8)
+        fp8[p * E + e] = to_e4m3(f[e], fixed);
+    }
+  };
+  {
+    size_t p = threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < kRowPacks; k++, p += nt)
+      if (p < npacks) out_pack(p, valid_of(p), keep[k]);
+    for (; p < npacks; p += nt) {
+      const int valid = valid_of(p);
+      float f[E];
+      r_again(p, valid, f);
+      out_pack(p, valid, f);
+    }
   }
   if (!dynamic) return;
   amax = block_reduce(amax, red, Max{});
   const float scale = fmaxf(__fdiv_rn(amax, kFp8Max), 1.0f / (kFp8Max * 512.0f));
   if (threadIdx.x == 0) *d.scale = scale;
-  for (size_t i = threadIdx.x; i < h; i += blockDim.x) fp8[i] = to_e4m3(C::load(out ? out[i] : out_at(i)), scale);
+  size_t p = threadIdx.x;
+#pragma unroll
+  for (int k = 0; k < kRowPacks; k++, p += nt)
+    if (p < npacks) {
+      const int valid = valid_of(p);
+#pragma unroll
+      for (int e = 0; e < E; e++)
+        if (e < valid) fp8[p * E + e] = to_e4m3(keep[k][e], scale);
+    }
+  for (; p < npacks; p += nt) {
+    const int valid = valid_of(p);
+    float f[E];
+    if (out) {
+      row_load<T, U>(out, p, valid, f);
+    } else { /* out recomputed from r */
+      r_again(p, valid, f);
+      float wf[E];
+      row_load<T, U>(w, p, valid, wf);
+#pragma unroll
+      for (int e = 0; e < E; e++)
+        if (e < valid) f[e] = C::load(C::store(__fmul_rn(__fmul_rn(f[e], inv), wf[e])));
+    }
+#pragma unroll
+    for (int e = 0; e < E; e++)
+      if (e < valid) fp8[p * E + e] = to_e4m3(f[e], scale);
+  }
 }
 
-template <typename T>
-__global__ void __launch_bounds__(1024) RmsNorm_Local(const symcoll__cuda_norm_t n) {
+template <typename T, int U>
+__global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cuda_norm_t n) {
   __shared__ float red[33];
   /* The chain's all-reduce, before this on the stream, gave up: its output is not a sum. */
   __shared__ uint32_t gave_up; /* one read for the block: every thread takes the same branch */
@@ -151,16 +293,19 @@ __global__ void __launch_bounds__(1024) RmsNorm_Local(const symcoll__cuda_norm_t
   const T *x = reinterpret_cast<const T *>(n.x);
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x) {
     const T *s = x + row * n.hidden;
-    norm_row<T>(
-        n, residual_row<T>(n, row), caller_row<T>(n, row), [&](size_t i) { return s[i]; }, red);
+    norm_row<T, U>(
+        n, residual_row<T>(n, row), caller_row<T>(n, row),
+        [&](size_t p) { return load_cg<T, U>(reinterpret_cast<const char *>(s), p); }, [&](size_t i) { return s[i]; },
+        red);
   }
 }
 
 /* Block b of every rank owns rows b, b + grid, ... of each round, stages them, and reads them
  * from every rank after the barrier that block b of every rank meets: the rule of every kernel
  * here (a block reads only what its twins staged). */
-template <typename T>
-__global__ void __launch_bounds__(1024) RmsNorm_OneShot(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
+template <typename T, int U>
+__global__ void __launch_bounds__(kNormThreads)
+    RmsNorm_OneShot(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
   __shared__ float red[33];
   const size_t rb = n.hidden * sizeof(T);
   const size_t round = a.zero_copy ? n.rows : n.rows_per_round;
@@ -173,8 +318,9 @@ __global__ void __launch_bounds__(1024) RmsNorm_OneShot(const symcoll__cuda_args
     for (size_t j = blockIdx.x; j < cnt; j += gridDim.x) {
       /* Rank r's copy of row base + j: its staging, or its input (zero-copy). */
       auto src = [&](int r) -> const char * { return (a.zero_copy ? a.src[r] + base * rb : a.ws[r]) + j * rb; };
-      norm_row<T>(
+      norm_row<T, U>(
           n, residual_row<T>(n, base + j), caller_row<T>(n, base + j),
+          [&](size_t p) { return reduce_at<T, SYMCOLL_SUM, U>(src, a.nranks, p); },
           [&](size_t i) { return reduce_at<T, SYMCOLL_SUM, ONE>(src, a.nranks, i).e[0]; }, red);
     }
     /* Peers are done reading this block's rows of our workspace (or of our input). */
@@ -246,8 +392,9 @@ __device__ __forceinline__ void copy_cg(char *dst, const char *src, size_t bytes
  * barriers, and the call a last one, after which peers read nothing of ours: the next call
  * (any kernel) may stage over it. Every block of every rank meets 2 x rounds + 1 barriers. An
  * earlier kernel that gave up leaves the error word set: the kernel then writes nothing. */
-template <typename T>
-__global__ void __launch_bounds__(1024) RmsNorm_TwoShot(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
+template <typename T, int U>
+__global__ void __launch_bounds__(kNormThreads)
+    RmsNorm_TwoShot(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
   __shared__ float red[33];
   __shared__ uint32_t gave_up; /* one read for the block: every thread takes the same branch */
   if (threadIdx.x == 0) gave_up = *(volatile const uint32_t *)a.error;
@@ -271,8 +418,9 @@ __global__ void __launch_bounds__(1024) RmsNorm_TwoShot(const symcoll__cuda_args
       const size_t j = my_lo + i; /* position in the round */
       /* Rank r's copy of row base + j: its staging, or its input (zero-copy). */
       auto src = [&](int r) -> const char * { return (a.zero_copy ? a.src[r] + base * rb : a.ws[r]) + j * rb; };
-      norm_row<T>(
+      norm_row<T, U>(
           n, residual_row<T>(n, base + j), record<T>(n, mine + n.rec_at + i * n.rec_bytes),
+          [&](size_t p) { return reduce_at<T, SYMCOLL_SUM, U>(src, a.nranks, p); },
           [&](size_t e) { return reduce_at<T, SYMCOLL_SUM, ONE>(src, a.nranks, e).e[0]; }, red);
     }
     BARRIER(a);
@@ -293,18 +441,22 @@ __global__ void __launch_bounds__(1024) RmsNorm_TwoShot(const symcoll__cuda_args
   BARRIER(a);
 }
 
-template <typename T>
-const void *pick(symcoll_algo_t algo) {
+template <typename T, int U>
+const void *pick_access(symcoll_algo_t algo) {
   switch (algo) {
     case SYMCOLL_ALGO_SEQUENTIAL:
-      return (const void *)RmsNorm_Local<T>;
+      return (const void *)RmsNorm_Local<T, U>;
     case SYMCOLL_ALGO_ONE_SHOT:
-      return (const void *)RmsNorm_OneShot<T>;
+      return (const void *)RmsNorm_OneShot<T, U>;
     case SYMCOLL_ALGO_TWO_SHOT:
-      return (const void *)RmsNorm_TwoShot<T>;
+      return (const void *)RmsNorm_TwoShot<T, U>;
     default:
       return nullptr;
   }
+}
+template <typename T>
+const void *pick(const symcoll__cuda_launch_t *l) {
+  return l->vec ? pick_access<T, VECTOR>(l->algo) : pick_access<T, UNIT>(l->algo);
 }
 
 }  // namespace
@@ -313,11 +465,11 @@ const void *pick(symcoll_algo_t algo) {
 extern "C" const void *symcoll__cuda_rmsnorm_kernel(const symcoll__cuda_launch_t *l) {
   switch (l->dtype) {
     case SYMCOLL_FLOAT32:
-      return symcoll_cuda::pick<float>(l->algo);
+      return symcoll_cuda::pick<float>(l);
     case SYMCOLL_FLOAT16:
-      return symcoll_cuda::pick<__half>(l->algo);
+      return symcoll_cuda::pick<__half>(l);
     case SYMCOLL_BFLOAT16:
-      return symcoll_cuda::pick<__nv_bfloat16>(l->algo);
+      return symcoll_cuda::pick<__nv_bfloat16>(l);
     default:
       return nullptr; /* the norm takes fp32, fp16 and bf16 only */
   }
