@@ -75,10 +75,14 @@ static const char *const builtin_table =
     "matmul_reduce_scatter cuda * * 33554432 sequential\n"
     "matmul_reduce_scatter cuda * * inf overlap\n"
     /* all_reduce_rmsnorm, by x's bytes. CPU ranks: the norm is work, and two-shot shares it out
-     * (2-vCPU machine, bench/results/host); GPUs: the fused one-shot (not yet tuned). */
+     * (2-vCPU machine, bench/results/host); GPUs (H200, bench/results/h200/norm): one rank,
+     * the fused one-shot; ranks sharing the GPU (2 and 8 thread ranks), the chain of the tuned
+     * all_reduce and the local pass was as fast or faster at every shape (every rank's one-shot
+     * reads all ranks' rows on the one GPU); re-tune on a real node. */
     "all_reduce_rmsnorm host * * 65536 oneshot\n"
     "all_reduce_rmsnorm host * * inf twoshot\n"
-    "all_reduce_rmsnorm cuda * * inf oneshot\n"
+    "all_reduce_rmsnorm cuda 1 * inf oneshot\n"
+    "all_reduce_rmsnorm cuda * * inf sequential\n"
     /* Communicators spanning nodes. CPU ranks (2 and 3 network-namespace nodes x 2 ranks
      * of one 2-vCPU Xeon, MPI over veth links, bench/results/host/netns): MPI alone while
      * small, the hierarchical path once the node-local steps save more than they cost;
