@@ -36,6 +36,25 @@ static const char *const builtin_table =
     "host 2 * inf oneshot\n"
     "host * * 1048576 oneshot\n"
     "host * * inf twoshot\n"
+    /* all_reduce on a node of one GPU a rank (class nvlink): the cost model of
+     * docs/gpu-tuning-model.md (a peer round trip of 1 us, 370 GB/s a link direction; not yet
+     * measured on such a node: scripts/multi-gpu re-tunes there). */
+    "cuda:nvlink 1 * inf oneshot\n"
+    "cuda:nvlink 2 * 1048576 lamport\n"
+    "cuda:nvlink 2 * inf oneshot_db\n"
+    "cuda:nvlink 3 * 1048576 lamport\n"
+    "cuda:nvlink 3 * 2097152 oneshot_db\n"
+    "cuda:nvlink 3 * inf twoshot\n"
+    "cuda:nvlink 4 * 1048576 lamport\n"
+    "cuda:nvlink 4 * inf twoshot\n"
+    "cuda:nvlink 5 * 524288 lamport\n"
+    "cuda:nvlink 5 * inf twoshot\n"
+    "cuda:nvlink 6 * 262144 lamport\n"
+    "cuda:nvlink 6 * inf twoshot\n"
+    "cuda:nvlink * * 262144 lamport\n"
+    "cuda:nvlink * * inf twoshot\n"
+    /* all_reduce where ranks share a GPU (class shared), and the other collectives everywhere:
+     * measured on the H200 (bench/results/h200/tuning). */
     "cuda 1 * inf oneshot\n"
     "cuda 2 * 262144 lamport 0 256\n"
     "cuda 2 * 1048576 lamport\n"

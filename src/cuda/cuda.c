@@ -576,6 +576,15 @@ static bool cuda_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo
   return false;
 }
 
+/* The tuning table's class of a CUDA communicator: "shared" where ranks share a GPU (threads,
+ * or processes under MPS: an emulated node, whose "peers" are the one GPU's L2 and HBM), else
+ * "nvlink" (a GPU a rank, peers across the node's links), so that rows measured on one kind do
+ * not steer the other (docs/gpu-tuning-model.md). */
+static const char *cuda_tune_class(symcoll_comm_t comm) {
+  const cuda_state_t *cs = comm->tp_state;
+  return cs && cs->share > 1 ? "shared" : "nvlink";
+}
+
 const symcoll__transport_t symcoll__cuda_transport = {
     .name = "cuda",
     .comm_init = cuda_comm_init,
@@ -594,5 +603,6 @@ const symcoll__transport_t symcoll__cuda_transport = {
     .scratch_free = symcoll__cuda_scratch_free,
     .matmul = symcoll__cuda_matmul,
     .norm = symcoll__cuda_norm,
+    .tune_class = cuda_tune_class,
     .abort = cuda_abort,
 };
