@@ -362,15 +362,6 @@ __device__ __forceinline__ void publish_error(const symcoll__cuda_args_t &a) {
 static_assert(SYMCOLL_CUDA_MAX_RANKS * 8 + SYMCOLL_CUDA_MAX_RANKS * 4 <= SYMCOLL_MAX_RANKS * 4,
               "a pad row holds the posted words and the counts");
 
-__device__ __forceinline__ void st_release_sys_u64(uint64_t *p, uint64_t v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ uint64_t ld_acquire_sys_u64(const uint64_t *p) {
-  uint64_t v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-
 __device__ __forceinline__ bool epoch_barrier(uint32_t *const *pads, uint32_t slot, int rank, int nranks,
                                               uint32_t value, uint64_t timeout_ns, uint32_t *error) {
   __syncthreads();
@@ -380,13 +371,13 @@ __device__ __forceinline__ bool epoch_barrier(uint32_t *const *pads, uint32_t sl
     uint32_t *row = pads[rank] + (size_t)slot * SYMCOLL_MAX_RANKS;
     const uint32_t e = row[32 + p] + 1u; /* only this thread of this rank touches the count */
     row[32 + p] = e;
-    st_release_sys_u64(reinterpret_cast<uint64_t *>(pads[p] + (size_t)slot * SYMCOLL_MAX_RANKS) + rank,
-                       (uint64_t)value << 32 | e);
+    symcoll_impl::st_release_sys(reinterpret_cast<uint64_t *>(pads[p] + (size_t)slot * SYMCOLL_MAX_RANKS) + rank,
+                                 (uint64_t)value << 32 | e);
     const uint64_t *mine = reinterpret_cast<const uint64_t *>(row) + p;
     bool other = false;
     ok = symcoll_impl::spin(
         [&] {
-          const uint64_t w = ld_acquire_sys_u64(mine);
+          const uint64_t w = symcoll_impl::ld_acquire_sys(mine);
           const int32_t ahead = (int32_t)((uint32_t)w - e);
           if (ahead < 0) return false;
           other = ahead == 0 && (uint32_t)(w >> 32) != value;

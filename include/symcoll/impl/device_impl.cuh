@@ -106,12 +106,21 @@ __device__ __forceinline__ bool block_barrier(uint32_t *const *pads, uint32_t sl
   return block_barrier_value(pads, slot, rank, nranks, 1u, timeout_ns, error);
 }
 
+/* Release stores and acquire loads at system scope, of 4 and 8 bytes. */
 __device__ __forceinline__ void st_release_sys(uint32_t *addr, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_release_sys(uint64_t *addr, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(addr), "l"(v) : "memory");
 }
 __device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t *addr) {
   uint32_t v;
   asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t *addr) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
   return v;
 }
 
