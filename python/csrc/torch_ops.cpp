@@ -46,9 +46,8 @@ namespace {
 
 // A refusal or a failing status: std::runtime_error, which PyTorch raises as RuntimeError with
 // this message (STD_TORCH_CHECK would prefix it with this file's name and line). The message is
-// built without iostreams: a number through std::ostream goes through the locale's facets,
-// and in a process where torch's libstdc++ and this library's disagree on them (torch 2.11's
-// wheels) that crashed.
+// built without iostreams: under torch 2.11 a refusal that formatted a number through
+// std::ostream crashed (why was not established).
 inline void append(std::string &m, const char *s) {
   m += s;
 }

@@ -26,10 +26,10 @@
  * Per row: pass 1 computes r (and writes residual_out) and the sum of squares; pass 2 computes
  * out (and, with a static scale, the fp8 output; with dynamic scales the row's amax); pass 3
  * (dynamic scales only) writes the scale and the fp8 output. Every element is read and
- * written by one thread, so out == x and residual_out == residual are safe: a later pass reads
- * r back from residual_out where there is one, and out back from out; otherwise it recomputes
- * them from x (and residual), which only that same thread may have overwritten, after it read
- * them.
+ * written by one thread, so out == x and residual_out == residual are safe: a later pass takes
+ * r (and out) from the thread's registers, or, for packs past those, reads r back from
+ * residual_out where there is one and out back from out; otherwise it recomputes them from x
+ * (and residual), which only that same thread may have overwritten, after it read them.
  * A row is handled in packs of 16 bytes (norm_row): one 16-byte access a pack where every row
  * address is aligned and hidden % E == 0 (VECTOR kernels), element accesses otherwise (UNIT),
  * with the same thread for each element either way; a thread keeps its packs' values in
