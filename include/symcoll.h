@@ -415,6 +415,34 @@ typedef struct {
 /** Fills *view_p for a GPU allocation. UNSUPPORTED for CPU communicators. */
 SYMCOLL_API symcoll_status_t symcoll_mem_device_view(symcoll_mem_t mem, symcoll_device_view_t *view_p);
 
+/**
+ * The symmetric allocation of comm that holds [ptr, ptr + bytes) on this rank, and the offset of
+ * ptr in it; NULL (and 0) if none does. Collectives on such a buffer run zero-copy.
+ */
+SYMCOLL_API symcoll_mem_t symcoll_mem_lookup(symcoll_comm_t comm, const void *ptr, size_t bytes, size_t *offset_p);
+
+/* ---- an allocator for frameworks ------------------------------------------------ *
+ *
+ * The two functions a framework's pluggable allocator calls (PyTorch: torch.cuda.MemPool over
+ * torch.cuda.memory.CUDAPluggableAllocator(libsymcoll.so, "symcoll_pool_alloc",
+ * "symcoll_pool_free"); the Python package's comm.mem_pool() sets it up). While a GPU
+ * communicator is attached for its device, every block asked for is a symmetric allocation of it
+ * (symcoll_mem_alloc), so tensors carved from it are zero-copy for its collectives.
+ *
+ * The rule that makes it safe: allocation and free are collective, so inside the pool every
+ * rank must allocate (and free) the same sizes in the same order, as a framework running the same
+ * code on every rank does. A rank that asks for another size fails every rank's allocation
+ * (MISMATCH: the framework reports out of memory); tensors at different offsets on different
+ * ranks are caught by the call signature (MISMATCH), never read at the wrong place.
+ * One rank per process and device (process mode); thread-mode communicators: UNSUPPORTED.
+ */
+SYMCOLL_API symcoll_status_t symcoll_pool_attach(symcoll_comm_t comm);
+SYMCOLL_API symcoll_status_t symcoll_pool_detach(symcoll_comm_t comm);
+/** PyTorch's alloc signature: a block of `bytes` on `device` (NULL: none attached, or refused). */
+SYMCOLL_API void *symcoll_pool_alloc(size_t bytes, int device, void *stream);
+/** PyTorch's free signature: releases a block symcoll_pool_alloc returned (collective). */
+SYMCOLL_API void symcoll_pool_free(void *ptr, size_t bytes, int device, void *stream);
+
 /* ---- collectives ---------------------------------------------------------------------- *
  *
  * Every rank makes the same calls in the same order with the same arguments (count, dtype,

@@ -572,14 +572,105 @@ static void test_gpu_init_all(void **state) {
 }
 #endif
 
-int main(void) {
+/* The real NCCL loaded by the program before the shim opens it, after the shim, into the global
+ * scope (PyTorch's package does this): the real library's calls to its own exported functions
+ * then reach the shim with real communicators. A forwarded send/recv to self at world 1 must
+ * still work (it failed with "invalid argument" before the shim handed those back). Runs in a
+ * fresh process (--preloaded-real): the shim must not have opened the real library yet. */
+static int forward_with_preloaded_real(void) {
+#if defined(SYMCOLL_HAVE_CUDA) && defined(SHIM_LIB)
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) return 77;
+  const char *real_path = getenv("SYMCOLL_NCCL_REAL_LIB");
+#ifdef REAL_NCCL_LIB
+  if (!real_path) real_path = REAL_NCCL_LIB;
+#endif
+  if (!real_path) return 77;
+  void *h =
+      dlopen(getenv("SYMCOLL_NCCL_SHIM_LIB") ? getenv("SYMCOLL_NCCL_SHIM_LIB") : SHIM_LIB, RTLD_NOW | RTLD_GLOBAL);
+  void *real = h ? dlopen(real_path, RTLD_LAZY | RTLD_GLOBAL) : NULL;
+  if (!h || !real) {
+    fprintf(stderr, "preloaded real: %s\n", dlerror());
+    return 77;
+  }
+  setenv("SYMCOLL_NCCL_REAL_LIB", real_path, 1);
+  const size_t n = 4099;
+  ncclUniqueId id;
+  ncclComm_t c;
+  float *a, *b, *host = malloc(n * sizeof(float));
+  cudaStream_t st;
+  int bad = 0;
+  if (SYM(h, ncclGetUniqueId)(&id) != ncclSuccess || SYM(h, ncclCommInitRank)(&c, 1, id, 0) != ncclSuccess ||
+      cudaMalloc((void **)&a, n * sizeof(float)) != cudaSuccess ||
+      cudaMalloc((void **)&b, n * sizeof(float)) != cudaSuccess || cudaStreamCreate(&st) != cudaSuccess)
+    return 1;
+  for (size_t i = 0; i < n; i++) host[i] = (float)(i % 7);
+  cudaMemcpy(a, host, n * sizeof(float), cudaMemcpyHostToDevice);
+  cudaMemset(b, 0xff, n * sizeof(float));
+  SYM(h, ncclGroupStart)();
+  ncclResult_t rs = SYM(h, ncclSend)(a, n, ncclFloat32, 0, c, st);
+  ncclResult_t rr = SYM(h, ncclRecv)(b, n, ncclFloat32, 0, c, st);
+  ncclResult_t re = SYM(h, ncclGroupEnd)();
+  void *reg = NULL;
+  ncclResult_t rg = SYM(h, ncclCommRegister)(c, a, n * sizeof(float), &reg); /* the real one's now */
+  if (rg == ncclSuccess) rg = SYM(h, ncclCommDeregister)(c, reg);
+  ncclResult_t async = ncclInternalError;
+  ncclResult_t ra = SYM(h, ncclCommGetAsyncError)(c, &async);
+  if (rs != ncclSuccess || rr != ncclSuccess || re != ncclSuccess || rg != ncclSuccess || ra != ncclSuccess ||
+      async != ncclSuccess) {
+    fprintf(stderr, "preloaded real: send %d recv %d group %d register %d async %d/%d: %s\n", (int)rs, (int)rr, (int)re,
+            (int)rg, (int)ra, (int)async, SYM(h, ncclGetLastError)(c));
+    bad++;
+  }
+  cudaStreamSynchronize(st);
+  cudaMemcpy(host, b, n * sizeof(float), cudaMemcpyDeviceToHost);
+  for (size_t i = 0; i < n && !bad; i++)
+    if (host[i] != (float)(i % 7)) {
+      fprintf(stderr, "preloaded real: element %zu is %g\n", i, (double)host[i]);
+      bad++;
+    }
+  if (SYM(h, ncclCommDestroy)(c) != ncclSuccess) bad++;
+  free(host);
+  return bad != 0;
+#else
+  return 77;
+#endif
+}
+
+#ifdef SYMCOLL_HAVE_CUDA
+static void test_gpu_forward_preloaded_real(void **state) {
+  (void)state;
+  pid_t kid = fork();
+  if (kid == 0) {
+    execl("/proc/self/exe", "test_nccl_shim", "--preloaded-real", (char *)NULL);
+    _exit(77);
+  }
+  int st = 0;
+  waitpid(kid, &st, 0);
+  assert_true(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 77) skip();
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+#endif
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--preloaded-real")) return forward_with_preloaded_real();
+
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_dtype_map),     cmocka_unit_test(test_op_map),       cmocka_unit_test(test_call_maps),
-      cmocka_unit_test(test_policy_parse),  cmocka_unit_test(test_decide),       cmocka_unit_test(test_status_map),
-      cmocka_unit_test(test_config_check),  cmocka_unit_test(test_unique_id),    cmocka_unit_test(test_last_error),
+      cmocka_unit_test(test_dtype_map),
+      cmocka_unit_test(test_op_map),
+      cmocka_unit_test(test_call_maps),
+      cmocka_unit_test(test_policy_parse),
+      cmocka_unit_test(test_decide),
+      cmocka_unit_test(test_status_map),
+      cmocka_unit_test(test_config_check),
+      cmocka_unit_test(test_unique_id),
+      cmocka_unit_test(test_last_error),
       cmocka_unit_test(test_library),
 #ifdef SYMCOLL_HAVE_CUDA
-      cmocka_unit_test(test_gpu_two_ranks), cmocka_unit_test(test_gpu_init_all),
+      cmocka_unit_test(test_gpu_two_ranks),
+      cmocka_unit_test(test_gpu_init_all),
+      cmocka_unit_test(test_gpu_forward_preloaded_real),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -285,6 +285,10 @@ class Comm:
         _handles.pop(self.handle, None)
         if _bind is not None:
             _bind(self.handle, None)
+        if getattr(self, "_pool", None) is not None:
+            from . import _torch
+
+            _torch.drop_pool(self)  # its blocks go back while the communicator can still free them
         lib.symcoll_comm_destroy(self._c)
         self._c = None
         self._mems = []
@@ -330,6 +334,31 @@ class Comm:
         ptr = lib.symcoll_mem_ptr(m, self.rank)
         buf = (ctypes.c_byte * max(count * dt.itemsize, 1)).from_address(ptr)
         return np.frombuffer(buf, dtype=dt, count=count).reshape(shape)
+
+    def mem_pool(self):
+        """A context manager: inside `with comm.mem_pool():` every CUDA tensor PyTorch allocates
+        on this rank's GPU is symmetric memory of this communicator (a torch.cuda.MemPool over
+        symcoll's allocator), so collectives on tensors from layers that know nothing of symcoll
+        (a Linear's output, say) run zero-copy. It yields the pool; the pool is kept with the
+        communicator and reused by later `with` blocks.
+
+        The rule that makes it safe: allocation is collective. Inside the pool every rank must
+        allocate the same sizes in the same order, as the same model code on every rank does. A
+        rank that asks for another size fails every rank's allocation (torch raises
+        OutOfMemoryError; the log names the sizes); a tensor at another offset on another rank is
+        refused by the collective (MismatchError), never read at the wrong place. Blocks go back
+        (collectively) at torch.cuda.empty_cache() or with the communicator. One rank per process
+        (process mode); CPU ranks: torch has no pluggable allocator for CPU tensors."""
+        from . import _torch
+
+        return _torch.mem_pool(self)
+
+    def is_symmetric(self, x):
+        """Whether the buffer of x (a tensor or numpy array) lies in this communicator's symmetric
+        memory (comm.empty, comm.mem_pool), where collectives read it zero-copy."""
+        ptr, nbytes = (x.data_ptr(), x.numel() * x.element_size()) if hasattr(x, "data_ptr") else \
+            (x.__array_interface__["data"][0], x.nbytes)
+        return bool(lib.symcoll_mem_lookup(self._c, ptr, max(nbytes, 1), None))
 
     def free(self):
         """Frees every symmetric array of this communicator (collective)."""

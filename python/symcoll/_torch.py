@@ -35,6 +35,7 @@ The all_reduce_rmsnorm ops take x of any shape (..., hidden), residual of x's sh
 hidden elements, all of one dtype (float32, float16, bfloat16); Comm.all_reduce_rmsnorm says
 what they compute.
 """
+import contextlib
 import ctypes
 import os
 import pathlib
@@ -73,6 +74,42 @@ def empty(comm, shape, count, dtype):
     with torch.cuda.device(comm.device):
         raw = torch.as_tensor(_CudaArray(ptr, count, itemsize, comm), device=f"cuda:{comm.device}")
     return raw.view(dtype).reshape(shape)
+
+
+_POOL_ALLOCATOR = None
+
+
+@contextlib.contextmanager
+def mem_pool(comm):
+    """comm.mem_pool(): torch.cuda.MemPool over symcoll_pool_alloc / symcoll_pool_free."""
+    global _POOL_ALLOCATOR
+    if comm.device == _lib.DEVICE_HOST:
+        raise _lib.SymcollError("mem_pool: CPU ranks (torch has no pluggable allocator for CPU tensors; "
+                                "use comm.empty)")
+    if not hasattr(torch.cuda, "MemPool") or not hasattr(torch.cuda, "use_mem_pool"):
+        raise _lib.SymcollError(f"mem_pool: needs torch.cuda.MemPool and use_mem_pool (torch >= 2.8), "
+                                f"this is torch {torch.__version__}")
+    if _POOL_ALLOCATOR is None:
+        _POOL_ALLOCATOR = torch.cuda.memory.CUDAPluggableAllocator(_lib.lib._name, "symcoll_pool_alloc",
+                                                                  "symcoll_pool_free")
+    if getattr(comm, "_pool", None) is None:
+        comm._pool = torch.cuda.MemPool(_POOL_ALLOCATOR.allocator())
+    _lib.check(_lib.lib.symcoll_pool_attach(comm._c), "symcoll_pool_attach")
+    try:
+        with torch.cuda.use_mem_pool(comm._pool, device=torch.device("cuda", comm.device)):
+            yield comm._pool
+    finally:
+        _lib.lib.symcoll_pool_detach(comm._c)
+
+
+def drop_pool(comm):
+    """Before comm's destroy: the pool's cached blocks go back (collectively, on every rank alike)."""
+    torch.cuda.synchronize(comm.device)
+    comm._pool = None
+    import gc
+
+    gc.collect()
+    torch.cuda.empty_cache()
 
 
 def _comm(handle):

@@ -385,3 +385,68 @@ def test_torch_cuda(n):
     if n > 1 and torch.cuda.device_count() < n and not os.environ.get("CUDA_MPS_PIPE_DIRECTORY"):
         pytest.skip("several processes on one GPU need MPS (scripts/device-check starts it)")
     assert run_ranks(_torch_cuda_rank, n, timeout=300) == [True] * n
+
+
+def _mem_pool_rank(rank, n):
+    import torch
+
+    torch.cuda.set_device(0 if torch.cuda.device_count() == 1 else rank)
+    ops = torch.ops.symcoll
+    with symcoll.Comm.from_env(device="cuda" if torch.cuda.device_count() > 1 else 0) as comm:
+        h = comm.handle
+        lin = torch.nn.Linear(256, 512, device="cuda")
+        with torch.no_grad():
+            lin.weight.fill_(1.0)
+            lin.bias.zero_()
+        x = torch.full((64, 256), float(rank + 1), device="cuda")
+        assert not comm.is_symmetric(lin(x))
+        with comm.mem_pool():
+            y = lin(x)  # an unmodified layer's output
+        assert comm.is_symmetric(y), "a tensor allocated inside the pool is not symmetric"
+        want = torch.full_like(y, 256.0 * n * (n + 1) / 2)
+        assert torch.equal(ops.all_reduce(y, "sum", h), want)  # zero-copy input
+        ops.all_reduce_(y, "sum", h)
+        assert torch.equal(y, want)
+        with comm.mem_pool():  # the same pool again; a block of its own (past torch's small pool)
+            z = torch.empty(3 * 1024 * 1024 + 7, device="cuda")
+            g = torch.empty(n * 1000, device="cuda", dtype=torch.bfloat16)
+        assert comm.is_symmetric(z) and comm.is_symmetric(g)
+        z.fill_(rank)
+        assert torch.equal(ops.all_reduce(z, "sum", h), torch.full_like(z, n * (n - 1) / 2))
+        ops.all_gather_into_tensor(g, torch.full((1000,), rank, device="cuda", dtype=torch.bfloat16), h)
+        assert torch.equal(g, torch.arange(n, device="cuda").repeat_interleave(1000).bfloat16())
+        del y, z, g
+    return True
+
+
+@pytest.mark.skipif(not _cuda_available(), reason="no GPU on this machine (or no torch)")
+@pytest.mark.parametrize("n", [1, 2])
+def test_torch_mem_pool(n):
+    """comm.mem_pool(): tensors PyTorch allocates inside it (a Linear's output) are symmetric and
+    take the zero-copy path; results exact."""
+    import torch
+
+    if not hasattr(torch.cuda, "use_mem_pool"):
+        pytest.skip(f"torch {torch.__version__} has no torch.cuda.use_mem_pool (2.8+)")
+    if n > 1 and torch.cuda.device_count() < n and not os.environ.get("CUDA_MPS_PIPE_DIRECTORY"):
+        pytest.skip("several processes on one GPU need MPS (scripts/device-check starts it)")
+    assert run_ranks(_mem_pool_rank, n, timeout=300) == [True] * n
+
+
+def _lookup_rank(rank, n):
+    import numpy as np
+
+    with symcoll.Comm.from_env() as comm:
+        a = comm.empty(100, "float32")
+        assert comm.is_symmetric(a) and comm.is_symmetric(a[10:20])
+        assert not comm.is_symmetric(np.zeros(100, dtype=np.float32))
+        if HAVE_TORCH:  # CPU ranks have no pool: torch has no pluggable allocator for CPU tensors
+            with pytest.raises(symcoll.SymcollError, match="CPU ranks"):
+                with comm.mem_pool():
+                    pass
+    return True
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_is_symmetric(n):
+    assert run_ranks(_lookup_rank, n) == [True] * n

@@ -102,6 +102,7 @@ symcoll_status_t symcoll__comm_new(const symcoll_config_t *cfg, symcoll_comm_t *
 
 void symcoll__comm_free(symcoll_comm_t c) {
   symcoll__monitor_stop(c);
+  symcoll__pool_forget(c);
   while (c->mems) {
     struct symcoll_mem *m = c->mems;
     c->mems = m->next;

@@ -121,6 +121,8 @@ SYMCOLL_HIDDEN void symcoll__comm_fail(symcoll_comm_t comm, symcoll_status_t sta
 
 /* Finds the symmetric allocation of comm holding [p, p+bytes): NULL if none. */
 SYMCOLL_HIDDEN struct symcoll_mem *symcoll__mem_find(symcoll_comm_t comm, const void *p, size_t bytes, size_t *off_p);
+/* Drops comm from the framework allocator's registry (pool.c): its blocks go with it. */
+SYMCOLL_HIDDEN void symcoll__pool_forget(symcoll_comm_t comm);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__mem_alloc_internal(symcoll_comm_t comm, size_t bytes,
                                                             struct symcoll_mem **mem_p);
 

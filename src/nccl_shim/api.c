@@ -275,7 +275,8 @@ SHIM_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
 }
 
 SHIM_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
-  if (!comm || comm->magic != SHIM_COMM_MAGIC || !asyncError) return ncclInvalidArgument;
+  SHIM_FOREIGN_COMM(comm, CommGetAsyncError, comm, asyncError);
+  if (!comm || !asyncError) return ncclInvalidArgument;
   pthread_mutex_lock(&comm->lock);
   const int state = comm->state;
   const ncclResult_t init_rc = comm->init_rc;
@@ -297,19 +298,22 @@ SHIM_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *as
 }
 
 SHIM_EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
-  if (!comm || comm->magic != SHIM_COMM_MAGIC || !count) return ncclInvalidArgument;
+  SHIM_FOREIGN_COMM(comm, CommCount, comm, count);
+  if (!comm || !count) return ncclInvalidArgument;
   *count = comm->nranks;
   return ncclSuccess;
 }
 
 SHIM_EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device) {
-  if (!comm || comm->magic != SHIM_COMM_MAGIC || !device) return ncclInvalidArgument;
+  SHIM_FOREIGN_COMM(comm, CommCuDevice, comm, device);
+  if (!comm || !device) return ncclInvalidArgument;
   *device = comm->device;
   return ncclSuccess;
 }
 
 SHIM_EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank) {
-  if (!comm || comm->magic != SHIM_COMM_MAGIC || !rank) return ncclInvalidArgument;
+  SHIM_FOREIGN_COMM(comm, CommUserRank, comm, rank);
+  if (!comm || !rank) return ncclInvalidArgument;
   *rank = comm->rank;
   return ncclSuccess;
 }
@@ -564,6 +568,7 @@ static bool handle_free(void *p) {
 }
 
 SHIM_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle) {
+  SHIM_FOREIGN_COMM(comm, CommRegister, comm, buff, size, handle);
   ncclResult_t rc = shim_comm_ready(comm, "ncclCommRegister");
   if (rc != ncclSuccess) return rc;
   if (!handle) return ncclInvalidArgument;
@@ -575,6 +580,7 @@ SHIM_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, siz
 }
 
 SHIM_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
+  SHIM_FOREIGN_COMM(comm, CommDeregister, comm, handle);
   ncclResult_t rc = shim_comm_ready(comm, "ncclCommDeregister");
   if (rc != ncclSuccess) return rc;
   if (handle_free(handle)) return ncclSuccess;

@@ -31,8 +31,13 @@ static bool is_shim(void *h) {
   return theirs.dli_fbase == ours.dli_fbase;
 }
 
+static bool real_preloaded; /* the program had loaded it before: see SHIM_FOREIGN_COMM */
+
 static void *try_open(const char *name, char *tried, size_t tried_size) {
   if (!name || !*name) return NULL;
+  void *pre = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+  const bool loaded_before = pre && !is_shim(pre);
+  if (pre) dlclose(pre);
   void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   size_t used = strlen(tried);
   if (!h) {
@@ -44,6 +49,7 @@ static void *try_open(const char *name, char *tried, size_t tried_size) {
     dlclose(h);
     return NULL;
   }
+  real_preloaded = loaded_before;
   return h;
 }
 
@@ -105,7 +111,10 @@ static void load_once(void) {
     snprintf(real_path_buf, sizeof real_path_buf, "%s", info.dli_fname);
   int v = 0;
   real.GetVersion(&v);
-  SHIM_INFO("the real NCCL: %s (version %d)", real_path_buf, v);
+  SHIM_INFO("the real NCCL: %s (version %d)%s", real_path_buf, v,
+            real_preloaded ? "; the program loaded it first, so its own calls to NCCL's API reach the shim, "
+                             "which hands them back"
+                           : "");
   real_why[0] = '\0';
   real_p = &real;
 }

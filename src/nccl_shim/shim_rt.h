@@ -58,6 +58,20 @@ SHIM_HIDDEN const char *shim_real_path(void);
 
 enum { SHIM_COMM_MAGIC = 0x5359434e, SHIM_PENDING = 0, SHIM_READY = 1, SHIM_FAILED = 2 };
 
+/* A communicator the shim did not make: the real NCCL's own, handed to a function of NCCL's API
+ * that the shim exports. That happens where the program loaded the real library before the shim
+ * opened it (PyTorch preloads its NCCL by path): RTLD_DEEPBIND applies only to a library's first
+ * load, so the real NCCL's calls to its own exported functions (ncclCommGetAsyncError on every
+ * enqueue, ncclCommRegister for windows) bind to the shim's. Those go back to the real function.
+ * The first word of a real communicator is NCCL's start magic, never the shim's. */
+#define SHIM_FOREIGN_COMM(comm, fn, ...)                                                                \
+  do {                                                                                                  \
+    if ((comm) && ((const struct ncclComm *)(comm))->magic != SHIM_COMM_MAGIC) {                        \
+      const shim_real_t *foreign_real_ = shim_real();                                                   \
+      return foreign_real_ && foreign_real_->fn ? foreign_real_->fn(__VA_ARGS__) : ncclInvalidArgument; \
+    }                                                                                                   \
+  } while (0)
+
 /* Ranks one thread made together: by ncclCommInitAll (init_all: their real communicators come
  * from the real ncclCommInitAll), or by one ncclGroupStart/End (several ranks of a job, maybe
  * with more in other processes: the id exchange of every member at once). Their real
