@@ -74,9 +74,9 @@ def main():
                   f" {res['symcoll_op_'] / res['symcoll_method']:>11.2f}")
     if a.csv and rank == 0:
         with open(a.csv, "w") as f:
-            f.write("elements,nranks,kernels," + ",".join(f"{c}_us" for c in cols) + "\n")
+            f.write("elements,dtype,nranks,kernels," + ",".join(f"{c}_us" for c in cols) + "\n")
             for n, res in rows:
-                f.write(f"{n},{world},{kernels}," + ",".join(f"{res[c]:.3f}" for c in cols) + "\n")
+                f.write(f"{n},{a.d},{world},{kernels}," + ",".join(f"{res[c]:.3f}" for c in cols) + "\n")
     sc.destroy()
     dist.destroy_process_group()
     return 0
