@@ -387,8 +387,29 @@ SYMCOLL_API int symcoll_comm_nnodes(symcoll_comm_t comm);
  * CPU ranks: memfd shared memory; GPU ranks: CUDA VMM memory. Memory is zeroed.
  */
 SYMCOLL_API symcoll_status_t symcoll_mem_alloc(symcoll_comm_t comm, size_t bytes, symcoll_mem_t *mem_p);
-/** Collective: unmaps and releases the allocation on every rank. */
+/**
+ * Collective: unmaps and releases the allocation on every rank. A registration
+ * (symcoll_mem_register) ends on this rank alone: its mappings of the peers' memory go, the
+ * memory stays the caller's, no peer waits (no call on it may be in flight).
+ */
 SYMCOLL_API symcoll_status_t symcoll_mem_free(symcoll_mem_t mem);
+/**
+ * Collective: makes [ptr, ptr + bytes), memory this rank already has, symmetric: every peer maps
+ * it, and collectives on buffers inside it run zero-copy as on symcoll_mem_alloc's (NCCL's
+ * window registration). GPU ranks: ptr starts a CUDA VMM allocation whose handles can be shared
+ * with other processes (symcoll_mem_alloc_shareable's, or NCCL's ncclMemAlloc's); bytes the same
+ * on every rank (else MISMATCH). Where any rank's memory is not of that kind, every rank answers
+ * UNSUPPORTED and nothing is mapped; CPU ranks: UNSUPPORTED. symcoll_mem_free ends it.
+ */
+SYMCOLL_API symcoll_status_t symcoll_mem_register(symcoll_comm_t comm, void *ptr, size_t bytes, symcoll_mem_t *mem_p);
+/**
+ * Device memory of GPU `device` that symcoll_mem_register can map for peers (CUDA VMM with
+ * shareable handles, readable by the GPUs with peer access to it), as NCCL's ncclMemAlloc.
+ * UNSUPPORTED in builds without CUDA. symcoll_mem_free_shareable releases it (INVALID_ARGUMENT
+ * for a pointer it did not return).
+ */
+SYMCOLL_API symcoll_status_t symcoll_mem_alloc_shareable(int device, size_t bytes, void **ptr_p);
+SYMCOLL_API symcoll_status_t symcoll_mem_free_shareable(void *ptr);
 /** This rank's (rank == own rank) or a peer's mapping of mem; NULL if rank is out of range. */
 SYMCOLL_API void *symcoll_mem_ptr(symcoll_mem_t mem, int rank);
 SYMCOLL_API size_t symcoll_mem_size(symcoll_mem_t mem);

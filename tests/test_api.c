@@ -960,6 +960,41 @@ static void test_mixed_zero_copy(void **state) {
   }
 }
 
+/* symcoll_mem_register and the framework allocator where they cannot run: every rank refuses,
+ * the same way, nothing registered; bad arguments refused; shareable memory on CPU builds. */
+static int register_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
+  (void)ops, (void)arg;
+  int bad = 0;
+  char buf[256];
+  symcoll_mem_t mem = NULL;
+  size_t off = 7;
+  bad += symcoll_mem_register(comm, NULL, 256, &mem) != SYMCOLL_ERR_INVALID_ARGUMENT;
+  bad += symcoll_mem_register(comm, buf, 0, &mem) != SYMCOLL_ERR_INVALID_ARGUMENT;
+  bad += symcoll_mem_register(comm, buf, sizeof buf, &mem) != SYMCOLL_ERR_UNSUPPORTED || mem != NULL;
+  /* a size that differs between ranks: MISMATCH, before any transport work */
+  bad += symcoll_mem_register(comm, buf, 128 + (size_t)symcoll_comm_rank(comm), &mem) != SYMCOLL_ERR_MISMATCH;
+  bad += symcoll_mem_lookup(comm, buf, sizeof buf, &off) != NULL || off != 0;
+  symcoll_mem_t sym;
+  if (symcoll_mem_alloc(comm, 4096, &sym) != SYMCOLL_OK) return bad + 1;
+  char *p = symcoll_mem_ptr(sym, symcoll_comm_rank(comm));
+  bad += symcoll_mem_lookup(comm, p + 100, 50, &off) != sym || off != 100;
+  bad += symcoll_mem_lookup(comm, p + 4000, 200, &off) != NULL;     /* runs past its end */
+  bad += symcoll_pool_attach(comm) != SYMCOLL_ERR_INVALID_ARGUMENT; /* a CPU communicator */
+  bad += symcoll_pool_alloc(1024, 0, NULL) != NULL;                 /* nothing attached */
+  symcoll_pool_free(NULL, 0, 0, NULL);
+  bad += symcoll_mem_free(sym) != SYMCOLL_OK;
+  return bad;
+}
+
+static void test_register_refusals(void **state) {
+  (void)state;
+  void *p = NULL;
+  assert_int_equal(symcoll_mem_free_shareable(&p), SYMCOLL_ERR_INVALID_ARGUMENT); /* not one of its own */
+  assert_int_equal(symcoll_mem_alloc_shareable(-1, 64, &p), SYMCOLL_ERR_INVALID_ARGUMENT);
+  th_launch_t l = {"host", "thread", 2, 0, 60};
+  assert_int_equal(th_run(&l, register_rank, NULL), 0);
+}
+
 static void count_knob(const char *name, const char *dflt, const char *help, void *arg) {
   assert_int_equal(strncmp(name, "SYMCOLL_", 8), 0);
   assert_non_null(dflt);
@@ -989,6 +1024,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_tuning_table),
       cmocka_unit_test(test_nccl_without_engine),
       cmocka_unit_test(test_mixed_zero_copy),
+      cmocka_unit_test(test_register_refusals),
       cmocka_unit_test(test_barrier),
       cmocka_unit_test(test_refusals_say_why),
       cmocka_unit_test(test_calls_out_of_step),

@@ -458,6 +458,37 @@ static int gpu_rank(void *h, ncclUniqueId id, int rank, int nranks, int ndev) {
     fprintf(stderr, "rank %d: broadcast: %s\n", rank, SYM(h, ncclGetLastError)(NULL));
     bad++;
   }
+  /* Windows over ncclMemAlloc's memory, registered inside a group (as nccl-tests' -R 2 does):
+   * symcoll maps them for every peer and serves calls on them zero-copy; the same results. */
+  float *wsend, *wrecv;
+  ncclWindow_t wins[2];
+  const size_t wbytes = count * nranks * sizeof(float);
+  CK(SYM(h, ncclMemAlloc)((void **)&wsend, wbytes));
+  CK(SYM(h, ncclMemAlloc)((void **)&wrecv, wbytes));
+  for (size_t i = 0; i < count * nranks; i++) host[i] = (float)(rank + 1) + (float)(i % 7);
+  cudaMemcpy(wsend, host, wbytes, cudaMemcpyHostToDevice);
+  CK(SYM(h, ncclGroupStart)());
+  CK(SYM(h, ncclCommWindowRegister)(comm, wsend, wbytes, &wins[0], NCCL_WIN_COLL_SYMMETRIC));
+  CK(SYM(h, ncclCommWindowRegister)(comm, wrecv, wbytes, &wins[1], NCCL_WIN_COLL_SYMMETRIC));
+  CK(SYM(h, ncclGroupEnd)());
+  CK(SYM(h, ncclAllReduce)(wsend, wrecv, count, ncclFloat32, ncclSum, comm, st));
+  CK(SYM(h, ncclAllGather)(wsend, wrecv, count, ncclFloat32, comm, st));
+  cudaStreamSynchronize(st);
+  cudaMemcpy(host, wrecv, wbytes, cudaMemcpyDeviceToHost);
+  int wbad = 0;
+  for (int r = 0; r < nranks; r++)
+    for (size_t i = 0; i < count; i++) wbad += host[r * count + i] != (float)(r + 1) + (float)(i % 7);
+  CK(SYM(h, ncclAllReduce)(wsend, wrecv, count, ncclFloat32, ncclSum, comm, st));
+  cudaStreamSynchronize(st);
+  cudaMemcpy(host, wrecv, count * sizeof(float), cudaMemcpyDeviceToHost);
+  for (size_t i = 0; i < count; i++)
+    wbad += host[i] != (float)(nranks * (nranks + 1) / 2) + (float)(nranks * (int)(i % 7));
+  if (wbad) fprintf(stderr, "rank %d: %d wrong elements through windows\n", rank, wbad);
+  bad += wbad;
+  CK(SYM(h, ncclCommWindowDeregister)(comm, wins[0]));
+  CK(SYM(h, ncclCommWindowDeregister)(comm, wins[1]));
+  CK(SYM(h, ncclMemFree)(wsend));
+  CK(SYM(h, ncclMemFree)(wrecv));
   if (bad)
     fprintf(stderr, "rank %d: %d wrong elements (all_reduce %d, all_gather %d, reduce_scatter %d, group %d)\n", rank,
             bad, bad_at[0], bad_at[1], bad_at[2], bad_at[3]);

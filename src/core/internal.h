@@ -33,7 +33,8 @@ struct symcoll_mem {
   size_t bytes;
   int id; /* same on every rank: allocations are collective and numbered in order */
   void *ptrs[SYMCOLL_MAX_RANKS];
-  void *tp; /* transport's private part */
+  void *tp;        /* transport's private part */
+  bool registered; /* the caller's memory (symcoll_mem_register): freed on this rank alone */
   struct symcoll_mem *next;
 };
 

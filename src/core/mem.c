@@ -57,10 +57,71 @@ symcoll_status_t symcoll_mem_alloc(symcoll_comm_t comm, size_t bytes, symcoll_me
   return all_done(comm);
 }
 
+symcoll_status_t symcoll_mem_register(symcoll_comm_t comm, void *ptr, size_t bytes, symcoll_mem_t *mem_p) {
+  if (!comm || !ptr || !mem_p || bytes == 0) return SYMCOLL_ERR_INVALID_ARGUMENT;
+  SYMCOLL_CHECK(symcoll__comm_status(comm));
+  size_t all[SYMCOLL_MAX_RANKS];
+  SYMCOLL_CHECK(comm->oob->allgather(comm, &bytes, all, sizeof bytes));
+  for (int r = 0; r < comm->nranks; r++)
+    if (all[r] != bytes) {
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "symcoll_mem_register: rank %d registers %zu bytes, this rank %zu", r, all[r],
+                   bytes);
+      return SYMCOLL_ERR_MISMATCH;
+    }
+  if (!comm->tp->mem_register) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "symcoll_mem_register: the %s transport maps only its own allocations",
+                 comm->tp->name);
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
+  struct symcoll_mem *m = calloc(1, sizeof *m);
+  if (!m) return SYMCOLL_ERR_NO_MEMORY;
+  m->comm = comm;
+  m->bytes = bytes;
+  m->id = comm->next_mem_id++;
+  symcoll_status_t s = comm->tp->mem_register(comm, ptr, bytes, m);
+  if (s != SYMCOLL_OK) {
+    free(m);
+    return s;
+  }
+  m->registered = true;
+  m->next = comm->mems;
+  comm->mems = m;
+  *mem_p = m;
+  return all_done(comm);
+}
+
+symcoll_status_t symcoll_mem_alloc_shareable(int device, size_t bytes, void **ptr_p) {
+  if (!ptr_p || bytes == 0 || device < 0) return SYMCOLL_ERR_INVALID_ARGUMENT;
+#ifdef SYMCOLL_HAVE_CUDA
+  return symcoll__cuda_transport.local_alloc(device, bytes, ptr_p);
+#else
+  return SYMCOLL_ERR_UNSUPPORTED;
+#endif
+}
+
+symcoll_status_t symcoll_mem_free_shareable(void *ptr) {
+  if (!ptr) return SYMCOLL_ERR_INVALID_ARGUMENT;
+#ifdef SYMCOLL_HAVE_CUDA
+  return symcoll__cuda_transport.local_free(ptr);
+#else
+  return SYMCOLL_ERR_INVALID_ARGUMENT;
+#endif
+}
+
 symcoll_status_t symcoll_mem_free(symcoll_mem_t mem) {
   if (!mem) return SYMCOLL_ERR_INVALID_ARGUMENT;
   symcoll_comm_t comm = mem->comm;
   if (mem == comm->workspace) return SYMCOLL_ERR_INVALID_ARGUMENT;
+  if (mem->registered) { /* this rank's mappings of its peers go; the memory stays the caller's */
+    for (struct symcoll_mem **pp = &comm->mems; *pp; pp = &(*pp)->next)
+      if (*pp == mem) {
+        *pp = mem->next;
+        break;
+      }
+    comm->tp->mem_free(mem);
+    free(mem);
+    return SYMCOLL_OK;
+  }
   /* No peer may still use it: a barrier first. After a failure, free locally anyway. */
   int id = mem->id, ids[SYMCOLL_MAX_RANKS];
   symcoll_status_t s = symcoll__comm_status(comm);

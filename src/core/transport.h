@@ -101,6 +101,14 @@ typedef struct symcoll__transport {
   symcoll_status_t (*mem_alloc)(symcoll_comm_t comm, size_t bytes, struct symcoll_mem *mem);
   void (*mem_free)(struct symcoll_mem *mem);
   symcoll_status_t (*mem_device_view)(struct symcoll_mem *mem, symcoll_device_view_t *view);
+  /* Optional (NULL: UNSUPPORTED). Collective: makes the caller's [ptr, ptr + bytes) symmetric
+   * (mem->ptrs filled, mem->registered set); mem_free then undoes it on this rank alone. Every
+   * rank returns the same status: a rank whose memory cannot be shared makes all refuse. */
+  symcoll_status_t (*mem_register)(symcoll_comm_t comm, void *ptr, size_t bytes, struct symcoll_mem *mem);
+  /* Optional: memory of `device` that mem_register can later map for peers (no communicator);
+   * local_free answers INVALID_ARGUMENT for a pointer local_alloc did not return. */
+  symcoll_status_t (*local_alloc)(int device, size_t bytes, void **p);
+  symcoll_status_t (*local_free)(void *p);
   /* Runs (CPU) or enqueues (GPU) one collective; args->coll says which. */
   symcoll_status_t (*coll)(symcoll_comm_t comm, const symcoll__coll_args_t *args);
   /* dst = src, enqueued on stream (GPU) or done now (CPU): a one-rank collective. */

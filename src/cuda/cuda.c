@@ -50,6 +50,9 @@ static struct {
                                          unsigned long long);
   CUresult (*MemImportFromShareableHandle)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
   CUresult (*MemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
+  CUresult (*MemRetainAllocationHandle)(CUmemGenericAllocationHandle *, void *);
+  CUresult (*MemGetAllocationPropertiesFromHandle)(CUmemAllocationProp *, CUmemGenericAllocationHandle);
+  CUresult (*MemGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
 } drv;
 static symcoll_status_t drv_status = SYMCOLL_ERR_INTERNAL;
 
@@ -70,6 +73,9 @@ static void drv_load_once(void) {
       {"cuMemExportToShareableHandle", (void **)&drv.MemExportToShareableHandle},
       {"cuMemImportFromShareableHandle", (void **)&drv.MemImportFromShareableHandle},
       {"cuMemsetD32Async", (void **)&drv.MemsetD32Async},
+      {"cuMemRetainAllocationHandle", (void **)&drv.MemRetainAllocationHandle},
+      {"cuMemGetAllocationPropertiesFromHandle", (void **)&drv.MemGetAllocationPropertiesFromHandle},
+      {"cuMemGetAddressRange", (void **)&drv.MemGetAddressRange},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
     enum cudaDriverEntryPointQueryResult q;
@@ -223,10 +229,203 @@ static void cuda_mem_free(struct symcoll_mem *mem) {
   }
 }
 
+/* ---- the caller's memory made symmetric (NCCL's windows) -------------------------------------- */
+
+/* Whether this rank's [ptr, ptr + bytes) can be mapped by its peers: the start of a VMM mapping
+ * (its handle retained into *h) that other processes can import; "" if so, else why not. */
+static const char *registrable(symcoll_comm_t comm, void *ptr, size_t bytes, CUmemGenericAllocationHandle *h,
+                               size_t *map_bytes, size_t *gran) {
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  if (drv.MemRetainAllocationHandle(h, ptr) != CUDA_SUCCESS) {
+    *h = 0;
+    return "it is not CUDA VMM memory (cudaMalloc's cannot be mapped by peers: allocate with ncclMemAlloc or "
+           "symcoll_mem_alloc_shareable)";
+  }
+  if (drv.MemGetAllocationPropertiesFromHandle(&prop, *h) != CUDA_SUCCESS ||
+      drv.MemGetAddressRange(&base, &size, (CUdeviceptr)ptr) != CUDA_SUCCESS)
+    return "its allocation's properties could not be read";
+  if (!comm->thread_mode && !(prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+    return "its allocation has no POSIX file descriptor handle type: other processes cannot import it";
+  if (base != (CUdeviceptr)ptr) return "it does not start its allocation's mapping";
+  if (size < bytes) return "it is larger than its allocation's mapping";
+  if (drv.MemGetAllocationGranularity(gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS)
+    return "its allocation's granularity could not be read";
+  *map_bytes = size;
+  return "";
+}
+
+static symcoll_status_t cuda_mem_register(symcoll_comm_t comm, void *ptr, size_t bytes, struct symcoll_mem *mem) {
+  cuda_state_t *cs = comm->tp_state;
+  const int me = comm->rank, n = comm->nranks;
+  symcoll_status_t s = drv_load();
+  if (s != SYMCOLL_OK) return s;
+  dev_guard_t g;
+  SYMCOLL_CHECK(dev_enter(comm, &g));
+  cuda_mem_t *cm = calloc(1, sizeof *cm);
+  CUmemGenericAllocationHandle h = 0;
+  size_t gran = 0;
+  struct {
+    int ok;
+    size_t map_bytes;
+    CUdeviceptr va;
+  } mine = {0, 0, (CUdeviceptr)ptr}, all[SYMCOLL_MAX_RANKS];
+  const char *why = cm ? registrable(comm, ptr, bytes, &h, &mine.map_bytes, &gran) : "out of memory";
+  mine.ok = !*why;
+  /* Every rank learns whether every rank can: none maps anything otherwise. */
+  s = comm->oob->allgather(comm, &mine, all, sizeof mine);
+  for (int r = 0; s == SYMCOLL_OK && r < n; r++)
+    if (!all[r].ok || all[r].map_bytes != mine.map_bytes) {
+      if (r == me)
+        SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "rank %d: registering %p (%zu bytes): %s", me, ptr, bytes, why);
+      else if (all[r].ok)
+        SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "rank %d maps %zu bytes behind its buffer, this rank %zu", r, all[r].map_bytes,
+                     mine.map_bytes);
+      s = SYMCOLL_ERR_UNSUPPORTED;
+    }
+  if (s != SYMCOLL_OK) {
+    if (h) drv.MemRelease(h);
+    free(cm);
+    dev_leave(comm, &g);
+    return s;
+  }
+  mem->tp = cm;
+  cm->device = comm->device;
+  cm->registered = true;
+  cm->map_bytes = mine.map_bytes;
+  cm->handle[me] = h; /* the retained reference; the mapping stays the caller's (va[me] 0) */
+  if (comm->thread_mode) {
+    /* Peers use this mapping directly: every team device may read and write it. */
+    CUmemAccessDesc desc[SYMCOLL_MAX_RANKS];
+    int ndevs = 0;
+    for (int r = 0; r < n; r++) {
+      int seen = 0;
+      for (int i = 0; i < ndevs; i++) seen |= desc[i].location.id == cs->devs[r];
+      if (seen) continue;
+      desc[ndevs].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      desc[ndevs].location.id = cs->devs[r];
+      desc[ndevs++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    CU_GOTO(drv.MemSetAccess((CUdeviceptr)ptr, cm->map_bytes, desc, (size_t)ndevs), s, err);
+    for (int r = 0; r < n; r++) mem->ptrs[r] = (void *)all[r].va;
+  } else {
+    int fd = -1, fds[SYMCOLL_MAX_RANKS];
+    CU_GOTO(drv.MemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), s, err);
+    s = comm->oob->exchange_fd(comm, fd, fds);
+    close(fd);
+    if (s != SYMCOLL_OK) goto err;
+    mem->ptrs[me] = ptr;
+    for (int r = 0; r < n; r++) {
+      if (r != me && s == SYMCOLL_OK) {
+        if (drv.MemImportFromShareableHandle(&cm->handle[r], (void *)(uintptr_t)fds[r],
+                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != CUDA_SUCCESS) {
+          SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "rank %d: importing rank %d's registered memory failed", me, r);
+          cm->handle[r] = 0;
+          s = SYMCOLL_ERR_CUDA;
+        } else {
+          s = map_handle(cm, r, gran, &comm->device, 1);
+        }
+        if (s == SYMCOLL_OK) mem->ptrs[r] = (void *)cm->va[r];
+      }
+      close(fds[r]);
+    }
+    if (s != SYMCOLL_OK) goto err;
+  }
+  dev_leave(comm, &g);
+  return SYMCOLL_OK;
+err:
+  cuda_mem_release(mem);
+  dev_leave(comm, &g);
+  return s;
+}
+
+/* ---- memory other processes can map (ncclMemAlloc's kind) ------------------------------------ */
+
+typedef struct shareable {
+  CUdeviceptr va;
+  size_t bytes;
+  CUmemGenericAllocationHandle h;
+  struct shareable *next;
+} shareable_t;
+static pthread_mutex_t shareable_lock = PTHREAD_MUTEX_INITIALIZER;
+static shareable_t *shareables;
+
+static symcoll_status_t cuda_local_alloc(int device, size_t bytes, void **p) {
+  symcoll_status_t s = drv_load();
+  if (s != SYMCOLL_OK) return s;
+  shareable_t *a = calloc(1, sizeof *a);
+  if (!a) return SYMCOLL_ERR_NO_MEMORY;
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  size_t gran = 0;
+  CU_GOTO(drv.MemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), s, err);
+  a->bytes = (bytes + gran - 1) / gran * gran;
+  CU_GOTO(drv.MemCreate(&a->h, a->bytes, &prop, 0), s, err);
+  CU_GOTO(drv.MemAddressReserve(&a->va, a->bytes, gran, 0, 0), s, err_release);
+  CU_GOTO(drv.MemMap(a->va, a->bytes, 0, a->h, 0), s, err_free);
+  /* Readable and writable by this GPU and every GPU with peer access to it (as ncclMemAlloc). */
+  CUmemAccessDesc desc[SYMCOLL_MAX_RANKS];
+  int ndevs = 0, count = 0;
+  cudaGetDeviceCount(&count);
+  for (int d = 0; d < count && ndevs < SYMCOLL_MAX_RANKS; d++) {
+    int peer = d == device;
+    if (!peer) cudaDeviceCanAccessPeer(&peer, d, device);
+    if (!peer) continue;
+    desc[ndevs].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    desc[ndevs].location.id = d;
+    desc[ndevs++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  }
+  CU_GOTO(drv.MemSetAccess(a->va, a->bytes, desc, (size_t)ndevs), s, err_unmap);
+  pthread_mutex_lock(&shareable_lock);
+  a->next = shareables;
+  shareables = a;
+  pthread_mutex_unlock(&shareable_lock);
+  *p = (void *)a->va;
+  return SYMCOLL_OK;
+err_unmap:
+  drv.MemUnmap(a->va, a->bytes);
+err_free:
+  drv.MemAddressFree(a->va, a->bytes);
+err_release:
+  drv.MemRelease(a->h);
+err:
+  free(a);
+  return s;
+}
+
+static symcoll_status_t cuda_local_free(void *p) {
+  shareable_t *a = NULL;
+  pthread_mutex_lock(&shareable_lock);
+  for (shareable_t **pp = &shareables; *pp; pp = &(*pp)->next)
+    if ((*pp)->va == (CUdeviceptr)p) {
+      a = *pp;
+      *pp = a->next;
+      break;
+    }
+  pthread_mutex_unlock(&shareable_lock);
+  if (!a) return SYMCOLL_ERR_INVALID_ARGUMENT;
+  /* Peers' imports keep the physical memory until they release it (cuMemRelease counts). */
+  drv.MemUnmap(a->va, a->bytes);
+  drv.MemAddressFree(a->va, a->bytes);
+  drv.MemRelease(a->h);
+  free(a);
+  return SYMCOLL_OK;
+}
+
 static symcoll_status_t cuda_mem_device_view(struct symcoll_mem *mem, symcoll_device_view_t *v) {
   symcoll_comm_t comm = mem->comm;
   cuda_state_t *cs = comm->tp_state;
   cuda_mem_t *cm = mem->tp;
+  if (cm->registered) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "a registered buffer has no signal pads: device views need symcoll_mem_alloc");
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
   memset(v, 0, sizeof *v);
   v->rank = comm->rank;
   v->nranks = comm->nranks;
@@ -592,6 +791,9 @@ const symcoll__transport_t symcoll__cuda_transport = {
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,
     .mem_device_view = cuda_mem_device_view,
+    .mem_register = cuda_mem_register,
+    .local_alloc = cuda_local_alloc,
+    .local_free = cuda_local_free,
     .coll = symcoll__cuda_coll,
     .copy = symcoll__cuda_copy,
     .check = cuda_check,

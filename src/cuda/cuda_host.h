@@ -26,6 +26,7 @@ typedef struct {
   CUmemGenericAllocationHandle handle[SYMCOLL_MAX_RANKS];
   CUdeviceptr va[SYMCOLL_MAX_RANKS]; /* mappings this process made (0: not ours to unmap) */
   int device;
+  bool registered; /* the caller's memory (handle[rank]: a retained reference), no pad */
 } cuda_mem_t;
 
 typedef struct {

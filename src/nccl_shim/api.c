@@ -526,87 +526,6 @@ SHIM_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   return r->RedOpDestroy(op, comm->real);
 }
 
-/* ---- memory and registration ---------------------------------------------------------------- */
-
-SHIM_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
-  if (!ptr) return ncclInvalidArgument;
-  const shim_real_t *r = shim_real();
-  if (r && r->MemAlloc) return r->MemAlloc(ptr, size);
-  if (cudaMalloc(ptr, size) != cudaSuccess) {
-    shim_error("ncclMemAlloc: cudaMalloc of %zu bytes: %s", size, cudaGetErrorString(cudaGetLastError()));
-    return ncclUnhandledCudaError;
-  }
-  return ncclSuccess;
-}
-
-SHIM_EXPORT ncclResult_t ncclMemFree(void *ptr) {
-  const shim_real_t *r = shim_real(); /* loaded or not, the same answer as at ncclMemAlloc */
-  if (r && r->MemFree) return r->MemFree(ptr);
-  return cudaFree(ptr) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
-}
-
-/* The handles the shim gives where NCCL is not asked: a token with a magic. */
-#define SHIM_HANDLE_MAGIC 0x73796d636f6c6c68ull /* "symcollh" */
-typedef struct {
-  uint64_t magic;
-  void *buff;
-  size_t size;
-} shim_handle_t;
-
-static void *handle_new(void *buff, size_t size) {
-  shim_handle_t *h = malloc(sizeof *h);
-  if (h) *h = (shim_handle_t){SHIM_HANDLE_MAGIC, buff, size};
-  return h;
-}
-
-static bool handle_free(void *p) {
-  shim_handle_t *h = p;
-  if (!h || h->magic != SHIM_HANDLE_MAGIC) return false;
-  h->magic = 0;
-  free(h);
-  return true;
-}
-
-SHIM_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle) {
-  SHIM_FOREIGN_COMM(comm, CommRegister, comm, buff, size, handle);
-  ncclResult_t rc = shim_comm_ready(comm, "ncclCommRegister");
-  if (rc != ncclSuccess) return rc;
-  if (!handle) return ncclInvalidArgument;
-  const shim_real_t *r = shim_real();
-  if (comm->real_state == 1 && r && r->CommRegister) return r->CommRegister(comm->real, buff, size, handle);
-  /* No real communicator yet: accepted, nothing registered (forwarded calls later run
-   * unregistered; symcoll stages non-symmetric buffers itself). */
-  return (*handle = handle_new(buff, size)) ? ncclSuccess : ncclSystemError;
-}
-
-SHIM_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
-  SHIM_FOREIGN_COMM(comm, CommDeregister, comm, handle);
-  ncclResult_t rc = shim_comm_ready(comm, "ncclCommDeregister");
-  if (rc != ncclSuccess) return rc;
-  if (handle_free(handle)) return ncclSuccess;
-  const shim_real_t *r = shim_real();
-  if (comm->real_state == 1 && r && r->CommDeregister) return r->CommDeregister(comm->real, handle);
-  return ncclInvalidArgument;
-}
-
-/* Symmetric windows: accepted, and a handle returned; nothing is registered. Serving calls on
- * window buffers zero-copy (a symcoll symmetric allocation behind the window) is future work:
- * today symcoll stages such buffers like any other, and forwarded calls run unregistered. */
-SHIM_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
-                                                int winFlags) {
-  (void)winFlags;
-  ncclResult_t rc = shim_comm_ready(comm, "ncclCommWindowRegister");
-  if (rc != ncclSuccess) return rc;
-  if (!win) return ncclInvalidArgument;
-  return (*win = (ncclWindow_t)handle_new(buff, size)) ? ncclSuccess : ncclSystemError;
-}
-
-SHIM_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
-  ncclResult_t rc = shim_comm_ready(comm, "ncclCommWindowDeregister");
-  if (rc != ncclSuccess) return rc;
-  return handle_free(win) ? ncclSuccess : ncclInvalidArgument;
-}
-
 /* ---- NCCL's device API (host side): forwarded to the real NCCL ------------------------------- */
 
 SHIM_EXPORT ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void *reqs, void *outDevComm);
@@ -758,12 +677,6 @@ SHIM_PALIAS(Send)
 SHIM_PALIAS(Recv)
 SHIM_PALIAS(RedOpCreatePreMulSum)
 SHIM_PALIAS(RedOpDestroy)
-SHIM_PALIAS(MemAlloc)
-SHIM_PALIAS(MemFree)
-SHIM_PALIAS(CommRegister)
-SHIM_PALIAS(CommDeregister)
-SHIM_PALIAS(CommWindowRegister)
-SHIM_PALIAS(CommWindowDeregister)
 SHIM_PALIAS(DevCommCreate)
 SHIM_PALIAS(DevCommDestroy)
 SHIM_PALIAS(TeamWorld)

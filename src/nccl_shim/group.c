@@ -8,7 +8,8 @@
  *    inside a real group would defer it) and ends at the outermost ncclGroupEnd.
  *  - ncclCommInitRank inside a group (one thread making several ranks, as nccl-tests does)
  *    is deferred: the communicators are made at the outermost ncclGroupEnd, one thread each
- *    where there are several (symcoll_comm_create waits for every rank).
+ *    where there are several (symcoll_comm_create waits for every rank); so are window
+ *    registrations (memory.c), after them.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -93,7 +94,8 @@ static ncclResult_t group_end(ncclSimInfo_t *sim) {
     sim->estimatedTime = 0.0f; /* served calls: nothing NCCL would simulate */
   }
   ncclResult_t rc2 = create_pending();
-  return rc != ncclSuccess ? rc : rc2;
+  ncclResult_t rc3 = shim_windows_flush(); /* after the communicators they belong to exist */
+  return rc != ncclSuccess ? rc : rc2 != ncclSuccess ? rc2 : rc3;
 }
 
 SHIM_EXPORT ncclResult_t ncclGroupEnd(void) {

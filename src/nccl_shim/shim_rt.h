@@ -140,6 +140,12 @@ SHIM_HIDDEN bool shim_group_holds(ncclComm_t c);
 /* Before a forwarded call: opens the real group if this thread's group is open. */
 SHIM_HIDDEN ncclResult_t shim_group_forwarding(const shim_real_t *r);
 
+/* ---- memory.c ------------------------------------------------------------------------------ */
+
+/* The window registrations this thread's group deferred: each communicator's in order,
+ * communicators side by side; at the outermost ncclGroupEnd. */
+SHIM_HIDDEN ncclResult_t shim_windows_flush(void);
+
 /* NCCL's profiling names (pncclXxx): the same functions. */
 #define SHIM_PALIAS(name) \
   extern __typeof__(nccl##name) pnccl##name __attribute__((alias("nccl" #name), visibility("default")));
