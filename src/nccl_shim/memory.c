@@ -103,8 +103,7 @@ static ncclResult_t window_register(shim_handle_t *h) {
   symcoll_status_t s = symcoll_mem_register(c->sc, h->buff, h->size, &h->mem);
   shim_device_leave(c->device, prev);
   if (s == SYMCOLL_OK) {
-    SHIM_INFO("rank %d: window %p (%zu bytes): symmetric, calls on it are served zero-copy", c->rank, h->buff,
-              h->size);
+    SHIM_INFO("rank %d: window %p (%zu bytes): symmetric, calls on it are served zero-copy", c->rank, h->buff, h->size);
     return ncclSuccess;
   }
   h->mem = NULL;
