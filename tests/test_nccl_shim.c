@@ -528,6 +528,15 @@ static void test_gpu_two_ranks(void **state) {
 /* ncclCommInitAll's thread mode, one thread driving both ranks inside groups (as nccl-tests
  * -g 2 does); both on GPU 0 where it is the only one (NCCL refuses that; symcoll serves it, and
  * a forwarded Send/Recv says why it cannot run). */
+/* A GPU case run in a child: passes (0), skips (77: no GPU, no real NCCL) or fails. */
+static void expect_child(pid_t kid) {
+  int st = 0;
+  waitpid(kid, &st, 0);
+  assert_true(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 77) skip();
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 static int gpu_init_all(void *h, int ndev) {
   ncclComm_t comms[2];
   const int devs[2] = {0, ndev > 1 ? 1 : 0};
@@ -595,11 +604,7 @@ static void test_gpu_init_all(void **state) {
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) _exit(77);
     _exit(gpu_init_all(h, n));
   }
-  int st = 0;
-  waitpid(kid, &st, 0);
-  assert_true(WIFEXITED(st));
-  if (WEXITSTATUS(st) == 77) skip();
-  assert_int_equal(WEXITSTATUS(st), 0);
+  expect_child(kid);
 }
 #endif
 
@@ -676,11 +681,7 @@ static void test_gpu_forward_preloaded_real(void **state) {
     execl("/proc/self/exe", "test_nccl_shim", "--preloaded-real", (char *)NULL);
     _exit(77);
   }
-  int st = 0;
-  waitpid(kid, &st, 0);
-  assert_true(WIFEXITED(st));
-  if (WEXITSTATUS(st) == 77) skip();
-  assert_int_equal(WEXITSTATUS(st), 0);
+  expect_child(kid);
 }
 #endif
 

@@ -146,6 +146,30 @@ out:
   return s;
 }
 
+/* Process mode: imports every peer's exported handle (fds: one per rank, all closed here) and
+ * maps it, filling mem->ptrs for the peers; the first failure stops the imports. */
+static symcoll_status_t import_peers(symcoll_comm_t comm, cuda_mem_t *cm, int *fds, size_t gran,
+                                     struct symcoll_mem *mem) {
+  symcoll_status_t s = SYMCOLL_OK;
+  const int me = comm->rank;
+  for (int r = 0; r < comm->nranks; r++) {
+    if (r != me && s == SYMCOLL_OK) {
+      CUresult cr = drv.MemImportFromShareableHandle(&cm->handle[r], (void *)(uintptr_t)fds[r],
+                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      if (cr != CUDA_SUCCESS) {
+        SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "rank %d: importing rank %d's memory failed (%d)", me, r, (int)cr);
+        cm->handle[r] = 0;
+        s = SYMCOLL_ERR_CUDA;
+      } else {
+        s = map_handle(cm, r, gran, &comm->device, 1);
+      }
+      if (s == SYMCOLL_OK) mem->ptrs[r] = (void *)cm->va[r];
+    }
+    close(fds[r]);
+  }
+  return s;
+}
+
 static symcoll_status_t cuda_mem_alloc(symcoll_comm_t comm, size_t bytes, struct symcoll_mem *mem) {
   cuda_state_t *cs = comm->tp_state;
   symcoll_status_t s = SYMCOLL_OK;
@@ -192,25 +216,7 @@ static symcoll_status_t cuda_mem_alloc(symcoll_comm_t comm, size_t bytes, struct
     close(fd);
     if (s != SYMCOLL_OK) goto err;
     mem->ptrs[me] = (void *)cm->va[me];
-    for (int r = 0; r < comm->nranks; r++) {
-      if (r == me) {
-        close(fds[r]);
-        continue;
-      }
-      if (s == SYMCOLL_OK) {
-        CUresult cr = drv.MemImportFromShareableHandle(&cm->handle[r], (void *)(uintptr_t)fds[r],
-                                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-        if (cr != CUDA_SUCCESS) {
-          SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "rank %d: importing rank %d's memory failed (%d)", me, r, (int)cr);
-          s = SYMCOLL_ERR_CUDA;
-        } else {
-          s = map_handle(cm, r, gran, &comm->device, 1);
-        }
-        if (s == SYMCOLL_OK) mem->ptrs[r] = (void *)cm->va[r];
-      }
-      close(fds[r]);
-    }
-    if (s != SYMCOLL_OK) goto err;
+    if ((s = import_peers(comm, cm, fds, gran, mem)) != SYMCOLL_OK) goto err;
   }
   goto out;
 err:
@@ -317,21 +323,7 @@ static symcoll_status_t cuda_mem_register(symcoll_comm_t comm, void *ptr, size_t
     close(fd);
     if (s != SYMCOLL_OK) goto err;
     mem->ptrs[me] = ptr;
-    for (int r = 0; r < n; r++) {
-      if (r != me && s == SYMCOLL_OK) {
-        if (drv.MemImportFromShareableHandle(&cm->handle[r], (void *)(uintptr_t)fds[r],
-                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != CUDA_SUCCESS) {
-          SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "rank %d: importing rank %d's registered memory failed", me, r);
-          cm->handle[r] = 0;
-          s = SYMCOLL_ERR_CUDA;
-        } else {
-          s = map_handle(cm, r, gran, &comm->device, 1);
-        }
-        if (s == SYMCOLL_OK) mem->ptrs[r] = (void *)cm->va[r];
-      }
-      close(fds[r]);
-    }
-    if (s != SYMCOLL_OK) goto err;
+    if ((s = import_peers(comm, cm, fds, gran, mem)) != SYMCOLL_OK) goto err;
   }
   dev_leave(comm, &g);
   return SYMCOLL_OK;
