@@ -174,15 +174,26 @@ static symcoll_status_t refuse_algo(symcoll_comm_t comm, symcoll_coll_t coll, sy
   return SYMCOLL_ERR_UNSUPPORTED;
 }
 
-/* INFO names each change of a collective's algorithm; TRACE every call. */
+/* Where a call's buffers lie: bit 0 the input in symmetric memory (read in place by peers),
+ * bit 1 the output. */
+static uint8_t placement(const symcoll__coll_args_t *a) {
+  return (uint8_t)((a->send_mem ? 1 : 0) | (a->recv_mem ? 2 : 0));
+}
+
+/* INFO names each change of a collective's algorithm or of where its buffers lie (staged or
+ * zero-copy); TRACE every call. */
 static void note_call(symcoll_comm_t comm, const symcoll__coll_desc_t *d, const symcoll__coll_args_t *a, size_t bytes,
                       bool in_place, const char *why) {
   const int me = comm->rank;
   const char *name = symcoll_coll_name(a->coll);
-  if (a->algo != comm->last_algo[a->coll]) {
+  const uint8_t place = placement(a);
+  if (a->algo != comm->last_algo[a->coll] || place != comm->last_place[a->coll]) {
     comm->last_algo[a->coll] = a->algo;
-    SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d: %s of %zu bytes (%s) runs %s (from the %s)", me, name, bytes,
-                 symcoll_dtype_name(a->dtype), symcoll_algo_name(a->algo), why);
+    comm->last_place[a->coll] = place;
+    static const char *const where[4] = {"neither buffer in symmetric memory", "input in symmetric memory",
+                                         "output in symmetric memory", "input and output in symmetric memory"};
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL, "rank %d: %s of %zu bytes (%s) runs %s (from the %s), %s", me, name, bytes,
+                 symcoll_dtype_name(a->dtype), symcoll_algo_name(a->algo), why, where[place]);
   }
   SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: %s #%llu count %zu %s %s%s%s: %s (%s)%s%s", me, name,
                 (unsigned long long)comm->coll_seq, a->count, symcoll_dtype_name(a->dtype),
@@ -274,7 +285,8 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   a.sig = call_signature(&a);
   if (comm->check_args) SYMCOLL_CHECK(check_agreement(comm, &a));
   comm->coll_seq++;
-  if (a.algo != comm->last_algo[coll] || symcoll__log_level >= SYMCOLL_LOG_TRACE)
+  if (a.algo != comm->last_algo[coll] || placement(&a) != comm->last_place[coll] ||
+      symcoll__log_level >= SYMCOLL_LOG_TRACE)
     note_call(comm, d, &a, block * mult, in_place, why);
   symcoll__fault_point(me, "coll");
   return comm->tp->coll(comm, &a);
