@@ -94,8 +94,8 @@ struct symcoll_comm {
   uint64_t coll_seq;                                /* collectives issued on this rank */
   uint64_t split_seq;                               /* splits of this communicator (names their rendezvous) */
   symcoll_algo_t last_algo[SYMCOLL_NUM_COLL_KINDS]; /* for INFO lines when the choice changes */
-  uint8_t last_place[SYMCOLL_NUM_COLL_KINDS]; /* ... or where its buffers lie (bit 0: input symmetric, 1: output) */
-  struct symcoll__hier *hier;                 /* non-NULL: this communicator spans nodes (src/hier/hier.c) */
+  uint8_t last_place[SYMCOLL_NUM_COLL_KINDS];       /* ... or where its buffers lie (symmetric: bit 0 in, 1 out) */
+  struct symcoll__hier *hier;                       /* non-NULL: this communicator spans nodes (src/hier/hier.c) */
 };
 
 /* Bounded waiting for a peer. Spin, yield, check abort, deadline and peers' liveness; a WARN
