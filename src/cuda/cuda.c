@@ -256,7 +256,7 @@ static const char *registrable(symcoll_comm_t comm, void *ptr, size_t bytes, CUm
   if (!comm->thread_mode && !(prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
     return "its allocation has no POSIX file descriptor handle type: other processes cannot import it";
   if (base != (CUdeviceptr)ptr) return "it does not start its allocation's mapping";
-  if (size < bytes) return "it is larger than its allocation's mapping";
+  if (size < bytes) return "it runs past its allocation's mapping";
   if (drv.MemGetAllocationGranularity(gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS)
     return "its allocation's granularity could not be read";
   *map_bytes = size;
@@ -279,6 +279,12 @@ static symcoll_status_t cuda_mem_register(symcoll_comm_t comm, void *ptr, size_t
     CUdeviceptr va;
   } mine = {0, 0, (CUdeviceptr)ptr}, all[SYMCOLL_MAX_RANKS];
   const char *why = cm ? registrable(comm, ptr, bytes, &h, &mine.map_bytes, &gran) : "out of memory";
+  int fd = -1; /* process mode: exported before the ranks agree, so that a failure is agreed too */
+  if (!*why && !comm->thread_mode &&
+      drv.MemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS) {
+    fd = -1;
+    why = "its handle could not be exported";
+  }
   mine.ok = !*why;
   /* Every rank learns whether every rank can: none maps anything otherwise. */
   s = comm->oob->allgather(comm, &mine, all, sizeof mine);
@@ -292,6 +298,7 @@ static symcoll_status_t cuda_mem_register(symcoll_comm_t comm, void *ptr, size_t
       s = SYMCOLL_ERR_UNSUPPORTED;
     }
   if (s != SYMCOLL_OK) {
+    if (fd >= 0) close(fd);
     if (h) drv.MemRelease(h);
     free(cm);
     dev_leave(comm, &g);
@@ -317,8 +324,7 @@ static symcoll_status_t cuda_mem_register(symcoll_comm_t comm, void *ptr, size_t
     CU_GOTO(drv.MemSetAccess((CUdeviceptr)ptr, cm->map_bytes, desc, (size_t)ndevs), s, err);
     for (int r = 0; r < n; r++) mem->ptrs[r] = (void *)all[r].va;
   } else {
-    int fd = -1, fds[SYMCOLL_MAX_RANKS];
-    CU_GOTO(drv.MemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), s, err);
+    int fds[SYMCOLL_MAX_RANKS];
     s = comm->oob->exchange_fd(comm, fd, fds);
     close(fd);
     if (s != SYMCOLL_OK) goto err;
