@@ -125,17 +125,34 @@ static void cuda_mem_release(struct symcoll_mem *mem) {
   mem->tp = NULL;
 }
 
-static symcoll_status_t map_handle(cuda_mem_t *cm, int r, size_t gran, const int *devs, int ndevs) {
-  symcoll_status_t s = SYMCOLL_OK;
-  CU_GOTO(drv.MemAddressReserve(&cm->va[r], cm->map_bytes, gran, 0, 0), s, out);
-  CU_GOTO(drv.MemMap(cm->va[r], cm->map_bytes, 0, cm->handle[r], 0), s, err_free);
+/* Read and write access to [va, va + bytes) for GPUs devs[0 .. ndevs). */
+static CUresult grant_access(CUdeviceptr va, size_t bytes, const int *devs, int ndevs) {
   CUmemAccessDesc desc[SYMCOLL_MAX_RANKS];
   for (int i = 0; i < ndevs; i++) {
     desc[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     desc[i].location.id = devs[i];
     desc[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   }
-  CU_GOTO(drv.MemSetAccess(cm->va[r], cm->map_bytes, desc, (size_t)ndevs), s, err_unmap);
+  return drv.MemSetAccess(va, bytes, desc, (size_t)ndevs);
+}
+
+/* The GPUs that reach this rank's memory directly: its own, and in thread mode every team
+ * rank's (peers use its mapping), each once. Returns how many. */
+static int team_devices(symcoll_comm_t comm, const cuda_state_t *cs, int devs[SYMCOLL_MAX_RANKS]) {
+  int ndevs = 0;
+  for (int r = 0; r < (comm->thread_mode ? comm->nranks : 1); r++) {
+    int d = comm->thread_mode ? cs->devs[r] : comm->device, seen = 0;
+    for (int i = 0; i < ndevs; i++) seen |= devs[i] == d;
+    if (!seen) devs[ndevs++] = d;
+  }
+  return ndevs;
+}
+
+static symcoll_status_t map_handle(cuda_mem_t *cm, int r, size_t gran, const int *devs, int ndevs) {
+  symcoll_status_t s = SYMCOLL_OK;
+  CU_GOTO(drv.MemAddressReserve(&cm->va[r], cm->map_bytes, gran, 0, 0), s, out);
+  CU_GOTO(drv.MemMap(cm->va[r], cm->map_bytes, 0, cm->handle[r], 0), s, err_free);
+  CU_GOTO(grant_access(cm->va[r], cm->map_bytes, devs, ndevs), s, err_unmap);
   return SYMCOLL_OK;
 err_unmap:
   drv.MemUnmap(cm->va[r], cm->map_bytes);
@@ -195,12 +212,8 @@ static symcoll_status_t cuda_mem_alloc(symcoll_comm_t comm, size_t bytes, struct
   const int me = comm->rank;
   CU_GOTO(drv.MemCreate(&cm->handle[me], cm->map_bytes, &prop, 0), s, err);
   /* In thread mode peers use our mapping directly: grant every team device access. */
-  int devs[SYMCOLL_MAX_RANKS], ndevs = 0;
-  for (int r = 0; r < (comm->thread_mode ? comm->nranks : 1); r++) {
-    int d = comm->thread_mode ? cs->devs[r] : comm->device, seen = 0;
-    for (int i = 0; i < ndevs; i++) seen |= devs[i] == d;
-    if (!seen) devs[ndevs++] = d;
-  }
+  int devs[SYMCOLL_MAX_RANKS];
+  const int ndevs = team_devices(comm, cs, devs);
   SYMCOLL_CHECK_GOTO(map_handle(cm, me, gran, devs, ndevs), s, err);
   /* Zeroed before any peer can see it: pads must start at rest. */
   CUDA_GOTO(cudaMemsetAsync((void *)cm->va[me], 0, cm->map_bytes, cs->side), s, err);
@@ -311,17 +324,9 @@ static symcoll_status_t cuda_mem_register(symcoll_comm_t comm, void *ptr, size_t
   cm->handle[me] = h; /* the retained reference; the mapping stays the caller's (va[me] 0) */
   if (comm->thread_mode) {
     /* Peers use this mapping directly: every team device may read and write it. */
-    CUmemAccessDesc desc[SYMCOLL_MAX_RANKS];
-    int ndevs = 0;
-    for (int r = 0; r < n; r++) {
-      int seen = 0;
-      for (int i = 0; i < ndevs; i++) seen |= desc[i].location.id == cs->devs[r];
-      if (seen) continue;
-      desc[ndevs].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-      desc[ndevs].location.id = cs->devs[r];
-      desc[ndevs++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    }
-    CU_GOTO(drv.MemSetAccess((CUdeviceptr)ptr, cm->map_bytes, desc, (size_t)ndevs), s, err);
+    int devs[SYMCOLL_MAX_RANKS];
+    const int ndevs = team_devices(comm, cs, devs);
+    CU_GOTO(grant_access((CUdeviceptr)ptr, cm->map_bytes, devs, ndevs), s, err);
     for (int r = 0; r < n; r++) mem->ptrs[r] = (void *)all[r].va;
   } else {
     int fds[SYMCOLL_MAX_RANKS];
@@ -368,18 +373,14 @@ static symcoll_status_t cuda_local_alloc(int device, size_t bytes, void **p) {
   CU_GOTO(drv.MemAddressReserve(&a->va, a->bytes, gran, 0, 0), s, err_release);
   CU_GOTO(drv.MemMap(a->va, a->bytes, 0, a->h, 0), s, err_free);
   /* Readable and writable by this GPU and every GPU with peer access to it (as ncclMemAlloc). */
-  CUmemAccessDesc desc[SYMCOLL_MAX_RANKS];
-  int ndevs = 0, count = 0;
+  int devs[SYMCOLL_MAX_RANKS], ndevs = 0, count = 0;
   cudaGetDeviceCount(&count);
   for (int d = 0; d < count && ndevs < SYMCOLL_MAX_RANKS; d++) {
     int peer = d == device;
     if (!peer) cudaDeviceCanAccessPeer(&peer, d, device);
-    if (!peer) continue;
-    desc[ndevs].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    desc[ndevs].location.id = d;
-    desc[ndevs++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (peer) devs[ndevs++] = d;
   }
-  CU_GOTO(drv.MemSetAccess(a->va, a->bytes, desc, (size_t)ndevs), s, err_unmap);
+  CU_GOTO(grant_access(a->va, a->bytes, devs, ndevs), s, err_unmap);
   pthread_mutex_lock(&shareable_lock);
   a->next = shareables;
   shareables = a;
