@@ -71,7 +71,7 @@ def timed(fn, iters, reps, warmup=3, graph=True):
         e1.record(s)
         e1.synchronize()
         out.append(e0.elapsed_time(e1) * 1e3 / iters)
-    t = torch.tensor([statistics.median(out)], device="cuda")
+    t = torch.tensor([statistics.median(out)], device="cuda" if dist.get_backend() == "nccl" else "cpu")
     if dist.get_world_size() > 1:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return t.item()
@@ -89,11 +89,17 @@ def eager_ops(a, dtype, rank, world, group, sc):
         return 1
     compiled = sorted(getattr(symcoll.ops, "COMPILED", ()))
     kernels = "compiled" if "all_reduce_" in compiled else "python"
-    cols = ["torch_one_shot", "symcoll_op_", "symcoll_op", "symcoll_method"]
+    # torch_kernel (one elementwise kernel into an existing tensor) and torch_copy (y.copy_(x)) are
+    # the floors of any eager op: a launch, and the copy a one-rank out-of-place call makes.
+    # symcoll_method_pool: the method on tensors torch allocated inside comm.mem_pool() (symmetric:
+    # no copy into the workspace), against symcoll_method on plain tensors.
+    cols = ["torch_one_shot", "torch_kernel", "torch_copy", "symcoll_op_", "symcoll_op", "symcoll_method_",
+            "symcoll_method", "symcoll_method_pool"]
     if rank == 0:
         print(f"# torch {torch.__version__}, world {world}, {a.d}, eager, host clock over {a.calls} calls + sync, "
-              f"best of {a.r}; symcoll torch kernels: {kernels}")
-        print(f"{'elements':>10} " + " ".join(f"{c:>15}" for c in cols) + f" {'op_/one_shot':>13} {'method/one_shot':>16}")
+              f"best of {a.r}; symcoll torch kernels: {kernels}; op_ and method_ in place, op and method out of place")
+        print(f"{'elements':>10} " + " ".join(f"{c:>15}" for c in cols) +
+              f" {'op_/one_shot':>13} {'method_/one_shot':>17} {'method/one_shot':>16}")
     rows = []
     for n in (int(c) for c in a.counts.split(",")):
         inp = symm_mem.empty(n, dtype=dtype, device="cuda")
@@ -101,10 +107,20 @@ def eager_ops(a, dtype, rank, world, group, sc):
         inp.zero_()
         x, y = torch.zeros(n, dtype=dtype, device="cuda"), torch.empty(n, dtype=dtype, device="cuda")
         h = sc.handle
+        try:
+            with sc.mem_pool():
+                xp, yp = torch.zeros(n, dtype=dtype, device="cuda"), torch.empty(n, dtype=dtype, device="cuda")
+        except Exception as e:  # noqa: BLE001
+            print(f"# mem_pool: {e}", file=sys.stderr)
+            xp = yp = None
         fns = {"torch_one_shot": lambda: torch.ops.symm_mem.one_shot_all_reduce(inp, "sum", group),
+               "torch_kernel": lambda: torch.neg(x, out=y),
+               "torch_copy": lambda: y.copy_(x),
                "symcoll_op_": lambda: torch.ops.symcoll.all_reduce_(x, "sum", h),
                "symcoll_op": lambda: torch.ops.symcoll.all_reduce(x, "sum", h),
-               "symcoll_method": lambda: sc.all_reduce(x, out=y)}
+               "symcoll_method_": lambda: sc.all_reduce(x),
+               "symcoll_method": lambda: sc.all_reduce(x, out=y),
+               "symcoll_method_pool": lambda: sc.all_reduce(xp, out=yp)}
         res = {}
         for c, fn in fns.items():
             try:
@@ -120,7 +136,7 @@ def eager_ops(a, dtype, rank, world, group, sc):
                         fn()
                     torch.cuda.synchronize()
                     best = min(best, (time.perf_counter() - t0) / a.calls * 1e6)
-                t = torch.tensor([best], device="cuda")
+                t = torch.tensor([best], device="cuda" if dist.get_backend() == "nccl" else "cpu")
                 if world > 1:
                     dist.all_reduce(t, op=dist.ReduceOp.MAX)
                 res[c] = t.item()
@@ -132,7 +148,7 @@ def eager_ops(a, dtype, rank, world, group, sc):
             one = res["torch_one_shot"]
             ratio = lambda v: f"{v / one:.2f}" if v is not None and one else "-"  # noqa: E731
             print(f"{n:>10} " + " ".join(f"{res[c]:>15.2f}" if res[c] is not None else f"{'-':>15}" for c in cols) +
-                  f" {ratio(res['symcoll_op_']):>13} {ratio(res['symcoll_method']):>16}")
+                  f" {ratio(res['symcoll_op_']):>13} {ratio(res['symcoll_method_']):>17} {ratio(res['symcoll_method']):>16}")
     if a.csv and rank == 0:
         with open(a.csv, "w") as f:
             f.write("elements,nranks,kernels," + ",".join(f"{c}_us" for c in cols) + "\n")
@@ -163,11 +179,19 @@ def main():
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
+    # PEERS_ONE_GPU=1: every rank on GPU 0 (processes under MPS, EMULATION). NCCL refuses ranks
+    # sharing a GPU, so the job's own group is gloo then (NCCL columns are left out).
+    one_gpu = os.environ.get("PEERS_ONE_GPU") == "1"
+    if one_gpu:
+        local = 0
     torch.cuda.set_device(local)
     if world == 1:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
-    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", local))
+    if one_gpu:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    else:
+        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", local))
     group = dist.group.WORLD.group_name
     if hasattr(symm_mem, "enable_symm_mem_for_group"):
         try:
@@ -188,7 +212,9 @@ def main():
         return matmul_colls(a, dtype, rank, world, group, sc)
     if a.coll != "all_reduce":
         return other_colls(a, dtype, es, rank, world, group)
-    cols = ["torch_one_shot", "torch_two_shot", "torch_nccl", "symcoll_py", "symcoll_py_eager"]
+    # symcoll_c: the method captured in the graph, i.e. the C library's call alone (the method's
+    # Python runs at capture only): the op's in-graph cost against the library's, one harness.
+    cols = ["torch_one_shot", "torch_two_shot", "torch_nccl", "symcoll_c", "symcoll_py", "symcoll_py_eager"]
     rows = []
     if rank == 0:
         print(f"# torch {torch.__version__}, world {world}, {a.d}, graph replays of {a.n} calls, median of {a.r}")
@@ -220,10 +246,12 @@ def main():
             res["torch_nccl"] = timed(lambda: dist.all_reduce(x), a.n, a.r)
         else:  # in place with one rank NCCL does nothing: not a comparable column
             res["torch_nccl"] = None
-        res["symcoll_py"] = res["symcoll_py_eager"] = None
+        res["symcoll_c"] = res["symcoll_py"] = res["symcoll_py_eager"] = None
         if sc is not None:  # the same call as symcoll-bench's auto column: copy-in, out of place
             x, y = inp.clone(), torch.empty_like(inp)
             held = {}
+            res["symcoll_c"] = try_time("symcoll_c", lambda: sc.all_reduce(x, out=y),
+                                        lambda: torch.equal(y, ref), a)
             res["symcoll_py"] = try_time("symcoll_py",
                                          lambda: held.__setitem__("y", torch.ops.symcoll.all_reduce(x, "sum", sc.handle)),
                                          lambda: torch.equal(held["y"], ref), a)
@@ -354,7 +382,7 @@ def timed_flushed(fn, reps, graph=True):
         e1.record(s)
         e1.synchronize()
         out.append(e0.elapsed_time(e1) * 1e3)
-    t = torch.tensor([statistics.median(out)], device="cuda")
+    t = torch.tensor([statistics.median(out)], device="cuda" if dist.get_backend() == "nccl" else "cpu")
     if dist.get_world_size() > 1:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return t.item(), g is not None

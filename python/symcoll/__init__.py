@@ -51,7 +51,8 @@ def _is_torch(x):
 
 
 # Per-call work that depends only on the type of an argument is done once and cached: the symcoll
-# dtype index of each numpy / torch dtype object, and the fixed options of each algorithm.
+# dtype index of each numpy / torch dtype object, the describer of each array type, and the fixed
+# options of each algorithm.
 _dtype_index = {}
 
 
@@ -68,19 +69,36 @@ def _dtype_of(x, table, what):
     return i
 
 
-def _describe(x):
-    """(pointer, elements, symcoll dtype index, is_cuda, device index) of a contiguous array or tensor."""
-    if _is_torch(x):
+def _describe_tensor(x):
+    try:
+        dt = _dtype_index[x.dtype]
+    except KeyError:
         dt = _dtype_of(x, _TORCH_DTYPES, "torch")
-        if not x.is_contiguous():
-            raise InvalidArgumentError("symcoll collectives take contiguous tensors")
-        if x.is_cuda:
-            return (x.data_ptr(), x.numel(), dt, True, x.get_device())
-        return (x.data_ptr(), x.numel(), dt, False, -1)
+    if not x.is_contiguous():
+        raise InvalidArgumentError("symcoll collectives take contiguous tensors")
+    if x.is_cuda:
+        return (x.data_ptr(), x.numel(), dt, True, x.get_device())
+    return (x.data_ptr(), x.numel(), dt, False, -1)
+
+
+def _describe_array(x):
     dt = _dtype_of(x, _NUMPY_DTYPES, "numpy")
     if not x.flags.c_contiguous:
         raise InvalidArgumentError("symcoll collectives take contiguous arrays")
     return (x.ctypes.data, x.size, dt, False, -1)
+
+
+_describers = {}  # type -> its describer
+
+
+def _describe(x):
+    """(pointer, elements, symcoll dtype index, is_cuda, device index) of a contiguous array or tensor."""
+    try:
+        return _describers[type(x)](x)
+    except KeyError:
+        pass
+    f = _describers[type(x)] = _describe_tensor if _is_torch(x) else _describe_array
+    return f(x)
 
 
 def _empty_like(x):
@@ -382,14 +400,16 @@ class Comm:
     # -- collectives (numpy arrays, torch tensors) --
     def all_reduce(self, x, op="sum", out=None, algo=None):
         """out = op over ranks of x (in place when out is None or is x); returns out."""
-        out = x if out is None else out
         px, n, dt, cuda, _ = _describe(x)
-        po, no, dto, _, _ = _describe(out)
-        if no != n or dto != dt:
-            raise InvalidArgumentError(f"all_reduce: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
-        o = _opts(algo)
-        check(lib.symcoll_all_reduce_ex(self._c, px, po, n, dt, _op(op), _stream_of(self, cuda), o),
-              "all_reduce")
+        if out is None or out is x:
+            out, po = x, px
+        else:
+            po, no, dto, _, _ = _describe(out)
+            if no != n or dto != dt:
+                raise InvalidArgumentError(f"all_reduce: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
+        st = lib.symcoll_all_reduce_ex(self._c, px, po, n, dt, _op(op), _stream_of(self, cuda), _opts(algo))
+        if st:
+            check(st, "all_reduce")
         return out
 
     def all_gather(self, x, out, algo=None):
@@ -455,11 +475,13 @@ class Comm:
     def all_to_all(self, x, out=None, algo=None):
         """x and out hold nranks blocks of x.size / nranks elements: block j of rank r's x lands
         in block r of rank j's out (in place when out is None or is x). Returns out."""
-        out = x if out is None else out
         px, n, dt, cuda, _ = _describe(x)
-        po, no, dto, _, _ = _describe(out)
-        if no != n or dto != dt:
-            raise InvalidArgumentError(f"all_to_all: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
+        if out is None or out is x:
+            out, po = x, px
+        else:
+            po, no, dto, _, _ = _describe(out)
+            if no != n or dto != dt:
+                raise InvalidArgumentError(f"all_to_all: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
         if n % self.nranks:
             raise InvalidArgumentError(f"all_to_all: x has {n} elements, not a multiple of nranks = {self.nranks}")
         o = _opts(algo)
@@ -616,9 +638,10 @@ class Comm:
 
 
 def _op(op):
-    if op not in OPS:
-        raise InvalidArgumentError(f"unknown op {op!r} (one of {', '.join(OPS)})")
-    return OPS[op]
+    try:
+        return OPS[op]
+    except (KeyError, TypeError):
+        raise InvalidArgumentError(f"unknown op {op!r} (one of {', '.join(OPS)})") from None
 
 
 def _device_ordinal(device):
