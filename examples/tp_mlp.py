@@ -3,6 +3,7 @@
 
     torchrun --nproc-per-node 2 examples/tp_mlp.py              # CPU ranks (torch CPU tensors)
     torchrun --nproc-per-node 8 examples/tp_mlp.py --cuda       # one GPU per rank
+    SYMCOLL_TP_ONE_GPU=1 torchrun --nproc-per-node 2 examples/tp_mlp.py --cuda   # ranks sharing GPU 0 (MPS)
 
 y = gelu(x @ W1) @ W2, with W1 split by columns and W2 by rows over the ranks (Megatron's
 column-parallel then row-parallel layers), two ways:
@@ -15,6 +16,7 @@ fused_add_rms_norm does), against torch's own rms_norm of the reference.
 Every rank builds the same full weights from one seed, so it can compute the reference itself.
 """
 import argparse
+import contextlib
 import os
 
 import torch
@@ -30,7 +32,8 @@ def main():
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--ffn", type=int, default=512, help="a multiple of the ranks")
     a = p.parse_args()
-    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if a.cuda else torch.device("cpu")
+    gpu = 0 if os.environ.get("SYMCOLL_TP_ONE_GPU") == "1" else int(os.environ.get("LOCAL_RANK", "0"))
+    dev = torch.device("cuda", gpu) if a.cuda else torch.device("cpu")
     if a.cuda:
         torch.cuda.set_device(dev)
     with symcoll.Comm.from_env(device=dev.index if a.cuda else None) as comm:
@@ -44,8 +47,14 @@ def main():
         f = a.ffn // n
         w1_r, w2_r = w1[:, r * f:(r + 1) * f].contiguous(), w2[r * f:(r + 1) * f].contiguous()
 
-        # Tensor parallel: the row-parallel layer's partial sums meet in an all-reduce.
-        y = ops.all_reduce(F.gelu(x @ w1_r) @ w2_r, "sum", h)
+        # Tensor parallel: the row-parallel layer's partial sums meet in an all-reduce. On GPUs
+        # the layer runs inside the communicator's memory pool: its output is symmetric memory,
+        # which the all-reduce reads in place, zero-copy (SYMCOLL_DEBUG=INFO says so).
+        with comm.mem_pool() if a.cuda else contextlib.nullcontext():
+            partial = F.gelu(x @ w1_r) @ w2_r
+        zero_copy = comm.is_symmetric(partial)
+        ops.all_reduce_(partial, "sum", h)
+        y = partial
 
         # Sequence parallel: x and y sharded by tokens; the collectives fused with the GEMMs.
         t = a.tokens // n
@@ -65,7 +74,8 @@ def main():
         ok_tp = torch.allclose(y, ref, **tol)
         ok_sp = torch.allclose(y_r, ref[r * t:(r + 1) * t], **tol)
         comm.barrier()
-        print(f"rank {r} of {n}: tensor parallel {'matches' if ok_tp else 'DIFFERS FROM'} the reference "
+        print(f"rank {r} of {n}: tensor parallel{' (zero-copy from the pool)' if zero_copy else ''} "
+              f"{'matches' if ok_tp else 'DIFFERS FROM'} the reference "
               f"(max error {(y - ref).abs().max().item():.2e}); sequence parallel "
               f"{'matches' if ok_sp else 'DIFFERS FROM'} it (max error {(y_r - ref[r * t:(r + 1) * t]).abs().max().item():.2e}); "
               f"all-reduce + residual + RMSNorm {'matches' if ok_norm else 'DIFFERS FROM'} torch's "

@@ -416,14 +416,45 @@ def _mem_pool_rank(rank, n):
         ops.all_gather_into_tensor(g, torch.full((1000,), rank, device="cuda", dtype=torch.bfloat16), h)
         assert torch.equal(g, torch.arange(n, device="cuda").repeat_interleave(1000).bfloat16())
         del y, z, g
+
+        # A CUDA graph captured into the pool: the graph's own tensors (the Linear's output) are
+        # symmetric, so each replay reduces zero-copy; replays see new inputs.
+        xs = torch.empty(64, 256, device="cuda")
+        graph = torch.cuda.CUDAGraph()
+        with comm.mem_pool() as pool:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up off the capture, as torch asks
+                ops.all_reduce_(lin(xs), "sum", h)
+            torch.cuda.current_stream().wait_stream(side)
+            with torch.cuda.graph(graph, pool=pool.id):
+                yg = lin(xs)
+                ops.all_reduce_(yg, "sum", h)
+        assert comm.is_symmetric(yg), "a tensor the graph allocated in the pool is not symmetric"
+        for k in (1, 3):
+            xs.fill_(float(k * (rank + 1)))
+            graph.replay()
+            assert torch.equal(yg, torch.full_like(yg, 256.0 * k * n * (n + 1) / 2)), f"graph replay {k}"
+        del graph, yg
+
+        # torch.compile (fullgraph) of a layer and the op: the compiled code's buffers come from
+        # the pool too.
+        def block(t):
+            return ops.all_reduce(lin(t), "sum", h)
+
+        compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
+        with comm.mem_pool():
+            yc = compiled(x)
+        assert torch.equal(yc, torch.full_like(yc, 256.0 * n * (n + 1) / 2)), "torch.compile with the pool"
     return True
 
 
 @pytest.mark.skipif(not _cuda_available(), reason="no GPU on this machine (or no torch)")
 @pytest.mark.parametrize("n", [1, 2])
 def test_torch_mem_pool(n):
-    """comm.mem_pool(): tensors PyTorch allocates inside it (a Linear's output) are symmetric and
-    take the zero-copy path; results exact."""
+    """comm.mem_pool(): tensors PyTorch allocates inside it (a Linear's output, a CUDA graph's
+    tensors captured into it, torch.compile's buffers) are symmetric and take the zero-copy path;
+    results exact."""
     import torch
 
     if not hasattr(torch.cuda, "use_mem_pool"):
