@@ -517,8 +517,10 @@ static symcoll_status_t place_ranks(symcoll_comm_t comm, cuda_state_t *cs, char 
       atomics = 0;
     }
   }
-  /* [SMs, L2 bytes, ranks of a parent communicator on this GPU, native atomics to every peer] */
-  int geo[4] = {cs->sms, 0, comm->sharers_floor, atomics}, geos[SYMCOLL_MAX_RANKS][4];
+  /* [SMs, L2 bytes, ranks of a parent communicator on this GPU, native atomics to every peer,
+   * SYMCOLL_GPU_MAX_BLOCKS] */
+  int geo[5] = {cs->sms, 0, comm->sharers_floor, atomics, (int)symcoll__env_int("SYMCOLL_GPU_MAX_BLOCKS")},
+      geos[SYMCOLL_MAX_RANKS][5];
   if (cudaDeviceGetAttribute(&geo[1], cudaDevAttrL2CacheSize, comm->device) != cudaSuccess) geo[1] = 0;
   SYMCOLL_CHECK(comm->oob->allgather(comm, geo, geos, sizeof geo));
   /* Every rank refuses alike: the barriers' atomics on a peer's pad would not be atomic. */
@@ -532,6 +534,7 @@ static symcoll_status_t place_ranks(symcoll_comm_t comm, cuda_state_t *cs, char 
     }
   cs->l2 = geo[1];
   cs->share = 0;
+  int knob = 0; /* the smallest cap a rank asked for (every rank must launch the same grid) */
   for (int r = 0; r < comm->nranks; r++) {
     int same = 0;
     for (int q = 0; q < comm->nranks; q++) same += !strcmp(buses[q], buses[r]);
@@ -539,7 +542,20 @@ static symcoll_status_t place_ranks(symcoll_comm_t comm, cuda_state_t *cs, char 
     if (geos[r][2] > cs->share) cs->share = geos[r][2];
     if (geos[r][0] < cs->sms) cs->sms = geos[r][0];
     if (geos[r][1] < cs->l2) cs->l2 = geos[r][1];
+    if (geos[r][4] > 0 && (knob == 0 || geos[r][4] < knob)) knob = geos[r][4];
   }
+  /* The most blocks one collective's kernel takes (docs/gpu-tuning-model.md). A GPU per rank:
+   * half the SMs, at most 64 (NCCL's symmetric kernels stop there too; a link saturates well
+   * before), so that a GEMM on another stream keeps SMs and a second communicator's kernel,
+   * also waiting at barriers for its twins on other GPUs, can always be resident beside this
+   * one: neither fills the GPU with blocks whose twins cannot be scheduled. Ranks sharing a GPU
+   * have resident_blocks' tighter cap (cuda_coll.c); one rank waits for no one: no cap. */
+  if (knob > 0)
+    cs->grid_cap = knob;
+  else if (comm->nranks > 1 && cs->share <= 1)
+    cs->grid_cap = cs->sms / 2 < 1 ? 1 : cs->sms / 2 > 64 ? 64 : cs->sms / 2;
+  else
+    cs->grid_cap = SYMCOLL_CUDA_MAX_BLOCKS;
   return SYMCOLL_OK;
 }
 

@@ -21,9 +21,10 @@
  * can need a whole SM (its shared memory), and waiting blocks spread one to an SM leave none
  * free: the GEMM never starts, and every waiting rank times out (seen on the H200 with 4
  * thread ranks). With at most sms / share blocks each, the waiting ranks (share - 1 of
- * them at most) leave sms / share SMs empty. */
+ * them at most) leave sms / share SMs empty. Never more than the communicator's grid_cap. */
 static int resident_blocks(cuda_state_t *cs, const void *fn, int threads) {
-  if (cs->share > 1) return cs->sms / cs->share < 1 ? 1 : cs->sms / cs->share;
+  const int shared = cs->sms / cs->share < 1 ? 1 : cs->sms / cs->share;
+  if (cs->share > 1) return shared < cs->grid_cap ? shared : cs->grid_cap;
   const size_t cap = sizeof cs->occ / sizeof cs->occ[0];
   size_t h = (((uintptr_t)fn >> 4) ^ (uintptr_t)threads * 2654435761u) % cap;
   int per_sm = 0;
@@ -38,7 +39,7 @@ static int resident_blocks(cuda_state_t *cs, const void *fn, int threads) {
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, 0) != cudaSuccess || per_sm < 1) per_sm = 1;
     if (!cs->occ[h].fn) cs->occ[h] = (typeof(cs->occ[0])){fn, threads, per_sm};
   }
-  return per_sm * cs->sms;
+  return per_sm * cs->sms < cs->grid_cap ? per_sm * cs->sms : cs->grid_cap;
 }
 
 /* Fills blocks and threads of l for `work` units of one thread each (a block-size option of

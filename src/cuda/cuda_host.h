@@ -34,6 +34,7 @@ typedef struct {
    * barrier slot b, and rounds must line up): the fewest SMs and the smallest L2 of the
    * team's GPUs, and the most ranks sharing any one of them. */
   int dev, sms, l2, share;
+  int grid_cap; /* the most blocks of one collective's kernel (place_ranks) */
   int devs[SYMCOLL_MAX_RANKS]; /* thread mode: every rank's ordinal */
   struct symcoll_mem *ws;
   size_t ws_bytes, db_half, lp_slot;
