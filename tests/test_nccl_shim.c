@@ -569,6 +569,50 @@ static int gpu_init_all(void *h, int ndev) {
     cudaMemcpy(host, buf[r] + count, count * sizeof(float), cudaMemcpyDeviceToHost);
     for (size_t i = 0; i < count; i++) bad += host[i] != 3.0f * (float)(i % 5);
   }
+  /* ncclCommSplit of both ranks from this one thread, inside a group: made at its end. Keys
+   * reverse the ranks; then one rank of no color and one alone in its color. */
+  ncclComm_t sub[2] = {NULL, NULL}, solo[2] = {NULL, NULL};
+  if (SYM(h, ncclGroupStart)() != ncclSuccess) return 1;
+  for (int r = 0; r < 2; r++)
+    if (SYM(h, ncclCommSplit)(comms[r], 7, 1 - r, &sub[r], NULL) != ncclSuccess) return 1;
+  if (SYM(h, ncclGroupEnd)() != ncclSuccess) {
+    fprintf(stderr, "split in a group: %s\n", SYM(h, ncclGetLastError)(NULL));
+    return 1;
+  }
+  for (int r = 0; r < 2; r++) {
+    int rank = -1, count = -1;
+    SYM(h, ncclCommUserRank)(sub[r], &rank);
+    SYM(h, ncclCommCount)(sub[r], &count);
+    if (rank != 1 - r || count != 2) {
+      fprintf(stderr, "split rank %d: rank %d of %d, not %d of 2\n", r, rank, count, 1 - r);
+      bad++;
+    }
+  }
+  if (SYM(h, ncclGroupStart)() != ncclSuccess) return 1;
+  for (int r = 0; r < 2; r++)
+    if (SYM(h, ncclAllReduce)(buf[r], buf[r] + count, count, ncclFloat32, ncclSum, sub[r], st[r]) != ncclSuccess)
+      return 1;
+  if (SYM(h, ncclGroupEnd)() != ncclSuccess) return 1;
+  for (int r = 0; r < 2; r++) {
+    cudaSetDevice(devs[r]);
+    cudaStreamSynchronize(st[r]);
+    cudaMemcpy(host, buf[r] + count, count * sizeof(float), cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < count; i++) bad += host[i] != 3.0f * (float)(i % 5);
+  }
+  SYM(h, ncclGroupStart)();
+  SYM(h, ncclCommSplit)(comms[0], NCCL_SPLIT_NOCOLOR, 0, &solo[0], NULL);
+  SYM(h, ncclCommSplit)(comms[1], 3, 0, &solo[1], NULL);
+  if (SYM(h, ncclGroupEnd)() != ncclSuccess) return 1;
+  int solo_count = -1;
+  if (solo[1]) SYM(h, ncclCommCount)(solo[1], &solo_count);
+  if (solo[0] != NULL || solo_count != 1) {
+    fprintf(stderr, "split with no color: %p, the other rank's count %d (want NULL and 1)\n", (void *)solo[0],
+            solo_count);
+    bad++;
+  }
+  for (int r = 0; r < 2; r++)
+    if (sub[r] && SYM(h, ncclCommDestroy)(sub[r]) != ncclSuccess) bad++;
+  if (solo[1] && SYM(h, ncclCommDestroy)(solo[1]) != ncclSuccess) bad++;
   /* Send/Recv: forwarded; on one shared GPU it must fail naming why, on two it must work. */
   SYM(h, ncclGroupStart)();
   ncclResult_t rs = SYM(h, ncclSend)(buf[0], 16, ncclFloat32, 1, comms[0], st[0]);

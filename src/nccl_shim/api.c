@@ -156,29 +156,29 @@ SHIM_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
     shim_error("ncclCommSplit of a communicator without symcoll (ncclCommShrink's) is not supported");
     return ncclInvalidUsage;
   }
-  symcoll_comm_t sub = NULL;
-  const int prev = shim_device_enter(comm->device);
-  symcoll_status_t s =
-      symcoll_comm_split(comm->sc, color == NCCL_SPLIT_NOCOLOR ? SYMCOLL_SPLIT_NOCOLOR : color, key, &sub);
-  shim_device_leave(comm->device, prev);
-  if (s != SYMCOLL_OK) {
-    shim_error("ncclCommSplit: symcoll_comm_split: %s (%s)", symcoll_status_string(s), symcoll_last_error());
-    return shim_result(s);
+  /* Made by split_create (comm.c): now, at the group's end inside a group, or on a thread of
+   * its own for a non-blocking config. A rank of no color takes part but gets NULL (outside a
+   * group, at once: there is nothing the caller could wait on). */
+  ncclComm_t c = shim_comm_new(-1, 0, comm->device, "", blocking);
+  if (!c) return ncclSystemError;
+  c->split_parent = comm;
+  c->split_color = color == NCCL_SPLIT_NOCOLOR ? SYMCOLL_SPLIT_NOCOLOR : color;
+  c->split_key = key;
+  c->ghost = color == NCCL_SPLIT_NOCOLOR;
+  /* The name groups the ranks one thread makes (shim_comm_cohort): one per split and color. */
+  snprintf(c->job_id, sizeof c->job_id, "%.*s|s%u:%d", SHIM_JOB_ID_MAX - 26, comm->job_id, ++comm->splits, color);
+  *newcomm = c->ghost ? NULL : c;
+  if (shim_group_defer(c)) return blocking ? ncclSuccess : ncclInProgress;
+  if (!blocking && !c->ghost) {
+    rc = shim_comm_create_async(c);
+    return rc == ncclSuccess ? ncclInProgress : rc;
   }
-  if (!sub) {
+  rc = shim_comm_create(c);
+  if (!shim_comm_drop_ghost(c) && rc != ncclSuccess) {
+    shim_comm_free(c);
     *newcomm = NULL;
-    return ncclSuccess;
   }
-  ncclComm_t c = shim_comm_new(symcoll_comm_rank(sub), symcoll_comm_nranks(sub), comm->device, "", blocking);
-  if (!c) {
-    symcoll_comm_destroy(sub);
-    return ncclSystemError;
-  }
-  c->sc = sub;
-  c->state = SHIM_READY;
-  *newcomm = c;
-  SHIM_INFO("ncclCommSplit: rank %d of %d (color %d)", c->rank, c->nranks, color);
-  return ncclSuccess;
+  return rc;
 }
 
 SHIM_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,

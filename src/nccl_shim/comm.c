@@ -74,7 +74,28 @@ static void comm_done(ncclComm_t c, ncclResult_t rc) {
   pthread_mutex_unlock(&c->lock);
 }
 
+/* ncclCommSplit's communicator: symcoll_comm_split of the parent (every rank of it takes part). */
+static ncclResult_t split_create(ncclComm_t c) {
+  ncclComm_t p = c->split_parent;
+  symcoll_comm_t sub = NULL;
+  const int prev = shim_device_enter(c->device);
+  symcoll_status_t s = symcoll_comm_split(p->sc, c->split_color, c->split_key, &sub);
+  shim_device_leave(c->device, prev);
+  ncclResult_t rc = shim_result(s);
+  if (s != SYMCOLL_OK) {
+    shim_error("ncclCommSplit: symcoll_comm_split: %s (%s)", symcoll_status_string(s), symcoll_last_error());
+  } else if (sub) {
+    c->sc = sub;
+    c->rank = symcoll_comm_rank(sub);
+    c->nranks = symcoll_comm_nranks(sub);
+    SHIM_INFO("ncclCommSplit: rank %d of %d (color %d)", c->rank, c->nranks, c->split_color);
+  }
+  comm_done(c, rc);
+  return rc;
+}
+
 ncclResult_t shim_comm_create(ncclComm_t c) {
+  if (c->split_parent) return split_create(c);
   shim_env_prepare();
   symcoll_config_t cfg;
   symcoll_config_init(&cfg);
@@ -108,6 +129,15 @@ ncclResult_t shim_comm_create_async(ncclComm_t c) {
   }
   c->has_creator = true;
   return ncclSuccess;
+}
+
+bool shim_comm_drop_ghost(ncclComm_t c) {
+  if (!c->ghost) return false;
+  pthread_mutex_lock(&c->lock);
+  while (c->state == SHIM_PENDING) pthread_cond_wait(&c->cond, &c->lock);
+  pthread_mutex_unlock(&c->lock);
+  shim_comm_free(c);
+  return true;
 }
 
 ncclResult_t shim_comm_ready(ncclComm_t c, const char *what) {

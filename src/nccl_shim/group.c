@@ -6,10 +6,11 @@
  *  - Forwarded calls run inside the real ncclGroupStart/End: the real group opens at the first
  *    forwarded call of the group (after that call's real communicator exists: making one
  *    inside a real group would defer it) and ends at the outermost ncclGroupEnd.
- *  - ncclCommInitRank inside a group (one thread making several ranks, as nccl-tests does)
- *    is deferred: the communicators are made at the outermost ncclGroupEnd, one thread each
- *    where there are several (symcoll_comm_create waits for every rank); so are window
- *    registrations (memory.c), after them.
+ *  - ncclCommInitRank and ncclCommSplit inside a group (one thread making or splitting
+ *    several ranks, as nccl-tests does) are deferred: the communicators are made at the
+ *    outermost ncclGroupEnd, one thread each where there are several (symcoll_comm_create and
+ *    symcoll_comm_split wait for every rank); so are window registrations (memory.c), after
+ *    them.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -69,12 +70,15 @@ static ncclResult_t create_pending(void) {
       p[i]->same_thread_peers = true;
       shim_comm_create_async(p[i]);
     }
+    int kept = 0;
     for (int i = 0; i < n; i++) {
       ncclResult_t r = shim_comm_ready(p[i], "ncclGroupEnd");
       if (rc == ncclSuccess) rc = r;
+      if (!shim_comm_drop_ghost(p[i])) p[kept++] = p[i];
     }
-    shim_comm_cohort(p, n); /* their real communicators, if any, are made together */
+    shim_comm_cohort(p, kept); /* their real communicators, if any, are made together */
   }
+  if (n == 1) shim_comm_drop_ghost(p[0]);
   free(p);
   return rc;
 }

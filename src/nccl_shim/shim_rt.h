@@ -101,6 +101,13 @@ struct ncclComm {
   bool has_creator;
   bool finalized;
   bool same_thread_peers; /* made with others by one thread (one group): no barrier at finalize */
+  /* ncclCommSplit's: made by splitting split_parent (deferred to the group's end inside a
+   * group). A rank of no color (NCCL_SPLIT_NOCOLOR) still takes part in the split: its comm
+   * is a ghost, never handed out, freed once the split is done. */
+  ncclComm_t split_parent;
+  int split_color, split_key;
+  bool ghost;
+  unsigned splits; /* as a parent: splits made of it (every rank counts alike) */
   /* The real NCCL communicator, made at the first call that needs it. */
   pthread_mutex_t real_lock;
   ncclComm_t real;
@@ -116,6 +123,8 @@ SHIM_HIDDEN shim_policy_t shim_policy(void);
 SHIM_HIDDEN ncclComm_t shim_comm_new(int rank, int nranks, int device, const char *job_id, int blocking);
 /* Creates the symcoll communicator of a pending comm; sets state and init_rc, wakes waiters. */
 SHIM_HIDDEN ncclResult_t shim_comm_create(ncclComm_t c);
+/* Frees c once its creation is done if it is a ghost (a split's rank of no color); true if so. */
+SHIM_HIDDEN bool shim_comm_drop_ghost(ncclComm_t c);
 /* Starts shim_comm_create on a thread of its own (non-blocking configs, groups). */
 SHIM_HIDDEN ncclResult_t shim_comm_create_async(ncclComm_t c);
 /* Validates comm and waits until its creation is done: ncclSuccess, or the error to return. */
