@@ -186,6 +186,15 @@ typedef struct {
                           capped by the algorithm's buffer), 0 = tuned; ignored on CPU.
                           Added in 0.2: callers built with the older, shorter struct
                           (struct_size without it) keep working. */
+  const void *scale;   /* NULL, or one element of the call's dtype by which this rank's input
+                          is multiplied before it is summed (NCCL's ncclRedOpCreatePreMulSum:
+                          each rank its own scalar): op SYMCOLL_SUM of all_reduce,
+                          reduce_scatter and reduce only. The product is SYMCOLL_PROD's (in the
+                          dtype's combine type, rounded once), then the sum as usual. Host
+                          memory read during the call, or with scale_on_device GPU memory read
+                          when the call runs (a CUDA graph replays the current value). */
+  int scale_on_device; /* GPU communicators: scale points to device memory */
+                       /* scale and scale_on_device: added in 0.6 (older struct sizes work). */
 } symcoll_coll_opts_t;
 
 /* ---- status and version ------------------------------------------------ */

@@ -257,6 +257,26 @@ static void test_bad_collective_args(void **state) {
   assert_int_equal(symcoll_all_reduce_ex(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_MAX, NULL, &o), SYMCOLL_OK);
   assert_memory_equal(recv, send, N * sizeof(float));
   memcpy(recv, poison, sizeof recv);
+  /* A scale multiplies inputs before a sum: refused with another op, a collective that does
+   * not reduce, or device memory on a CPU communicator; 0.5's options (no scale) still work. */
+  const float two = 2.0f;
+  symcoll_coll_opts_init(&o);
+  o.scale = &two;
+  EXPECT_BAD(symcoll_all_reduce_ex(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_MAX, NULL, &o));
+  EXPECT_BAD(symcoll_broadcast_ex(comm, send, recv, N, SYMCOLL_FLOAT32, 0, NULL, &o));
+  o.scale_on_device = 1;
+  EXPECT_BAD(symcoll_all_reduce_ex(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o));
+  o.scale = NULL;
+  EXPECT_BAD(symcoll_all_reduce_ex(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o));
+  symcoll_coll_opts_init(&o);
+  o.scale = &two;
+  assert_int_equal(symcoll_all_reduce_ex(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o), SYMCOLL_OK);
+  for (int i = 0; i < N; i++) assert_true(recv[i] == 2.0f * send[i]);
+  memcpy(recv, poison, sizeof recv);
+  o.struct_size = offsetof(symcoll_coll_opts_t, scale); /* 0.5's options: the scale is not read */
+  assert_int_equal(symcoll_all_reduce_ex(comm, send, recv, N, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL, &o), SYMCOLL_OK);
+  assert_memory_equal(recv, send, N * sizeof(float));
+  memcpy(recv, poison, sizeof recv);
   /* count 0 is a no-op that succeeds, even with NULL buffers. */
   assert_int_equal(symcoll_all_reduce(comm, NULL, NULL, 0, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL), SYMCOLL_OK);
   assert_int_equal(symcoll_all_reduce(comm, send, recv, 0, SYMCOLL_FLOAT32, SYMCOLL_SUM, NULL), SYMCOLL_OK);

@@ -8,7 +8,9 @@
  * passing NULL for the buffer only the root uses in every other case; exact-result inputs
  * drawn fresh for each run; outputs poisoned first and checked bit for bit, guard elements
  * around them included (nothing outside the result may be written, and a reduce writes
- * nothing on ranks other than the root).
+ * nothing on ranks other than the root). The reducing collectives' sum also with each rank's
+ * input scaled first (the options' scale: NCCL's PreMulSum), the scale in host memory, or on
+ * GPUs in device memory in every other case.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -85,6 +87,7 @@ typedef struct {
   int rank, n, failures, calls;
   char *hsend, *hrecv, *hexp, *hpoison;
   char *dsend, *drecv, *dsym;
+  char hscale[8], *dscale; /* this rank's scale (exact_scale) in the dtype of the case */
 } ctx_t;
 
 /* Counts per rank's part: the largest only for the three float types the benchmarks use,
@@ -122,8 +125,13 @@ static symcoll_status_t call(ctx_t *c, symcoll_coll_t coll, const void *send, vo
 
 /* The expected result at want (this rank's recv), as the independent host reference gives it. */
 static void expect(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int root,
-                   uint32_t seed, char *want) {
+                   uint32_t seed, bool scaled, char *want) {
   const size_t es = symcoll_dtype_size(dt), me = (size_t)c->rank;
+  if (scaled) { /* a sum of scaled inputs: all_reduce, reduce_scatter, reduce */
+    if (coll != SYMCOLL_COLL_REDUCE || c->rank == root)
+      exact_expect_scaled_range(want, dt, coll == SYMCOLL_COLL_REDUCE_SCATTER ? me * count : 0, count, c->n, seed);
+    return;
+  }
   switch (coll) {
     case SYMCOLL_COLL_ALL_REDUCE:
       exact_expect(want, dt, op, count, c->n, seed);
@@ -152,7 +160,7 @@ static void expect(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, symcoll_op
 }
 
 static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, size_t count, symcoll_op_t op,
-                    symcoll_algo_t algo, int pl, uint32_t seed) {
+                    symcoll_algo_t algo, int pl, uint32_t seed, bool scaled) {
   const size_t es = symcoll_dtype_size(dt), n = (size_t)c->n, me = (size_t)c->rank;
   const size_t send_n = send_all(coll) ? n * count : count;
   const size_t recv_n = recv_all(coll) ? n * count : count;
@@ -188,7 +196,7 @@ static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, size_t co
   /* The expected region: poison, the input where in place, the result over it. */
   memcpy(c->hexp, c->hpoison, span);
   if (in_place) memcpy(c->hexp + (size_t)(send - region), c->hsend, send_n * es);
-  expect(c, coll, dt, op, count, root, seed, c->hexp + (size_t)(recv - region));
+  expect(c, coll, dt, op, count, root, seed, scaled, c->hexp + (size_t)(recv - region));
   /* Rooted: in every other case the ranks that are not the root pass NULL for the buffer only
    * the root uses (NCCL allows it), and the others their buffer, which must stay untouched. */
   const bool null_unused = rooted && !in_place && (seed & 1) && c->rank != root;
@@ -197,11 +205,22 @@ static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, size_t co
   symcoll_coll_opts_t o;
   symcoll_coll_opts_init(&o);
   o.algo = algo;
+  if (scaled) {
+    exact_store(c->hscale, dt, 0, exact_scale(c->rank));
+    o.scale = c->hscale;
+    if (c->ops != &th_host_ops && (seed & 2)) {
+      c->ops->to_dev(c->dscale, c->hscale, es);
+      o.scale = c->dscale, o.scale_on_device = 1;
+    }
+  }
   symcoll_status_t s = call(c, coll, send_arg, recv_arg, count, dt, op, root, &o);
   c->calls++;
   const char *what_fmt = "rank %d: %s %s %s %s count %zu %s root %d";
-#define WHAT                                                                                            \
-  c->rank, symcoll_coll_name(coll), symcoll_dtype_name(dt), takes_op(coll) ? symcoll_op_name(op) : "-", \
+#define WHAT                                                                              \
+  c->rank, symcoll_coll_name(coll), symcoll_dtype_name(dt),                               \
+      scaled           ? (o.scale_on_device ? "scaled sum (device scale)" : "scaled sum") \
+      : takes_op(coll) ? symcoll_op_name(op)                                              \
+                       : "-",                                                             \
       symcoll_algo_name(algo), count, placement_names[pl], root
   if (s != SYMCOLL_OK) {
     fprintf(stderr, what_fmt, WHAT);
@@ -242,9 +261,9 @@ static int rank_matrix(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) 
   const int ncounts = getenv("TH_SMALL") ? 4 : quick ? 5 : 6;
   const size_t maxc = (1u << 20) + 3 + 4 * GUARD + (size_t)c.n * 8, maxb = maxc * 8;
   c.hsend = malloc(maxb), c.hrecv = malloc(maxb), c.hexp = malloc(maxb), c.hpoison = malloc(maxb);
-  c.dsend = ops->alloc(maxb), c.drecv = ops->alloc(maxb);
+  c.dsend = ops->alloc(maxb), c.drecv = ops->alloc(maxb), c.dscale = ops->alloc(8);
   symcoll_mem_t mem = NULL;
-  if (!c.hsend || !c.hrecv || !c.hexp || !c.hpoison || !c.dsend || !c.drecv ||
+  if (!c.hsend || !c.hrecv || !c.hexp || !c.hpoison || !c.dsend || !c.drecv || !c.dscale ||
       symcoll_mem_alloc(comm, maxb, &mem) != SYMCOLL_OK) {
     fprintf(stderr, "rank %d: allocation failed\n", c.rank);
     return 1;
@@ -273,13 +292,20 @@ static int rank_matrix(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) 
             if (symcoll_coll_algo_supported(comm, (symcoll_coll_t)coll, algo) != SYMCOLL_OK) continue;
             for (int pl = 0; pl < NUM_PLACEMENTS; pl++) {
               if ((pl == SYMMETRIC_RECV || pl == SYMMETRIC_IN_PLACE) && !recv_all((symcoll_coll_t)coll)) continue;
-              int f = one_case(&c, (symcoll_coll_t)coll, (symcoll_dtype_t)dt, count, (symcoll_op_t)op, algo, pl, seed);
-              if (f < 0) {
-                c.failures++;
-                goto out;
+              /* The scaled sum: a pass before the sum (scratch), then the sum itself: up to
+               * 4096 elements, out of place, in place and from symmetric memory. */
+              const bool scaled_too = takes_op((symcoll_coll_t)coll) && op == SYMCOLL_SUM && ci <= 3 &&
+                                      (pl == OUT_OF_PLACE || pl == IN_PLACE || pl == SYMMETRIC_SEND);
+              for (int scaled = 0; scaled <= (int)scaled_too; scaled++) {
+                int f = one_case(&c, (symcoll_coll_t)coll, (symcoll_dtype_t)dt, count, (symcoll_op_t)op, algo, pl,
+                                 seed + (uint32_t)scaled, scaled != 0);
+                if (f < 0) {
+                  c.failures++;
+                  goto out;
+                }
+                c.failures += f;
+                if (c.failures > 8) goto out;
               }
-              c.failures += f;
-              if (c.failures > 8) goto out;
             }
           }
         }
@@ -291,6 +317,7 @@ out:
   symcoll_mem_free(mem);
   ops->free(c.dsend);
   ops->free(c.drecv);
+  ops->free(c.dscale);
   free(c.hsend);
   free(c.hrecv);
   free(c.hexp);

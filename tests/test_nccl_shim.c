@@ -113,7 +113,7 @@ static void test_decide(void **state) {
   (void)state;
   shim_policy_t autop = {SHIM_MODE_AUTO, 0}, serve = {SHIM_MODE_SERVE, 0}, fwd = {SHIM_MODE_FORWARD, 0},
                 capped = {SHIM_MODE_AUTO, 1 << 20};
-  shim_comm_view_t ok = {true, SYMCOLL_ALGO_LAMPORT, false};
+  shim_comm_view_t ok = {true, SYMCOLL_ALGO_LAMPORT, false, false};
   /* The six collectives, every dtype, the five ops: served. */
   for (int c = 0; c <= SHIM_ALL_TO_ALL; c++)
     for (int d = 0; d < ncclNumTypes; d++)
@@ -127,15 +127,20 @@ static void test_decide(void **state) {
     assert_false(shim_decide(&autop, (shim_call_t)c, ncclFloat32, ncclSum, 16, &ok).serve);
     assert_false(shim_decide(&serve, (shim_call_t)c, ncclFloat32, ncclSum, 16, &ok).serve);
   }
-  /* PreMulSum / user ops: NCCL for reductions; ignored by collectives that do not reduce. */
+  /* Ops beyond the five: NCCL for reductions, unless the op is a PreMulSum the shim made for
+   * this communicator and dtype (served as a sum of scaled inputs); ignored by collectives
+   * that do not reduce. */
   assert_false(shim_decide(&serve, SHIM_ALL_REDUCE, ncclFloat32, ncclNumOps, 16, &ok).serve);
   assert_false(shim_decide(&autop, SHIM_REDUCE_SCATTER, ncclBfloat16, ncclNumOps + 3, 16, &ok).serve);
   assert_false(shim_decide(&autop, SHIM_REDUCE, ncclBfloat16, ncclNumOps + 3, 16, &ok).serve);
   assert_true(shim_decide(&autop, SHIM_ALL_GATHER, ncclBfloat16, ncclNumOps + 3, 16, &ok).serve);
+  shim_comm_view_t premul = {true, SYMCOLL_ALGO_LAMPORT, false, true};
+  assert_true(shim_decide(&autop, SHIM_ALL_REDUCE, ncclFloat32, ncclNumOps, 16, &premul).serve);
+  assert_true(shim_decide(&autop, SHIM_REDUCE_SCATTER, ncclBfloat16, ncclNumOps + 3, 16, &premul).serve);
   /* Unknown dtype. */
   assert_false(shim_decide(&serve, SHIM_ALL_GATHER, ncclNumTypes, ncclSum, 16, &ok).serve);
   /* Where the table picks NCCL: forwarded under auto, served under serve. */
-  shim_comm_view_t nccl_row = {true, SYMCOLL_ALGO_NCCL, false};
+  shim_comm_view_t nccl_row = {true, SYMCOLL_ALGO_NCCL, false, false};
   shim_decision_t r = shim_decide(&autop, SHIM_ALL_REDUCE, ncclFloat32, ncclSum, 1 << 28, &nccl_row);
   assert_false(r.serve);
   assert_non_null(strstr(r.why, "NCCL"));
@@ -151,8 +156,8 @@ static void test_decide(void **state) {
   assert_non_null(strstr(r.why, "forward"));
   /* No symcoll communicator, symcoll refusing the collective (coll_algo failed, or an earlier
    * UNSUPPORTED): NCCL, also under serve. */
-  shim_comm_view_t none = {false, SYMCOLL_ALGO_LAMPORT, false}, no_algo = {true, -1, false},
-                   refused = {true, SYMCOLL_ALGO_PULL, true};
+  shim_comm_view_t none = {false, SYMCOLL_ALGO_LAMPORT, false, false}, no_algo = {true, -1, false, false},
+                   refused = {true, SYMCOLL_ALGO_PULL, true, false};
   assert_false(shim_decide(&serve, SHIM_ALL_REDUCE, ncclFloat32, ncclSum, 16, &none).serve);
   assert_false(shim_decide(&serve, SHIM_BROADCAST, ncclFloat32, ncclSum, 16, &no_algo).serve);
   assert_false(shim_decide(&serve, SHIM_ALL_TO_ALL, ncclFloat32, ncclSum, 16, &refused).serve);
@@ -568,6 +573,43 @@ static int gpu_init_all(void *h, int ndev) {
     cudaStreamSynchronize(st[r]);
     cudaMemcpy(host, buf[r] + count, count * sizeof(float), cudaMemcpyDeviceToHost);
     for (size_t i = 0; i < count; i++) bad += host[i] != 3.0f * (float)(i % 5);
+  }
+  /* PreMulSum, served: each rank's own scalar (host: 2 and 3), then one in device memory (0.5),
+   * the op made and destroyed around each call, as PyTorch does. */
+  for (int device_scalar = 0; device_scalar < 2; device_scalar++) {
+    ncclRedOp_t ops[2];
+    float *dscalar[2] = {NULL, NULL};
+    const float hscalar[2] = {2.0f, 3.0f}, half = 0.5f;
+    for (int r = 0; r < 2; r++) {
+      cudaSetDevice(devs[r]);
+      if (device_scalar && (cudaMalloc((void **)&dscalar[r], sizeof(float)) != cudaSuccess ||
+                            cudaMemcpy(dscalar[r], &half, sizeof half, cudaMemcpyHostToDevice) != cudaSuccess))
+        return 1;
+      if (SYM(h, ncclRedOpCreatePreMulSum)(&ops[r], device_scalar ? (void *)dscalar[r] : (void *)&hscalar[r],
+                                           ncclFloat32, device_scalar ? ncclScalarDevice : ncclScalarHostImmediate,
+                                           comms[r]) != ncclSuccess)
+        return 1;
+    }
+    if (SYM(h, ncclGroupStart)() != ncclSuccess) return 1;
+    for (int r = 0; r < 2; r++)
+      if (SYM(h, ncclAllReduce)(buf[r], buf[r] + count, count, ncclFloat32, ops[r], comms[r], st[r]) != ncclSuccess) {
+        fprintf(stderr, "PreMulSum all_reduce: %s\n", SYM(h, ncclGetLastError)(NULL));
+        return 1;
+      }
+    if (SYM(h, ncclGroupEnd)() != ncclSuccess) return 1;
+    const float want = device_scalar ? 1.5f : 8.0f; /* 0.5 x 1 + 0.5 x 2, or 2 x 1 + 3 x 2 */
+    for (int r = 0; r < 2; r++) {
+      cudaSetDevice(devs[r]);
+      cudaStreamSynchronize(st[r]);
+      cudaMemcpy(host, buf[r] + count, count * sizeof(float), cudaMemcpyDeviceToHost);
+      size_t wrong = 0;
+      for (size_t i = 0; i < count; i++) wrong += host[i] != want * (float)(i % 5);
+      if (wrong)
+        fprintf(stderr, "PreMulSum (%s scalar) rank %d: %zu wrong\n", device_scalar ? "device" : "host", r, wrong);
+      bad += (int)wrong;
+      if (SYM(h, ncclRedOpDestroy)(ops[r], comms[r]) != ncclSuccess) bad++;
+      if (dscalar[r]) cudaFree(dscalar[r]);
+    }
   }
   /* ncclCommSplit of both ranks from this one thread, inside a group: made at its end. Keys
    * reverse the ranks; then one rank of no color and one alone in its color. */

@@ -127,7 +127,8 @@ class JobConfig(ctypes.Structure):
 
 class CollOpts(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("algo", ctypes.c_int), ("blocks", ctypes.c_int),
-                ("threads", ctypes.c_int), ("round_bytes", ctypes.c_size_t)]
+                ("threads", ctypes.c_int), ("round_bytes", ctypes.c_size_t), ("scale", ctypes.c_void_p),
+                ("scale_on_device", ctypes.c_int)]
 
 
 class MatmulOpts(ctypes.Structure):

@@ -60,12 +60,20 @@ void symcoll__algo_from_env(symcoll_comm_t comm) {
 
 /* ---- checks ------------------------------------------------------------------------------ */
 
-/* Options of 0.1 end before round_bytes: still accepted. */
-static symcoll_status_t check_opts(symcoll_coll_t coll, const symcoll_coll_opts_t *opts, size_t *round_p) {
-  *round_p = 0;
+/* What a call's options say beyond the algorithm and the grid. */
+typedef struct {
+  size_t round;
+  const void *scale;
+  bool scale_on_device;
+} opt_view_t;
+
+/* Options of 0.1 end before round_bytes, of 0.2-0.5 before scale: still accepted. */
+static symcoll_status_t check_opts(symcoll_coll_t coll, const symcoll_coll_opts_t *opts, opt_view_t *v) {
+  *v = (opt_view_t){0};
   if (!opts) return SYMCOLL_OK;
   const char *name = symcoll_coll_name(coll);
-  const bool has_round = opts->struct_size == sizeof *opts;
+  const bool has_scale = opts->struct_size == sizeof *opts;
+  const bool has_round = has_scale || opts->struct_size == offsetof(symcoll_coll_opts_t, scale);
   if (!has_round && opts->struct_size != offsetof(symcoll_coll_opts_t, round_bytes))
     SYMCOLL_REFUSE("%s: options struct_size %zu (expected %zu; call symcoll_coll_opts_init)", name, opts->struct_size,
                    sizeof *opts);
@@ -75,7 +83,11 @@ static symcoll_status_t check_opts(symcoll_coll_t coll, const symcoll_coll_opts_
     SYMCOLL_REFUSE("%s: options threads %d (0, or a multiple of 32 up to 1024)", name, opts->threads);
   if (has_round && opts->round_bytes % 256 != 0)
     SYMCOLL_REFUSE("%s: options round_bytes %zu (a multiple of 256)", name, opts->round_bytes);
-  *round_p = has_round ? opts->round_bytes : 0;
+  if (has_scale && opts->scale_on_device && !opts->scale)
+    SYMCOLL_REFUSE("%s: options scale_on_device without a scale", name);
+  v->round = has_round ? opts->round_bytes : 0;
+  v->scale = has_scale ? opts->scale : NULL;
+  v->scale_on_device = has_scale && opts->scale_on_device;
   return SYMCOLL_OK;
 }
 
@@ -204,6 +216,30 @@ static void note_call(symcoll_comm_t comm, const symcoll__coll_desc_t *d, const 
 
 static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const void *send, void *recv, size_t count,
                                  symcoll_dtype_t dtype, symcoll_op_t op, int root, void *stream,
+                                 const symcoll_coll_opts_t *opts);
+
+/* A sum of inputs each multiplied first by its own rank's scale (NCCL's PreMulSum): this
+ * rank's input times its scale into scratch of the call's lifetime (stream-ordered on GPUs, so
+ * a CUDA graph captures it), then the plain sum from there, out of place. */
+static symcoll_status_t scaled_sum(symcoll_comm_t comm, symcoll_coll_t coll, const void *send, void *recv, size_t count,
+                                   size_t send_bytes, symcoll_dtype_t dtype, int root, void *stream,
+                                   const symcoll_coll_opts_t *opts, const opt_view_t *ov) {
+  void *tmp = NULL;
+  SYMCOLL_CHECK(comm->tp->scratch_alloc(comm, send_bytes, stream, &tmp));
+  symcoll_status_t s = comm->tp->scale(comm, tmp, send, send_bytes / symcoll__esize(dtype), dtype, ov->scale,
+                                       ov->scale_on_device, stream);
+  if (s == SYMCOLL_OK) {
+    symcoll_coll_opts_t plain = *opts;
+    plain.scale = NULL;
+    plain.scale_on_device = 0;
+    s = run_coll(comm, coll, tmp, recv, count, dtype, SYMCOLL_SUM, root, stream, &plain);
+  }
+  comm->tp->scratch_free(comm, tmp, stream);
+  return s;
+}
+
+static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const void *send, void *recv, size_t count,
+                                 symcoll_dtype_t dtype, symcoll_op_t op, int root, void *stream,
                                  const symcoll_coll_opts_t *opts) {
   const char *name = symcoll_coll_name(coll);
   const symcoll__coll_desc_t *d = symcoll__coll_desc(coll);
@@ -215,8 +251,20 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   if (d->root != SYMCOLL__ROOT_NONE && (root < 0 || root >= n))
     SYMCOLL_REFUSE("%s: root %d is not a rank of this communicator (0..%d)", name, root, n - 1);
   if (d->root == SYMCOLL__ROOT_NONE) root = 0;
-  size_t opt_round;
-  SYMCOLL_CHECK(check_opts(coll, opts, &opt_round));
+  opt_view_t ov;
+  SYMCOLL_CHECK(check_opts(coll, opts, &ov));
+  if (ov.scale) {
+    if (!d->takes_op || op != SYMCOLL_SUM)
+      SYMCOLL_REFUSE("%s: a scale (options) multiplies inputs before a sum: op %s%s", name,
+                     d->takes_op ? symcoll_op_name(op) : "none",
+                     d->takes_op ? "" : " (the collective does not reduce)");
+    if (ov.scale_on_device && comm->device == SYMCOLL_DEVICE_HOST)
+      SYMCOLL_REFUSE("%s: scale_on_device on a CPU communicator", name);
+    if (!comm->tp->scale || !comm->tp->scratch_alloc) {
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "%s: the %s transport cannot scale inputs", name, comm->tp->name);
+      return SYMCOLL_ERR_UNSUPPORTED;
+    }
+  }
   if (count == 0) return SYMCOLL_OK;
   const size_t es = symcoll__esize(dtype);
   const size_t mult = d->moves_all ? (size_t)n : 1;
@@ -251,6 +299,7 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
     SYMCOLL_REFUSE("%s: a CPU communicator takes no stream (got %p)", name, stream);
   if (!d->takes_op) op = SYMCOLL_SUM; /* not used: keep signatures equal */
   SYMCOLL_CHECK(symcoll__comm_status(comm));
+  if (ov.scale) return scaled_sum(comm, coll, send, recv, count, send_bytes, dtype, root, stream, opts, &ov);
 
   symcoll__coll_args_t a = {.coll = coll,
                             .send = send,
@@ -280,7 +329,7 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   if (symcoll_coll_algo_supported(comm, coll, a.algo) != SYMCOLL_OK) return refuse_algo(comm, coll, a.algo, why);
   a.blocks = opts && opts->blocks ? opts->blocks : t->blocks;
   a.threads = opts && opts->threads ? opts->threads : t->threads;
-  a.round_bytes = opt_round ? opt_round : t->round_bytes;
+  a.round_bytes = ov.round ? ov.round : t->round_bytes;
   place_symmetric(comm, d, &a, in_place);
   a.sig = call_signature(&a);
   if (comm->check_args) SYMCOLL_CHECK(check_agreement(comm, &a));

@@ -113,6 +113,11 @@ typedef struct symcoll__transport {
   symcoll_status_t (*coll)(symcoll_comm_t comm, const symcoll__coll_args_t *args);
   /* dst = src, enqueued on stream (GPU) or done now (CPU): a one-rank collective. */
   symcoll_status_t (*copy)(symcoll_comm_t comm, void *dst, const void *src, size_t bytes, void *stream);
+  /* Optional (NULL: a scale in a call's options is UNSUPPORTED): dst[i] = src[i] x scale, the
+   * product of SYMCOLL_PROD (the dtype's combine type, one rounding), enqueued on stream (GPU)
+   * or done now (CPU); on_device: scale is GPU memory, read when the work runs. */
+  symcoll_status_t (*scale)(symcoll_comm_t comm, void *dst, const void *src, size_t count, symcoll_dtype_t dtype,
+                            const void *scale, bool on_device, void *stream);
   symcoll_status_t (*check)(symcoll_comm_t comm);
   /* Optional. Collective, once every rank holds rank 0's tuning table: set up what the
    * table asks for (CUDA: an NCCL communicator). Without it, NCCL rows are dropped. */

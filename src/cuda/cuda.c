@@ -811,6 +811,7 @@ const symcoll__transport_t symcoll__cuda_transport = {
     .local_free = cuda_local_free,
     .coll = symcoll__cuda_coll,
     .copy = symcoll__cuda_copy,
+    .scale = symcoll__cuda_scale_op,
     .check = cuda_check,
     .tune_ready = cuda_tune_ready,
     .has_algo = cuda_has_algo,

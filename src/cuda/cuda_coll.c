@@ -632,6 +632,20 @@ symcoll_status_t symcoll__cuda_coll(symcoll_comm_t comm, const symcoll__coll_arg
   return s;
 }
 
+symcoll_status_t symcoll__cuda_scale_op(symcoll_comm_t comm, void *dst, const void *src, size_t count,
+                                        symcoll_dtype_t dtype, const void *scale, bool on_device, void *stream) {
+  dev_guard_t g;
+  SYMCOLL_CHECK(dev_enter(comm, &g));
+  const cudaError_t e = (cudaError_t)symcoll__cuda_scale(dst, src, count, dtype, scale, on_device, stream);
+  dev_leave(comm, &g);
+  if (e != cudaSuccess) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "scaling %zu %s elements failed: %s", count, symcoll_dtype_name(dtype),
+                 cudaGetErrorString(e));
+    return SYMCOLL_ERR_CUDA;
+  }
+  return SYMCOLL_OK;
+}
+
 symcoll_status_t symcoll__cuda_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes, void *stream) {
   dev_guard_t g;
   SYMCOLL_CHECK(dev_enter(comm, &g));

@@ -34,7 +34,7 @@ typedef struct {
    * barrier slot b, and rounds must line up): the fewest SMs and the smallest L2 of the
    * team's GPUs, and the most ranks sharing any one of them. */
   int dev, sms, l2, share;
-  int grid_cap; /* the most blocks of one collective's kernel (place_ranks) */
+  int grid_cap;                /* the most blocks of one collective's kernel (place_ranks) */
   int devs[SYMCOLL_MAX_RANKS]; /* thread mode: every rank's ordinal */
   struct symcoll_mem *ws;
   size_t ws_bytes, db_half, lp_slot;
@@ -75,10 +75,13 @@ static inline void dev_leave(symcoll_comm_t comm, dev_guard_t *g) {
  * status, logged once and recorded as the communicator's failure; SYMCOLL_OK while there is
  * none. One load: every call on the launch path asks it first. */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_failed(symcoll_comm_t comm);
-/* The transport's collective entry (cuda_coll.c) and one-rank copy. */
+/* The transport's collective entry (cuda_coll.c), one-rank copy and input scaling. */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_coll(symcoll_comm_t comm, const symcoll__coll_args_t *a);
 SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes,
                                                    void *stream);
+SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_scale_op(symcoll_comm_t comm, void *dst, const void *src, size_t count,
+                                                       symcoll_dtype_t dtype, const void *scale, bool on_device,
+                                                       void *stream);
 /* all_reduce_rmsnorm (cuda_coll.c, kernels in rmsnorm.cu): SEQUENTIAL (the local pass),
  * ONE_SHOT and TWO_SHOT. */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__cuda_norm(symcoll_comm_t comm, const symcoll__norm_args_t *a);

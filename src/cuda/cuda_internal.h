@@ -124,6 +124,10 @@ int symcoll__cuda_preload_matmul(void);
  * sum divided by nranks and rounded back to dt (saturating); both return a cudaError_t. */
 int symcoll__cuda_fp8_widen(float *dst, const void *src, size_t n, symcoll_dtype_t dt, void *stream);
 int symcoll__cuda_fp8_narrow_avg(void *dst, const float *sum, size_t n, int nranks, symcoll_dtype_t dt, void *stream);
+/* dst[i] = src[i] x scale for n elements of dt, SYMCOLL_PROD's product (convert.cu); scale is
+ * read on the host now, or with on_device by the kernel when it runs. Returns a cudaError_t. */
+int symcoll__cuda_scale(void *dst, const void *src, size_t n, symcoll_dtype_t dt, const void *scale, int on_device,
+                        void *stream);
 int symcoll__cuda_preload_convert(void);
 /* The copy engine's barrier: one block meets every peer at CE_SLOT with the call's signature. */
 int symcoll__cuda_ce_barrier(const symcoll__cuda_args_t *a, void *stream);

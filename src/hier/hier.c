@@ -388,6 +388,14 @@ static symcoll_status_t hier_copy(symcoll_comm_t c, void *dst, const void *src, 
   return copy(h, dst, src, bytes, stream);
 }
 
+/* A scaled input is this rank's own work: the node's transport does it. */
+static symcoll_status_t hier_scale(symcoll_comm_t c, void *dst, const void *src, size_t count, symcoll_dtype_t dtype,
+                                   const void *scale, bool on_device, void *stream) {
+  symcoll__hier_t *h = c->tp_state;
+  if (!h->local->tp->scale) return SYMCOLL_ERR_UNSUPPORTED;
+  return h->local->tp->scale(h->local, dst, src, count, dtype, scale, on_device, stream);
+}
+
 /* all_reduce_rmsnorm across nodes is SEQUENTIAL (the all-reduce above, then this): the local
  * add + norm pass runs on the node's transport. */
 static symcoll_status_t hier_norm(symcoll_comm_t c, const symcoll__norm_args_t *a) {
@@ -431,6 +439,7 @@ const symcoll__transport_t symcoll__hier_transport = {
     .mem_device_view = hier_mem_device_view,
     .coll = hier_coll,
     .copy = hier_copy,
+    .scale = hier_scale,
     .check = hier_check,
     .has_algo = hier_has_algo,
     .scratch_alloc = hier_scratch_alloc,

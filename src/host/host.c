@@ -309,6 +309,23 @@ static symcoll_status_t host_copy(symcoll_comm_t comm, void *dst, const void *sr
   return SYMCOLL_OK;
 }
 
+/* dst = src x scale in chunks: the PROD loop of two sources, the second a run of the scalar. */
+static symcoll_status_t host_scale(symcoll_comm_t comm, void *dst, const void *src, size_t count, symcoll_dtype_t dtype,
+                                   const void *scale, bool on_device, void *stream) {
+  (void)comm, (void)stream, (void)on_device; /* core refuses on_device on CPU communicators */
+  enum { RUN = 512 };
+  const size_t es = symcoll_dtype_size(dtype);
+  unsigned char run[RUN * 8];
+  for (size_t i = 0; i < RUN; i++) memcpy(run + i * es, scale, es);
+  const symcoll__reduce_fn prod = symcoll__host_reduce_fn(dtype, SYMCOLL_PROD);
+  for (size_t i = 0; i < count; i += RUN) {
+    const size_t m = count - i < RUN ? count - i : RUN;
+    const void *srcs[2] = {(const char *)src + i * es, run};
+    prod((char *)dst + i * es, srcs, 2, m);
+  }
+  return SYMCOLL_OK;
+}
+
 /* What CPU ranks run, per collective: every algorithm of its row but the GPU's copy engine and
  * NCCL (LAMPORT and ONE_SHOT_DB are the one-shot there, LAMPORT for the others the pull: see
  * symcoll.h). Listed, not derived, so that an algorithm added to a row is not claimed here
@@ -361,6 +378,7 @@ const symcoll__transport_t symcoll__host_transport = {
     .mem_device_view = NULL,
     .coll = host_coll,
     .copy = host_copy,
+    .scale = host_scale,
     .check = NULL,
     .has_algo = host_has_algo,
     .gemm = symcoll__host_gemm,

@@ -330,20 +330,33 @@ typedef struct {
   int root; /* broadcast, reduce, gather, scatter; send/recv: the peer */
 } call_t;
 
+/* The communicator's PreMulSum op `op`, if it is one (and still alive); NULL otherwise. */
+static shim_premul_t *premul_of(ncclComm_t c, ncclRedOp_t op) {
+  const long i = (long)op - (long)ncclNumOps;
+  return i >= 0 && i < c->npremul && c->premul[i].used ? &c->premul[i] : NULL;
+}
+
 static symcoll_status_t serve(ncclComm_t c, const call_t *a, cudaStream_t stream) {
   const symcoll_dtype_t dt = (symcoll_dtype_t)shim_dtype(a->dtype);
-  const symcoll_op_t op = (symcoll_op_t)(shim_call_reduces(a->call) ? shim_op(a->op) : 0);
+  const shim_premul_t *pm = shim_call_reduces(a->call) ? premul_of(c, a->op) : NULL;
+  const symcoll_op_t op = (symcoll_op_t)(pm ? SYMCOLL_SUM : shim_call_reduces(a->call) ? shim_op(a->op) : 0);
+  symcoll_coll_opts_t opts; /* a PreMulSum: the sum with this rank's scalar */
+  symcoll_coll_opts_init(&opts);
+  if (pm) {
+    opts.scale = pm->residence == ncclScalarDevice ? pm->device_scalar : (const void *)pm->value;
+    opts.scale_on_device = pm->residence == ncclScalarDevice;
+  }
   switch (a->call) {
     case SHIM_ALL_REDUCE:
-      return symcoll_all_reduce(c->sc, a->send, a->recv, a->count, dt, op, stream);
+      return symcoll_all_reduce_ex(c->sc, a->send, a->recv, a->count, dt, op, stream, &opts);
     case SHIM_ALL_GATHER:
       return symcoll_all_gather(c->sc, a->send, a->recv, a->count, dt, stream);
     case SHIM_REDUCE_SCATTER:
-      return symcoll_reduce_scatter(c->sc, a->send, a->recv, a->count, dt, op, stream);
+      return symcoll_reduce_scatter_ex(c->sc, a->send, a->recv, a->count, dt, op, stream, &opts);
     case SHIM_BROADCAST:
       return symcoll_broadcast(c->sc, a->send, a->recv, a->count, dt, a->root, stream);
     case SHIM_REDUCE:
-      return symcoll_reduce(c->sc, a->send, a->recv, a->count, dt, op, a->root, stream);
+      return symcoll_reduce_ex(c->sc, a->send, a->recv, a->count, dt, op, a->root, stream, &opts);
     case SHIM_ALL_TO_ALL:
       return symcoll_all_to_all(c->sc, a->send, a->recv, a->count, dt, stream);
     case SHIM_SEND:
@@ -356,12 +369,34 @@ static symcoll_status_t serve(ncclComm_t c, const call_t *a, cudaStream_t stream
   return SYMCOLL_ERR_UNSUPPORTED;
 }
 
-static ncclResult_t forward(ncclComm_t c, const call_t *a, cudaStream_t stream) {
+/* The real NCCL's op for a forwarded call: the PreMulSum's own, made now if need be. */
+static ncclResult_t real_op(ncclComm_t c, ncclComm_t real, const shim_real_t *r, ncclRedOp_t op, ncclRedOp_t *out) {
+  shim_premul_t *pm = premul_of(c, op);
+  *out = op;
+  if (!pm) return ncclSuccess;
+  if (!pm->has_real) {
+    if (!r->RedOpCreatePreMulSum) return ncclInvalidUsage;
+    void *scalar = pm->residence == ncclScalarDevice ? pm->device_scalar : (void *)pm->value;
+    const ncclResult_t rc = r->RedOpCreatePreMulSum(&pm->real_op, scalar, pm->dtype, pm->residence, real);
+    if (rc != ncclSuccess) return rc;
+    pm->has_real = true;
+  }
+  *out = pm->real_op;
+  return ncclSuccess;
+}
+
+static ncclResult_t forward(ncclComm_t c, const call_t *call, cudaStream_t stream) {
   ncclResult_t rc = ncclSuccess;
-  const char *name = shim_call_name(a->call);
+  const char *name = shim_call_name(call->call);
   ncclComm_t real = shim_comm_real(c, stream, name, &rc);
   if (!real) return rc;
   const shim_real_t *r = shim_real();
+  call_t fwd = *call;
+  if (shim_call_reduces(call->call) && (rc = real_op(c, real, r, call->op, &fwd.op)) != ncclSuccess) {
+    shim_error("%s: making the real NCCL's PreMulSum op failed: %s", name, r->GetErrorString(rc));
+    return rc;
+  }
+  const call_t *a = &fwd;
   if ((rc = shim_group_forwarding(r)) != ncclSuccess) return rc;
   switch (a->call) {
     case SHIM_ALL_REDUCE:
@@ -411,6 +446,8 @@ static ncclResult_t dispatch(ncclComm_t comm, const call_t *a, cudaStream_t stre
   const shim_policy_t policy = shim_policy();
   const int coll = shim_call_coll(a->call), dt = shim_dtype(a->dtype);
   shim_comm_view_t view = {.capable = comm->sc != NULL, .table_algo = -1, .coll_refused = false};
+  const shim_premul_t *pm = shim_call_reduces(a->call) ? premul_of(comm, a->op) : NULL;
+  view.premul = pm && pm->dtype == a->dtype;
   if ((unsigned)a->call < SHIM_NUM_CALLS) view.coll_refused = comm->refused[a->call];
   if (coll >= 0 && dt >= 0 && comm->sc) {
     symcoll_algo_t algo;
@@ -507,23 +544,54 @@ SHIM_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t d
 
 /* ---- reduction ops ------------------------------------------------------------------------- */
 
+/* The op is the shim's (premul_of): served calls pass the scalar to symcoll as the options'
+ * scale; forwarded ones make the real NCCL's op at their first call (real_op). Local, as
+ * NCCL's: no rank waits for another. */
 SHIM_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
                                                   ncclScalarResidence_t residence, ncclComm_t comm) {
-  /* Calls with the op are forwarded (shim_decide), so the op is the real NCCL's. */
+  SHIM_FOREIGN_COMM(comm, RedOpCreatePreMulSum, op, scalar, datatype, residence, comm);
   ncclResult_t rc = shim_comm_ready(comm, "ncclRedOpCreatePreMulSum");
   if (rc != ncclSuccess) return rc;
-  ncclComm_t real = shim_comm_real(comm, NULL, "ncclRedOpCreatePreMulSum", &rc);
-  if (!real) return rc;
-  const shim_real_t *r = shim_real();
-  return r->RedOpCreatePreMulSum ? r->RedOpCreatePreMulSum(op, scalar, datatype, residence, real) : ncclInvalidUsage;
+  if (!op || !scalar || shim_dtype(datatype) < 0 ||
+      (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)) {
+    shim_error("ncclRedOpCreatePreMulSum: op %p, scalar %p, datatype %d, residence %d: invalid", (void *)op, scalar,
+               (int)datatype, (int)residence);
+    return ncclInvalidArgument;
+  }
+  int i = 0;
+  while (i < comm->npremul && comm->premul[i].used) i++;
+  if (i == comm->npremul) {
+    shim_premul_t *p = realloc(comm->premul, (size_t)(comm->npremul + 1) * sizeof *p);
+    if (!p) return ncclSystemError;
+    comm->premul = p;
+    comm->npremul++;
+  }
+  shim_premul_t *pm = &comm->premul[i];
+  memset(pm, 0, sizeof *pm);
+  pm->used = true;
+  pm->dtype = datatype;
+  pm->residence = residence;
+  if (residence == ncclScalarHostImmediate)
+    memcpy(pm->value, scalar, symcoll_dtype_size((symcoll_dtype_t)shim_dtype(datatype)));
+  else
+    pm->device_scalar = scalar;
+  *op = (ncclRedOp_t)(ncclNumOps + i);
+  return ncclSuccess;
 }
 
 SHIM_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  SHIM_FOREIGN_COMM(comm, RedOpDestroy, op, comm);
   ncclResult_t rc = shim_comm_ready(comm, "ncclRedOpDestroy");
   if (rc != ncclSuccess) return rc;
+  shim_premul_t *pm = premul_of(comm, op);
+  if (!pm) {
+    shim_error("ncclRedOpDestroy: op %d is not a PreMulSum op of this communicator", (int)op);
+    return ncclInvalidArgument;
+  }
   const shim_real_t *r = shim_real();
-  if (comm->real_state != 1 || !r || !r->RedOpDestroy) return ncclInvalidArgument;
-  return r->RedOpDestroy(op, comm->real);
+  if (pm->has_real && comm->real_state == 1 && r && r->RedOpDestroy) rc = r->RedOpDestroy(pm->real_op, comm->real);
+  pm->used = false;
+  return rc;
 }
 
 /* ---- NCCL's device API (host side): forwarded to the real NCCL ------------------------------- */

@@ -433,5 +433,6 @@ void shim_comm_free(ncclComm_t c) {
   pthread_mutex_destroy(&c->lock);
   pthread_cond_destroy(&c->cond);
   pthread_mutex_destroy(&c->real_lock);
+  free(c->premul);
   free(c);
 }

@@ -158,8 +158,8 @@ shim_decision_t shim_decide(const shim_policy_t *p, shim_call_t call, int nccl_d
     return (shim_decision_t){false, "symcoll has no such collective (send/recv, gather, scatter)"};
   if (p->mode == SHIM_MODE_FORWARD) return (shim_decision_t){false, "SYMCOLL_NCCL_SHIM=forward"};
   if (shim_dtype(nccl_dtype) < 0) return (shim_decision_t){false, "dtype unknown to symcoll"};
-  if (shim_call_reduces(call) && shim_op(nccl_op) < 0)
-    return (shim_decision_t){false, "op is not sum/prod/max/min/avg (PreMulSum or a user op)"};
+  if (shim_call_reduces(call) && shim_op(nccl_op) < 0 && !(comm && comm->premul))
+    return (shim_decision_t){false, "op is not sum/prod/max/min/avg nor a PreMulSum of this dtype"};
   if (!comm || !comm->capable) return (shim_decision_t){false, "no symcoll communicator"};
   if (comm->coll_refused) return (shim_decision_t){false, "symcoll refused this collective earlier (UNSUPPORTED)"};
   if (comm->table_algo < 0) return (shim_decision_t){false, "symcoll does not run this collective here"};

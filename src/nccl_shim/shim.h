@@ -67,6 +67,7 @@ typedef struct {
   bool capable;      /* a symcoll communicator exists and is healthy */
   int table_algo;    /* symcoll_coll_algo's answer for this call; -1: symcoll refuses the collective */
   bool coll_refused; /* an earlier call of this collective got UNSUPPORTED from symcoll */
+  bool premul;       /* the call's op is a PreMulSum op of this communicator, of the call's dtype */
 } shim_comm_view_t;
 
 SHIM_HIDDEN const char *shim_call_name(shim_call_t call);

@@ -87,6 +87,19 @@ typedef struct shim_clique {
   char why[512];
 } shim_clique_t;
 
+/* A PreMulSum op: a sum of inputs each multiplied by its rank's scalar, served by symcoll as
+ * a sum with a scale (symcoll_coll_opts_t.scale); the real NCCL's op, made when a call with it
+ * is forwarded. */
+typedef struct shim_premul {
+  bool used;
+  ncclDataType_t dtype;
+  ncclScalarResidence_t residence;
+  unsigned char value[8]; /* ncclScalarHostImmediate: the scalar, read at creation */
+  void *device_scalar;    /* ncclScalarDevice: read when a call runs */
+  bool has_real;
+  ncclRedOp_t real_op;
+} shim_premul_t;
+
 struct ncclComm {
   uint32_t magic;
   pthread_mutex_t lock;
@@ -108,6 +121,9 @@ struct ncclComm {
   int split_color, split_key;
   bool ghost;
   unsigned splits; /* as a parent: splits made of it (every rank counts alike) */
+  /* ncclRedOpCreatePreMulSum's ops: op ncclNumOps + i is premul[i]. */
+  struct shim_premul *premul;
+  int npremul;
   /* The real NCCL communicator, made at the first call that needs it. */
   pthread_mutex_t real_lock;
   ncclComm_t real;

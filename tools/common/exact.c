@@ -279,6 +279,18 @@ void exact_expect_range(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t 
   }
 }
 
+double exact_scale(int rank) {
+  return 1.0 + (double)(rank & 1);
+}
+
+void exact_expect_scaled_range(void *host, symcoll_dtype_t dt, size_t first, size_t count, int nranks, uint32_t seed) {
+  for (size_t i = 0; i < count; i++) {
+    double acc = 0;
+    for (int r = 0; r < nranks; r++) acc += exact_scale(r) * exact_value_op(dt, SYMCOLL_SUM, r, first + i, seed);
+    exact_store(host, dt, i, acc);
+  }
+}
+
 void exact_expect(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int nranks, uint32_t seed) {
   exact_expect_range(host, dt, op, 0, count, nranks, seed);
 }

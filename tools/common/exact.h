@@ -46,6 +46,10 @@ void exact_fill_op(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t count
 void exact_expect_range(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t first, size_t count, int nranks,
                         uint32_t seed);
 void exact_expect(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int nranks, uint32_t seed);
+/* A sum of scaled inputs (the options' scale, NCCL's PreMulSum): rank r multiplies its SUM
+ * input by exact_scale(r) (1 or 2: every product and sum stays exact in every dtype). */
+double exact_scale(int rank);
+void exact_expect_scaled_range(void *host, symcoll_dtype_t dt, size_t first, size_t count, int nranks, uint32_t seed);
 /* host[i] = v rounded to dt (to nearest even; fp8 saturating to the largest finite value). */
 void exact_store(void *host, symcoll_dtype_t dt, size_t i, double v);
 double exact_load(const void *host, symcoll_dtype_t dt, size_t i);
