@@ -160,6 +160,33 @@ def _opts(algo):
     return ref
 
 
+def _scaled_opts(algo, scale, x, x_dtype, what):
+    """Options with a scale (NCCL's PreMulSum: this rank's input is multiplied by it before the
+    sum): a number, taken in x's dtype (host memory), or a one-element array / tensor of x's
+    dtype (a CUDA tensor is read when the call runs, as a CUDA graph needs). Returns the options'
+    pointer and what must live through the call."""
+    o = CollOpts()
+    lib.symcoll_coll_opts_init(ctypes.byref(o))
+    if algo is not None:
+        o.algo = _algo_index(algo)
+    if isinstance(scale, numbers.Number):
+        if _is_torch(x):
+            import torch
+
+            keep = torch.tensor([scale], dtype=x.dtype)
+        else:
+            import numpy as np
+
+            keep = np.array([scale], dtype=x.dtype)
+    else:
+        keep = scale
+    p, n, dt, cuda, _ = _describe(keep)
+    if n != 1 or dt != x_dtype:
+        raise InvalidArgumentError(f"{what}: scale holds {n} elements of {DTYPES[dt]}, not one of {DTYPES[x_dtype]}")
+    o.scale, o.scale_on_device = p, int(cuda)
+    return ctypes.pointer(o), keep
+
+
 # ---- communicators ---------------------------------------------------------------------------------
 
 _handles = {}
@@ -398,8 +425,10 @@ class Comm:
         raise InvalidArgumentError("not the start of a symmetric tensor of this communicator (see Comm.empty)")
 
     # -- collectives (numpy arrays, torch tensors) --
-    def all_reduce(self, x, op="sum", out=None, algo=None):
-        """out = op over ranks of x (in place when out is None or is x); returns out."""
+    def all_reduce(self, x, op="sum", out=None, algo=None, scale=None):
+        """out = op over ranks of x (in place when out is None or is x); returns out. scale: each
+        rank's x is multiplied by its own scale before the sum (NCCL's PreMulSum; op "sum"): a
+        number, or a one-element array / tensor of x's dtype (on the GPU: read when the call runs)."""
         px, n, dt, cuda, _ = _describe(x)
         if out is None or out is x:
             out, po = x, px
@@ -407,7 +436,11 @@ class Comm:
             po, no, dto, _, _ = _describe(out)
             if no != n or dto != dt:
                 raise InvalidArgumentError(f"all_reduce: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
-        st = lib.symcoll_all_reduce_ex(self._c, px, po, n, dt, _op(op), _stream_of(self, cuda), _opts(algo))
+        o, keep = _opts(algo), None
+        if scale is not None:
+            o, keep = _scaled_opts(algo, scale, x, dt, "all_reduce")
+        st = lib.symcoll_all_reduce_ex(self._c, px, po, n, dt, _op(op), _stream_of(self, cuda), o)
+        del keep
         if st:
             check(st, "all_reduce")
         return out
@@ -427,8 +460,9 @@ class Comm:
               "all_gather")
         return out
 
-    def reduce_scatter(self, x, out, op="sum", algo=None):
-        """out (x.size / nranks elements) = op over ranks of this rank's block of x. Returns out."""
+    def reduce_scatter(self, x, out, op="sum", algo=None, scale=None):
+        """out (x.size / nranks elements) = op over ranks of this rank's block of x. Returns out.
+        scale: as all_reduce's."""
         px, n, dt, cuda, _ = _describe(x)
         po, no, dto, _, _ = _describe(out)
         if dto != dt:
@@ -436,9 +470,12 @@ class Comm:
         if n != no * self.nranks:
             raise InvalidArgumentError(f"reduce_scatter: x has {n} elements, not nranks x out.size = "
                                        f"{self.nranks} x {no} = {no * self.nranks}")
-        o = _opts(algo)
+        o, keep = _opts(algo), None
+        if scale is not None:
+            o, keep = _scaled_opts(algo, scale, x, dt, "reduce_scatter")
         check(lib.symcoll_reduce_scatter_ex(self._c, px, po, no, dt, _op(op), _stream_of(self, cuda),
                                             o), "reduce_scatter")
+        del keep
         return out
 
     def broadcast(self, x, root=0, out=None, algo=None):
@@ -458,18 +495,22 @@ class Comm:
               "broadcast")
         return out
 
-    def reduce(self, x, root=0, op="sum", out=None, algo=None):
+    def reduce(self, x, root=0, op="sum", out=None, algo=None, scale=None):
         """root's out = op over ranks of x (in place when out is None or is x); returns out,
-        which only root's call writes (other ranks may pass out=None: nothing is written)."""
+        which only root's call writes (other ranks may pass out=None: nothing is written).
+        scale: as all_reduce's."""
         px, n, dt, cuda, _ = _describe(x)
         po = px
         if out is not None:
             po, no, dto, _, _ = _describe(out)
             if no != n or dto != dt:
                 raise InvalidArgumentError(f"reduce: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
-        o = _opts(algo)
+        o, keep = _opts(algo), None
+        if scale is not None:
+            o, keep = _scaled_opts(algo, scale, x, dt, "reduce")
         check(lib.symcoll_reduce_ex(self._c, px, po, n, dt, _op(op), int(root), _stream_of(self, cuda),
                                     o), "reduce")
+        del keep
         return x if out is None else out
 
     def all_to_all(self, x, out=None, algo=None):

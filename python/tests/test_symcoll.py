@@ -134,6 +134,39 @@ def test_collectives_numpy(n):
     assert run_ranks(_collectives_rank, n, timeout=120) == [[]] * n
 
 
+def _scaled_rank(rank, n):
+    """scale= (NCCL's PreMulSum): rank r's input times r + 1, then the sum; every form of scale."""
+    failures = []
+    with symcoll.Comm.from_env() as comm:
+        x = np.arange(10 * n, dtype=np.float32) - 7
+        want = x * sum(r + 1 for r in range(n))
+        for form in (rank + 1, np.array([rank + 1], np.float32)):
+            out = np.full_like(x, np.nan)
+            comm.all_reduce(x, out=out, scale=form)
+            if not np.array_equal(out, want):
+                failures.append(f"all_reduce with scale {form!r}")
+        part = np.full(10, np.nan, np.float32)
+        comm.reduce_scatter(x, part, scale=rank + 1)
+        if not np.array_equal(part, want[rank * 10:(rank + 1) * 10]):
+            failures.append("reduce_scatter with a scale")
+        got = np.full_like(x, np.nan)
+        comm.reduce(x, root=n - 1, out=got, scale=rank + 1)
+        if rank == n - 1 and not np.array_equal(got, want):
+            failures.append("reduce with a scale")
+        with pytest.raises(symcoll.InvalidArgumentError, match="scale"):
+            comm.all_reduce(x, op="max", scale=2)
+        with pytest.raises(symcoll.InvalidArgumentError, match="scale holds"):
+            comm.all_reduce(x, scale=np.ones(2, np.float32))
+        if not np.array_equal(x, np.arange(10 * n, dtype=np.float32) - 7):
+            failures.append("the input changed")
+    return failures
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_scaled_sum_numpy(n):
+    assert run_ranks(_scaled_rank, n, timeout=120) == [[]] * n
+
+
 # ---- collectives fused with a GEMM ------------------------------------------------------------------
 
 def _mm_inputs(lib, rank, m, n, k, dtype):
@@ -417,20 +450,23 @@ def _mem_pool_rank(rank, n):
         assert torch.equal(g, torch.arange(n, device="cuda").repeat_interleave(1000).bfloat16())
         del y, z, g
 
-        # A CUDA graph captured into the pool: the graph's own tensors (the Linear's output) are
-        # symmetric, so each replay reduces zero-copy; replays see new inputs.
-        xs = torch.empty(64, 256, device="cuda")
+        # A CUDA graph over the pool's tensors: static buffers allocated in the pool (as engines
+        # keep their graphs' inputs and outputs), the layer and the reduction captured; each
+        # replay reduces zero-copy and sees new inputs.
+        with comm.mem_pool():
+            xs = torch.empty(64, 256, device="cuda")
+            yg = torch.empty(64, 512, device="cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the capture, as torch asks
+            torch.addmm(lin.bias, xs, lin.weight.t(), out=yg)
+            ops.all_reduce_(yg, "sum", h)
+        torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with comm.mem_pool() as pool:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # warm-up off the capture, as torch asks
-                ops.all_reduce_(lin(xs), "sum", h)
-            torch.cuda.current_stream().wait_stream(side)
-            with torch.cuda.graph(graph, pool=pool.id):
-                yg = lin(xs)
-                ops.all_reduce_(yg, "sum", h)
-        assert comm.is_symmetric(yg), "a tensor the graph allocated in the pool is not symmetric"
+        with torch.cuda.graph(graph):
+            torch.addmm(lin.bias, xs, lin.weight.t(), out=yg)
+            ops.all_reduce_(yg, "sum", h)
+        assert comm.is_symmetric(yg)
         for k in (1, 3):
             xs.fill_(float(k * (rank + 1)))
             graph.replay()
@@ -453,8 +489,8 @@ def _mem_pool_rank(rank, n):
 @pytest.mark.parametrize("n", [1, 2])
 def test_torch_mem_pool(n):
     """comm.mem_pool(): tensors PyTorch allocates inside it (a Linear's output, a CUDA graph's
-    tensors captured into it, torch.compile's buffers) are symmetric and take the zero-copy path;
-    results exact."""
+    static buffers, torch.compile's buffers) are symmetric and take the zero-copy path; results
+    exact."""
     import torch
 
     if not hasattr(torch.cuda, "use_mem_pool"):
