@@ -49,12 +49,12 @@ def main():
 
         # Tensor parallel: the row-parallel layer's partial sums meet in an all-reduce. On GPUs
         # the layer runs inside the communicator's memory pool: its output is symmetric memory,
-        # which the all-reduce reads in place, zero-copy (SYMCOLL_DEBUG=INFO says so).
+        # which peers read where it lies, zero-copy (out of place; SYMCOLL_DEBUG=INFO says
+        # "input in symmetric memory").
         with comm.mem_pool() if a.cuda else contextlib.nullcontext():
             partial = F.gelu(x @ w1_r) @ w2_r
         zero_copy = comm.is_symmetric(partial)
-        ops.all_reduce_(partial, "sum", h)
-        y = partial
+        y = ops.all_reduce(partial, "sum", h)
 
         # Sequence parallel: x and y sharded by tokens; the collectives fused with the GEMMs.
         t = a.tokens // n

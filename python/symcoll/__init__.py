@@ -384,8 +384,9 @@ class Comm:
         """A context manager: inside `with comm.mem_pool():` every CUDA tensor PyTorch allocates
         on this rank's GPU is symmetric memory of this communicator (a torch.cuda.MemPool over
         symcoll's allocator), so collectives on tensors from layers that know nothing of symcoll
-        (a Linear's output, say) run zero-copy. It yields the pool; the pool is kept with the
-        communicator and reused by later `with` blocks.
+        (a Linear's output, say) run zero-copy (out of place: an in-place all_reduce stages its
+        input). It yields the pool; the pool is kept with the communicator and reused by later
+        `with` blocks. CUDA graphs over tensors kept in the pool and torch.compile inside it work.
 
         The rule that makes it safe: allocation is collective. Inside the pool every rank must
         allocate the same sizes in the same order, as the same model code on every rank does. A

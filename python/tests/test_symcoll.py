@@ -451,8 +451,8 @@ def _mem_pool_rank(rank, n):
         del y, z, g
 
         # A CUDA graph over the pool's tensors: static buffers allocated in the pool (as engines
-        # keep their graphs' inputs and outputs), the layer and the reduction captured; each
-        # replay reduces zero-copy and sees new inputs.
+        # keep their graphs' inputs and outputs), the layer and the reduction captured (out of
+        # place: the pooled input read zero-copy; in place too); replays see new inputs.
         with comm.mem_pool():
             xs = torch.empty(64, 256, device="cuda")
             yg = torch.empty(64, 512, device="cuda")
@@ -465,13 +465,15 @@ def _mem_pool_rank(rank, n):
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             torch.addmm(lin.bias, xs, lin.weight.t(), out=yg)
+            zg = ops.all_reduce(yg, "sum", h)
             ops.all_reduce_(yg, "sum", h)
         assert comm.is_symmetric(yg)
         for k in (1, 3):
             xs.fill_(float(k * (rank + 1)))
             graph.replay()
-            assert torch.equal(yg, torch.full_like(yg, 256.0 * k * n * (n + 1) / 2)), f"graph replay {k}"
-        del graph, yg
+            want = torch.full_like(yg, 256.0 * k * n * (n + 1) / 2)
+            assert torch.equal(zg, want) and torch.equal(yg, want), f"graph replay {k}"
+        del graph, yg, zg
 
         # torch.compile (fullgraph) of a layer and the op: the compiled code's buffers come from
         # the pool too.
