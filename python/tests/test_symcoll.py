@@ -452,21 +452,23 @@ def _mem_pool_rank(rank, n):
 
         # A CUDA graph over the pool's tensors: static buffers allocated in the pool (as engines
         # keep their graphs' inputs and outputs), the layer and the reduction captured (out of
-        # place: the pooled input read zero-copy; in place too); replays see new inputs.
+        # place: the pooled input read zero-copy; in place too); replays see new inputs. (No
+        # autograd: out= refuses inputs that require grad.)
         with comm.mem_pool():
             xs = torch.empty(64, 256, device="cuda")
             yg = torch.empty(64, 512, device="cuda")
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up off the capture, as torch asks
-            torch.addmm(lin.bias, xs, lin.weight.t(), out=yg)
-            ops.all_reduce_(yg, "sum", h)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            torch.addmm(lin.bias, xs, lin.weight.t(), out=yg)
-            zg = ops.all_reduce(yg, "sum", h)
-            ops.all_reduce_(yg, "sum", h)
+        with torch.no_grad():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up off the capture, as torch asks
+                torch.addmm(lin.bias, xs, lin.weight.t(), out=yg)
+                ops.all_reduce_(yg, "sum", h)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                torch.addmm(lin.bias, xs, lin.weight.t(), out=yg)
+                zg = ops.all_reduce(yg, "sum", h)
+                ops.all_reduce_(yg, "sum", h)
         assert comm.is_symmetric(yg)
         for k in (1, 3):
             xs.fill_(float(k * (rank + 1)))
@@ -481,8 +483,9 @@ def _mem_pool_rank(rank, n):
             return ops.all_reduce(lin(t), "sum", h)
 
         compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
-        with comm.mem_pool():
+        with torch.no_grad(), comm.mem_pool():
             yc = compiled(x)
+        assert comm.is_symmetric(yc), "torch.compile's output inside the pool is not symmetric"
         assert torch.equal(yc, torch.full_like(yc, 256.0 * n * (n + 1) / 2)), "torch.compile with the pool"
     return True
 

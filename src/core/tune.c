@@ -69,17 +69,25 @@ static const char *const builtin_table =
     "cuda * * 1048576 oneshot_db 0 1024\n"
     "cuda * * inf twoshot 0 1024\n"
     /* all_gather / reduce_scatter (sizes as nccl-tests count them): LL packets while small,
-     * then the double-buffered pull (push for all_gather of 2 ranks), bench/results/h200. */
+     * then the double-buffered pull (push for all_gather of 2 ranks), the copy engine for the
+     * largest all_gathers; 2 and 4 ranks measured as processes under MPS
+     * (bench/results/h200/coll/mps-ag-rs.txt). Every rank count's rows end with inf: the last
+     * row of a group takes every larger size (reduce_scatter of 2 and 4 ranks once ran LL
+     * packets up to 64 MiB, 14-19x slower than pull). */
     "all_gather cuda 1 * inf pull\n"
     "all_gather cuda 2 * 131072 lamport\n"
-    "all_gather cuda 2 * inf push\n"
-    "all_gather cuda 4 * 131072 lamport\n"
-    "all_gather cuda 4 * inf pull\n"
+    "all_gather cuda 2 * 8388608 push\n"
+    "all_gather cuda 2 * inf copy_engine\n"
+    "all_gather cuda 4 * 262144 lamport\n"
+    "all_gather cuda 4 * 33554432 pull\n"
+    "all_gather cuda 4 * inf copy_engine\n"
     "all_gather cuda * * 524288 lamport\n"
     "all_gather cuda * * inf pull\n"
     "reduce_scatter cuda 1 * inf pull\n"
     "reduce_scatter cuda 2 * 131072 lamport\n"
-    "reduce_scatter cuda 4 * 131072 lamport\n"
+    "reduce_scatter cuda 2 * inf pull\n"
+    "reduce_scatter cuda 4 * 262144 lamport\n"
+    "reduce_scatter cuda 4 * inf pull\n"
     "reduce_scatter cuda * * 524288 lamport\n"
     "reduce_scatter cuda * * inf pull\n"
     /* The GEMM operations, by the bytes the collective moves (the gathered A; the product).
@@ -254,11 +262,20 @@ int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
       }
     }
   }
+  bool open_warned[SYMCOLL_NUM_COLL_KINDS] = {false};
   for (int c = 0; c < SYMCOLL_NUM_COLL_KINDS; c++)
     for (int d = 0; d < SYMCOLL_NUM_DTYPES; d++) {
       int nr = nrows[c][d];
       if (nr == 0) continue;
       qsort(rows[c][d], (size_t)nr, sizeof(row_t), cmp_row);
+      if (rows[c][d][nr - 1].max_bytes != SIZE_MAX && !open_warned[c]) {
+        open_warned[c] = true;
+        SYMCOLL_WARN(SYMCOLL_SUBSYS_TUNE,
+                     "tuning rows of %s (%s, %d ranks) end at %zu bytes with no inf row: larger calls take that "
+                     "row's %s",
+                     symcoll_coll_name((symcoll_coll_t)c), symcoll_dtype_name((symcoll_dtype_t)d), comm->nranks,
+                     rows[c][d][nr - 1].max_bytes, symcoll_algo_name(rows[c][d][nr - 1].e.algo));
+      }
       for (int b = 0; b < SYMCOLL_TUNE_BUCKETS; b++) {
         size_t top = (size_t)1 << b;
         int i = 0;
