@@ -121,12 +121,13 @@ def _comm(handle):
 def _load_compiled():
     """The compiled kernels (python/csrc/torch_ops.cpp, PyTorch's stable ABI, built for torch
     >= 2.10): the library beside this file (the wheel's), beside the loaded libsymcoll, or in
-    build/lib. They are taken by default from torch 2.15, the oldest torch their whole test
-    suite passed on; torch 2.11 runs their calls, but a refusal raised inside a compiled kernel
-    reached Python as SystemError ("returned NULL without setting an exception") or crashed,
-    so older torch keeps the Python kernels unless SYMCOLL_TORCH_OPS=compiled (torch 2.10 to
-    2.14). SYMCOLL_TORCH_OPS=python keeps the Python kernels everywhere. Returns (the ops it
-    implements, its bind function) or (set(), None)."""
+    build/lib. They are taken by default from torch 2.11, the oldest torch their whole test
+    suite passed on with them (2.11 and 2.15 from PyPI; refusals are RuntimeErrors carrying
+    symcoll's message). One build of torch 2.11 mangled every C++ exception, torch's own as
+    well (SystemError, or "translate_exception_to_python called with invalid exception
+    pointer"): that build's fault, not the kernels'. torch 2.10 keeps the Python kernels unless
+    SYMCOLL_TORCH_OPS=compiled; SYMCOLL_TORCH_OPS=python keeps them everywhere. Returns (the ops
+    it implements, its bind function) or (set(), None)."""
     choice = os.environ.get("SYMCOLL_TORCH_OPS", "")
     if choice == "python":
         return set(), None
@@ -134,7 +135,7 @@ def _load_compiled():
         major, minor = (int(v) for v in torch.__version__.split(".")[:2])
     except ValueError:
         return set(), None
-    if (major, minor) < ((2, 10) if choice == "compiled" else (2, 15)):
+    if (major, minor) < ((2, 10) if choice == "compiled" else (2, 11)):
         return set(), None
     here = pathlib.Path(__file__).resolve().parent
     candidates = sorted(here.glob("_symcoll_torch_ops*.so"))
