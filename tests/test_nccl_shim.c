@@ -542,6 +542,28 @@ static void expect_child(pid_t kid) {
   assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* Both ranks' all_reduce (op ops[r]) of buf[r] into buf[r] + count, issued by this one thread in
+ * one group; the elements of either rank's result that are not want x (i % 5), or -1 where a
+ * call failed. */
+static int two_rank_all_reduce(void *h, ncclComm_t *comms, const ncclRedOp_t *ops, float **buf, size_t count,
+                               cudaStream_t *st, const int *devs, float *host, float want) {
+  if (SYM(h, ncclGroupStart)() != ncclSuccess) return -1;
+  for (int r = 0; r < 2; r++)
+    if (SYM(h, ncclAllReduce)(buf[r], buf[r] + count, count, ncclFloat32, ops[r], comms[r], st[r]) != ncclSuccess) {
+      fprintf(stderr, "all_reduce: %s\n", SYM(h, ncclGetLastError)(NULL));
+      return -1;
+    }
+  if (SYM(h, ncclGroupEnd)() != ncclSuccess) return -1;
+  int wrong = 0;
+  for (int r = 0; r < 2; r++) {
+    cudaSetDevice(devs[r]);
+    cudaStreamSynchronize(st[r]);
+    cudaMemcpy(host, buf[r] + count, count * sizeof(float), cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < count; i++) wrong += host[i] != want * (float)(i % 5);
+  }
+  return wrong;
+}
+
 static int gpu_init_all(void *h, int ndev) {
   ncclComm_t comms[2];
   const int devs[2] = {0, ndev > 1 ? 1 : 0};
@@ -561,18 +583,11 @@ static int gpu_init_all(void *h, int ndev) {
     cudaMemcpy(buf[r], host, count * sizeof(float), cudaMemcpyHostToDevice);
   }
   int bad = 0;
+  const ncclRedOp_t sums[2] = {ncclSum, ncclSum};
   for (int iter = 0; iter < 3; iter++) {
-    if (SYM(h, ncclGroupStart)() != ncclSuccess) return 1;
-    for (int r = 0; r < 2; r++)
-      if (SYM(h, ncclAllReduce)(buf[r], buf[r] + count, count, ncclFloat32, ncclSum, comms[r], st[r]) != ncclSuccess)
-        return 1;
-    if (SYM(h, ncclGroupEnd)() != ncclSuccess) return 1;
-  }
-  for (int r = 0; r < 2; r++) {
-    cudaSetDevice(devs[r]);
-    cudaStreamSynchronize(st[r]);
-    cudaMemcpy(host, buf[r] + count, count * sizeof(float), cudaMemcpyDeviceToHost);
-    for (size_t i = 0; i < count; i++) bad += host[i] != 3.0f * (float)(i % 5);
+    const int wrong = two_rank_all_reduce(h, comms, sums, buf, count, st, devs, host, 3.0f);
+    if (wrong < 0) return 1;
+    bad += wrong;
   }
   /* PreMulSum, served: each rank's own scalar (host: 2 and 3), then one in device memory (0.5),
    * the op made and destroyed around each call, as PyTorch does. */
@@ -590,23 +605,12 @@ static int gpu_init_all(void *h, int ndev) {
                                            comms[r]) != ncclSuccess)
         return 1;
     }
-    if (SYM(h, ncclGroupStart)() != ncclSuccess) return 1;
-    for (int r = 0; r < 2; r++)
-      if (SYM(h, ncclAllReduce)(buf[r], buf[r] + count, count, ncclFloat32, ops[r], comms[r], st[r]) != ncclSuccess) {
-        fprintf(stderr, "PreMulSum all_reduce: %s\n", SYM(h, ncclGetLastError)(NULL));
-        return 1;
-      }
-    if (SYM(h, ncclGroupEnd)() != ncclSuccess) return 1;
     const float want = device_scalar ? 1.5f : 8.0f; /* 0.5 x 1 + 0.5 x 2, or 2 x 1 + 3 x 2 */
+    const int wrong = two_rank_all_reduce(h, comms, ops, buf, count, st, devs, host, want);
+    if (wrong < 0) return 1;
+    if (wrong) fprintf(stderr, "PreMulSum (%s scalar): %d wrong\n", device_scalar ? "device" : "host", wrong);
+    bad += wrong;
     for (int r = 0; r < 2; r++) {
-      cudaSetDevice(devs[r]);
-      cudaStreamSynchronize(st[r]);
-      cudaMemcpy(host, buf[r] + count, count * sizeof(float), cudaMemcpyDeviceToHost);
-      size_t wrong = 0;
-      for (size_t i = 0; i < count; i++) wrong += host[i] != want * (float)(i % 5);
-      if (wrong)
-        fprintf(stderr, "PreMulSum (%s scalar) rank %d: %zu wrong\n", device_scalar ? "device" : "host", r, wrong);
-      bad += (int)wrong;
       if (SYM(h, ncclRedOpDestroy)(ops[r], comms[r]) != ncclSuccess) bad++;
       if (dscalar[r]) cudaFree(dscalar[r]);
     }
@@ -630,17 +634,9 @@ static int gpu_init_all(void *h, int ndev) {
       bad++;
     }
   }
-  if (SYM(h, ncclGroupStart)() != ncclSuccess) return 1;
-  for (int r = 0; r < 2; r++)
-    if (SYM(h, ncclAllReduce)(buf[r], buf[r] + count, count, ncclFloat32, ncclSum, sub[r], st[r]) != ncclSuccess)
-      return 1;
-  if (SYM(h, ncclGroupEnd)() != ncclSuccess) return 1;
-  for (int r = 0; r < 2; r++) {
-    cudaSetDevice(devs[r]);
-    cudaStreamSynchronize(st[r]);
-    cudaMemcpy(host, buf[r] + count, count * sizeof(float), cudaMemcpyDeviceToHost);
-    for (size_t i = 0; i < count; i++) bad += host[i] != 3.0f * (float)(i % 5);
-  }
+  const int wrong = two_rank_all_reduce(h, sub, sums, buf, count, st, devs, host, 3.0f);
+  if (wrong < 0) return 1;
+  bad += wrong;
   SYM(h, ncclGroupStart)();
   SYM(h, ncclCommSplit)(comms[0], NCCL_SPLIT_NOCOLOR, 0, &solo[0], NULL);
   SYM(h, ncclCommSplit)(comms[1], 3, 0, &solo[1], NULL);

@@ -101,6 +101,14 @@ def _describe(x):
     return f(x)
 
 
+def _out_like(out, n, dt, what):
+    """(out, its pointer) for an out of place call, after checking that out holds n elements of dt."""
+    po, no, dto, _, _ = _describe(out)
+    if no != n or dto != dt:
+        raise InvalidArgumentError(f"{what}: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
+    return out, po
+
+
 def _empty_like(x):
     """A new contiguous array or tensor of x's shape, dtype and device."""
     if _is_torch(x):
@@ -431,12 +439,7 @@ class Comm:
         rank's x is multiplied by its own scale before the sum (NCCL's PreMulSum; op "sum"): a
         number, or a one-element array / tensor of x's dtype (on the GPU: read when the call runs)."""
         px, n, dt, cuda, _ = _describe(x)
-        if out is None or out is x:
-            out, po = x, px
-        else:
-            po, no, dto, _, _ = _describe(out)
-            if no != n or dto != dt:
-                raise InvalidArgumentError(f"all_reduce: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
+        out, po = (x, px) if out is None or out is x else _out_like(out, n, dt, "all_reduce")
         o, keep = _opts(algo), None
         if scale is not None:
             o, keep = _scaled_opts(algo, scale, x, dt, "all_reduce")
@@ -501,11 +504,7 @@ class Comm:
         which only root's call writes (other ranks may pass out=None: nothing is written).
         scale: as all_reduce's."""
         px, n, dt, cuda, _ = _describe(x)
-        po = px
-        if out is not None:
-            po, no, dto, _, _ = _describe(out)
-            if no != n or dto != dt:
-                raise InvalidArgumentError(f"reduce: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
+        po = px if out is None else _out_like(out, n, dt, "reduce")[1]
         o, keep = _opts(algo), None
         if scale is not None:
             o, keep = _scaled_opts(algo, scale, x, dt, "reduce")
@@ -518,12 +517,7 @@ class Comm:
         """x and out hold nranks blocks of x.size / nranks elements: block j of rank r's x lands
         in block r of rank j's out (in place when out is None or is x). Returns out."""
         px, n, dt, cuda, _ = _describe(x)
-        if out is None or out is x:
-            out, po = x, px
-        else:
-            po, no, dto, _, _ = _describe(out)
-            if no != n or dto != dt:
-                raise InvalidArgumentError(f"all_to_all: out has {no} elements of {DTYPES[dto]}, x {n} of {DTYPES[dt]}")
+        out, po = (x, px) if out is None or out is x else _out_like(out, n, dt, "all_to_all")
         if n % self.nranks:
             raise InvalidArgumentError(f"all_to_all: x has {n} elements, not a multiple of nranks = {self.nranks}")
         o = _opts(algo)
