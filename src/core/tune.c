@@ -90,6 +90,20 @@ static const char *const builtin_table =
     "reduce_scatter cuda 4 * inf pull\n"
     "reduce_scatter cuda * * 524288 lamport\n"
     "reduce_scatter cuda * * inf pull\n"
+    /* broadcast and all_to_all: LL packets while small (25-35% under pull at 2 and 4
+     * processes), then pull or push, the copy engine from 16 MiB (bench/results/h200/coll/
+     * mps-colls.txt; 8 ranks not measured: the 4-rank rows). reduce has one algorithm. */
+    "broadcast cuda 1 * inf pull\n"
+    "broadcast cuda * * 65536 lamport\n"
+    "broadcast cuda * * 8388608 pull\n"
+    "broadcast cuda * * inf copy_engine\n"
+    "all_to_all cuda 1 * inf pull\n"
+    "all_to_all cuda 2 * 65536 lamport\n"
+    "all_to_all cuda 2 * 8388608 push\n"
+    "all_to_all cuda 2 * inf copy_engine\n"
+    "all_to_all cuda * * 262144 lamport\n"
+    "all_to_all cuda * * 8388608 pull\n"
+    "all_to_all cuda * * inf copy_engine\n"
     /* The GEMM operations, by the bytes the collective moves (the gathered A; the product).
      * CPU ranks: one thread both moves and multiplies, so there is nothing to overlap with and
      * one large GEMM beats n smaller ones (2-vCPU Xeon, bench/results/host). GPUs: kraken found
