@@ -123,11 +123,12 @@ def _load_compiled():
     >= 2.10): the library beside this file (the wheel's), beside the loaded libsymcoll, or in
     build/lib. They are taken by default from torch 2.11, the oldest torch their whole test
     suite passed on with them (2.11 and 2.15 from PyPI; refusals are RuntimeErrors carrying
-    symcoll's message). One build of torch 2.11 mangled every C++ exception, torch's own as
-    well (SystemError, or "translate_exception_to_python called with invalid exception
-    pointer"): that build's fault, not the kernels'. torch 2.10 keeps the Python kernels unless
-    SYMCOLL_TORCH_OPS=compiled; SYMCOLL_TORCH_OPS=python keeps them everywhere. Returns (the ops
-    it implements, its bind function) or (set(), None)."""
+    symcoll's message). In one environment with torch 2.11 (the GPU machine's) some C++
+    exceptions reach Python mangled, torch's own as well (addmm's autograd refusal, CUDA graph
+    capture: SystemError or "translate_exception_to_python called with invalid exception
+    pointer"), and so do the compiled kernels' refusals there. torch 2.10 keeps the Python
+    kernels unless SYMCOLL_TORCH_OPS=compiled; SYMCOLL_TORCH_OPS=python keeps them everywhere.
+    Returns (the ops it implements, its bind function) or (set(), None)."""
     choice = os.environ.get("SYMCOLL_TORCH_OPS", "")
     if choice == "python":
         return set(), None
