@@ -64,8 +64,8 @@ enum {
     "rendezvous name shared by the ranks of one job ([A-Za-z0-9._:-], <= 64); "                                       \
     "unset: ppid.<the parent's pid>")                                                                                 \
   X(SYMCOLL_GPU_MAX_BLOCKS, INT, "0", 0, 4096, "",                                                                    \
-    "GPU: most blocks of one collective's kernel where each rank has a GPU of its own; 0: auto (half the SMs, at "     \
-    "most 64, so that a GEMM beside it and a second communicator's kernel still find SMs)")                            \
+    "GPU: most blocks of one collective's kernel where each rank has a GPU of its own; 0: auto (half the SMs, at "    \
+    "most 64, so that a GEMM beside it and a second communicator's kernel still find SMs)")                           \
   X(SYMCOLL_GPU_SIGNATURE, BOOL, "1", 0, 1, "",                                                                       \
     "testing only: 0 makes GPU kernels carry 1 in place of each call's signature (to measure its cost; the "          \
     "double-buffered kernels still fold their staging half in)")                                                      \
