@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What a call costs from PyTorch on CPU ranks, eager: symcoll's torch ops (all_reduce_ in
-place, all_reduce out of place) and the Python method against torch.distributed over gloo, the
-host clock around --calls back-to-back calls, best of -r runs, the slowest rank's figure.
+place, all_reduce out of place) and the Python method (in place, and out of place) against
+torch.distributed over gloo, the host clock around --calls back-to-back calls, best of -r runs,
+the slowest rank's figure.
 
     torchrun --nproc-per-node 2 bench/eager_cpu.py -d fp32 --counts 1024,65536
 
@@ -52,26 +53,28 @@ def main():
     dist.init_process_group("gloo", rank=rank, world_size=world)
     sc = symcoll.Comm.from_process_group(dist.group.WORLD)
     kernels = "compiled" if "all_reduce_" in getattr(symcoll.ops, "COMPILED", ()) else "python"
-    cols = ["torch_gloo", "symcoll_op_", "symcoll_op", "symcoll_method"]
+    cols = ["torch_gloo", "symcoll_op_", "symcoll_method_", "symcoll_op", "symcoll_method"]
     if rank == 0:
         cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                    "?")
         print(f"# torch {torch.__version__}, {world} CPU ranks, {a.d}, eager, host clock over {a.calls} calls, "
               f"best of {a.r}, slowest rank; symcoll torch kernels: {kernels}; {cpu}, {os.cpu_count()} CPUs")
-        print(f"{'elements':>10} " + " ".join(f"{c:>15}" for c in cols) + f" {'op_/method':>11}")
+        # The same work side by side: in place (op_, method_), out of place (op, method).
+        print(f"{'elements':>10} " + " ".join(f"{c:>15}" for c in cols) + f" {'op_/method_':>12} {'op/method':>10}")
     rows = []
     for n in (int(c) for c in a.counts.split(",")):
         x, y = torch.zeros(n, dtype=dtype), torch.empty(n, dtype=dtype)
         h = sc.handle
         fns = {"torch_gloo": lambda: dist.all_reduce(x),
                "symcoll_op_": lambda: torch.ops.symcoll.all_reduce_(x, "sum", h),
+               "symcoll_method_": lambda: sc.all_reduce(x),
                "symcoll_op": lambda: torch.ops.symcoll.all_reduce(x, "sum", h),
                "symcoll_method": lambda: sc.all_reduce(x, out=y)}
         res = {c: best_of(fn, a.calls, a.r, world) for c, fn in fns.items()}
         rows.append((n, res))
         if rank == 0:
             print(f"{n:>10} " + " ".join(f"{res[c]:>15.2f}" for c in cols) +
-                  f" {res['symcoll_op_'] / res['symcoll_method']:>11.2f}")
+                  f" {res['symcoll_op_'] / res['symcoll_method_']:>12.2f} {res['symcoll_op'] / res['symcoll_method']:>10.2f}")
     if a.csv and rank == 0:
         with open(a.csv, "w") as f:
             f.write("elements,dtype,nranks,kernels," + ",".join(f"{c}_us" for c in cols) + "\n")
