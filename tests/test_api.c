@@ -932,6 +932,18 @@ static void test_tuning_classes(void **state) {
   /* an algorithm of another collective is a syntax error: the file is ignored */
   write_file(path, "all_gather host * * inf twoshot\n");
   assert_int_equal(class_pick("auto", path, SYMCOLL_COLL_ALL_GATHER), SYMCOLL_ALGO_PULL);
+  /* a group of rows without an inf row: its last row takes every larger size, and a WARN at
+   * load says so (the built-in reduce_scatter rows of 2 and 4 GPU ranks once were such a group) */
+  write_file(path, "host * * 4096 twoshot\n");
+  setenv("SYMCOLL_TUNE_FILE", path, 1);
+  symcoll_comm_t comm = solo();
+  const char *why = symcoll_last_error();
+  unsetenv("SYMCOLL_TUNE_FILE");
+  assert_non_null(strstr(why, "no inf row"));
+  symcoll_algo_t a;
+  assert_int_equal(symcoll_all_reduce_algo(comm, 1 << 20, SYMCOLL_FLOAT32, &a), SYMCOLL_OK);
+  assert_int_equal(a, SYMCOLL_ALGO_TWO_SHOT);
+  assert_int_equal(symcoll_comm_destroy(comm), SYMCOLL_OK);
   unlink(path);
 }
 
