@@ -615,22 +615,28 @@ static int gpu_init_all(void *h, int ndev) {
       if (dscalar[r]) cudaFree(dscalar[r]);
     }
   }
-  /* ncclCommSplit of both ranks from this one thread, inside a group: made at its end. Keys
-   * reverse the ranks; then one rank of no color and one alone in its color. */
-  ncclComm_t sub[2] = {NULL, NULL}, solo[2] = {NULL, NULL};
+  /* ncclCommSplit of both ranks from this one thread, inside a group: made at its end. Two
+   * splits of each parent in the group, paired in the order they were made: keys reverse the
+   * ranks in the first; each rank is alone in its color in the second. Then one rank of no
+   * color and one alone in its color. */
+  ncclComm_t sub[2] = {NULL, NULL}, alone[2] = {NULL, NULL}, solo[2] = {NULL, NULL};
   if (SYM(h, ncclGroupStart)() != ncclSuccess) return 1;
   for (int r = 0; r < 2; r++)
-    if (SYM(h, ncclCommSplit)(comms[r], 7, 1 - r, &sub[r], NULL) != ncclSuccess) return 1;
+    if (SYM(h, ncclCommSplit)(comms[r], 7, 1 - r, &sub[r], NULL) != ncclSuccess ||
+        SYM(h, ncclCommSplit)(comms[r], r, 0, &alone[r], NULL) != ncclSuccess)
+      return 1;
   if (SYM(h, ncclGroupEnd)() != ncclSuccess) {
     fprintf(stderr, "split in a group: %s\n", SYM(h, ncclGetLastError)(NULL));
     return 1;
   }
   for (int r = 0; r < 2; r++) {
-    int rank = -1, count = -1;
+    int rank = -1, count = -1, alone_count = -1;
     SYM(h, ncclCommUserRank)(sub[r], &rank);
     SYM(h, ncclCommCount)(sub[r], &count);
-    if (rank != 1 - r || count != 2) {
-      fprintf(stderr, "split rank %d: rank %d of %d, not %d of 2\n", r, rank, count, 1 - r);
+    SYM(h, ncclCommCount)(alone[r], &alone_count);
+    if (rank != 1 - r || count != 2 || alone_count != 1) {
+      fprintf(stderr, "split rank %d: rank %d of %d, not %d of 2; then %d rank(s), not 1\n", r, rank, count, 1 - r,
+              alone_count);
       bad++;
     }
   }
@@ -648,8 +654,34 @@ static int gpu_init_all(void *h, int ndev) {
             solo_count);
     bad++;
   }
-  for (int r = 0; r < 2; r++)
+  /* A non-blocking split (one thread, both ranks): ncclInProgress, then ready. */
+  ncclConfig_t nbcfg = NCCL_CONFIG_INITIALIZER;
+  nbcfg.blocking = 0;
+  ncclComm_t nb[2] = {NULL, NULL};
+  for (int r = 0; r < 2; r++) {
+    const ncclResult_t s = SYM(h, ncclCommSplit)(comms[r], 9, r, &nb[r], &nbcfg);
+    if ((s != ncclInProgress && s != ncclSuccess) || !nb[r]) return 1;
+  }
+  for (int r = 0; r < 2; r++) {
+    ncclResult_t state = ncclInProgress;
+    for (int tries = 0; tries < 20000 && state == ncclInProgress; tries++) { /* 20 s at most */
+      if (SYM(h, ncclCommGetAsyncError)(nb[r], &state) != ncclSuccess) return 1;
+      if (state == ncclInProgress) usleep(1000);
+    }
+    if (state != ncclSuccess) {
+      fprintf(stderr, "non-blocking split rank %d: %d\n", r, (int)state);
+      return 1;
+    }
+  }
+  const int nb_wrong = two_rank_all_reduce(h, nb, sums, buf, count, st, devs, host, 3.0f);
+  if (nb_wrong < 0) return 1;
+  bad += nb_wrong;
+  for (int r = 0; r < 2; r++) {
     if (sub[r] && SYM(h, ncclCommDestroy)(sub[r]) != ncclSuccess) bad++;
+    if (alone[r] && SYM(h, ncclCommDestroy)(alone[r]) != ncclSuccess) bad++;
+    /* not made in a group: their ranks' finalize would wait for each other on this one thread */
+    if (nb[r] && SYM(h, ncclCommAbort)(nb[r]) != ncclSuccess) bad++;
+  }
   if (solo[1] && SYM(h, ncclCommDestroy)(solo[1]) != ncclSuccess) bad++;
   /* Send/Recv: forwarded; on one shared GPU it must fail naming why, on two it must work. */
   SYM(h, ncclGroupStart)();
@@ -682,6 +714,7 @@ static void test_gpu_init_all(void **state) {
   pid_t kid = fork();
   if (kid == 0) {
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1); /* two ranks' streams on one GPU */
+    setenv("SYMCOLL_NCCL_SHIM", "serve", 1);        /* the collectives are symcoll's, also on two GPUs */
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) _exit(77);
     _exit(gpu_init_all(h, n));

@@ -175,6 +175,8 @@ def _scaled_opts(algo, scale, x, x_dtype, what):
     pointer and what must live through the call."""
     o = CollOpts()
     lib.symcoll_coll_opts_init(ctypes.byref(o))
+    if o.struct_size < ctypes.sizeof(CollOpts):  # a libsymcoll older than 0.6 would not read it
+        raise UnsupportedError(f"{what}: this libsymcoll takes no scale (options of {o.struct_size} bytes)")
     if algo is not None:
         o.algo = _algo_index(algo)
     if isinstance(scale, numbers.Number):

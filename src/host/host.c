@@ -315,7 +315,7 @@ static symcoll_status_t host_scale(symcoll_comm_t comm, void *dst, const void *s
   (void)comm, (void)stream, (void)on_device; /* core refuses on_device on CPU communicators */
   enum { RUN = 512 };
   const size_t es = symcoll_dtype_size(dtype);
-  unsigned char run[RUN * 8];
+  _Alignas(16) unsigned char run[RUN * 8]; /* the loops read it as the dtype */
   for (size_t i = 0; i < RUN; i++) memcpy(run + i * es, scale, es);
   const symcoll__reduce_fn prod = symcoll__host_reduce_fn(dtype, SYMCOLL_PROD);
   for (size_t i = 0; i < count; i += RUN) {

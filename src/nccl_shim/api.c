@@ -156,22 +156,48 @@ SHIM_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
     shim_error("ncclCommSplit of a communicator without symcoll (ncclCommShrink's) is not supported");
     return ncclInvalidUsage;
   }
+  if (!config || config->blocking == NCCL_CONFIG_UNDEF_INT) blocking = comm->blocking; /* NCCL: inherited */
+  shim_split_wait(comm); /* an earlier non-blocking split of comm goes first */
   /* Made by split_create (comm.c): now, at the group's end inside a group, or on a thread of
-   * its own for a non-blocking config. A rank of no color takes part but gets NULL (outside a
-   * group, at once: there is nothing the caller could wait on). */
+   * its own for a non-blocking config (a rank of no color too, the thread freeing its ghost). */
   ncclComm_t c = shim_comm_new(-1, 0, comm->device, "", blocking);
   if (!c) return ncclSystemError;
   c->split_parent = comm;
   c->split_color = color == NCCL_SPLIT_NOCOLOR ? SYMCOLL_SPLIT_NOCOLOR : color;
   c->split_key = key;
   c->ghost = color == NCCL_SPLIT_NOCOLOR;
-  /* The name groups the ranks one thread makes (shim_comm_cohort): one per split and color. */
-  snprintf(c->job_id, sizeof c->job_id, "%.*s|s%u:%d", SHIM_JOB_ID_MAX - 26, comm->job_id, ++comm->splits, color);
+  /* The name groups the ranks one thread makes (shim_comm_cohort): one per parent, split and
+   * color. ncclCommInitAll's parents have no job name: their clique stands in; a name too long
+   * to extend is hashed (FNV-1a), never cut. */
+  char parent[SHIM_JOB_ID_MAX - 25]; /* room for "|s<split>:<color>" */
+  if (!comm->job_id[0]) {
+    snprintf(parent, sizeof parent, "q%p", (void *)comm->clique);
+  } else if (strlen(comm->job_id) > SHIM_JOB_ID_MAX - 26) {
+    unsigned long long hash = 1469598103934665603ull;
+    for (const char *q = comm->job_id; *q; q++) hash = (hash ^ (unsigned char)*q) * 1099511628211ull;
+    snprintf(parent, sizeof parent, "h%016llx", hash);
+  } else {
+    snprintf(parent, sizeof parent, "%s", comm->job_id);
+  }
+  snprintf(c->job_id, sizeof c->job_id, "%s|s%u:%d", parent, ++comm->splits, color);
   *newcomm = c->ghost ? NULL : c;
   if (shim_group_defer(c)) return blocking ? ncclSuccess : ncclInProgress;
-  if (!blocking && !c->ghost) {
+  if (!blocking) {
+    c->self_free = c->ghost;
+    c->in_flight = true;
+    pthread_mutex_lock(&comm->lock);
+    comm->splits_in_flight++;
+    pthread_mutex_unlock(&comm->lock);
     rc = shim_comm_create_async(c);
-    return rc == ncclSuccess ? ncclInProgress : rc;
+    if (rc != ncclSuccess) {
+      pthread_mutex_lock(&comm->lock);
+      comm->splits_in_flight--;
+      pthread_mutex_unlock(&comm->lock);
+      shim_comm_free(c);
+      *newcomm = NULL;
+      return rc;
+    }
+    return c->ghost ? ncclSuccess : ncclInProgress;
   }
   rc = shim_comm_create(c);
   if (!shim_comm_drop_ghost(c) && rc != ncclSuccess) {

@@ -74,7 +74,9 @@ static void comm_done(ncclComm_t c, ncclResult_t rc) {
   pthread_mutex_unlock(&c->lock);
 }
 
-/* ncclCommSplit's communicator: symcoll_comm_split of the parent (every rank of it takes part). */
+/* ncclCommSplit's communicator: symcoll_comm_split of the parent (every rank of it takes part).
+ * The parent is let go (splits_in_flight) before c is done: whoever waits on c may then destroy
+ * the parent. */
 static ncclResult_t split_create(ncclComm_t c) {
   ncclComm_t p = c->split_parent;
   symcoll_comm_t sub = NULL;
@@ -90,8 +92,20 @@ static ncclResult_t split_create(ncclComm_t c) {
     c->nranks = symcoll_comm_nranks(sub);
     SHIM_INFO("ncclCommSplit: rank %d of %d (color %d)", c->rank, c->nranks, c->split_color);
   }
+  if (c->in_flight) {
+    pthread_mutex_lock(&p->lock);
+    p->splits_in_flight--;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+  }
   comm_done(c, rc);
   return rc;
+}
+
+void shim_split_wait(ncclComm_t parent) {
+  pthread_mutex_lock(&parent->lock);
+  while (parent->splits_in_flight > 0) pthread_cond_wait(&parent->cond, &parent->lock);
+  pthread_mutex_unlock(&parent->lock);
 }
 
 ncclResult_t shim_comm_create(ncclComm_t c) {
@@ -116,18 +130,31 @@ ncclResult_t shim_comm_create(ncclComm_t c) {
   return rc;
 }
 
+/* A communicator, or a chain of one parent's splits in the order they were made. Each one's
+ * successor is read before it is made: once done, it may be freed by whoever waits on it. */
 static void *create_thread(void *arg) {
-  shim_comm_create(arg);
+  for (ncclComm_t c = arg, next; c; c = next) {
+    next = c->split_next;
+    const bool self_free = c->self_free;
+    shim_comm_create(c);
+    if (self_free) {
+      c->has_creator = false; /* this thread, detached */
+      shim_comm_free(c);
+    }
+  }
   return NULL;
 }
 
 ncclResult_t shim_comm_create_async(ncclComm_t c) {
   if (pthread_create(&c->creator, NULL, create_thread, c) != 0) {
-    shim_error("ncclCommInitRank: cannot start a thread");
-    comm_done(c, ncclSystemError);
+    shim_error("ncclCommInitRank / ncclCommSplit: cannot start a thread");
+    for (ncclComm_t q = c; q; q = q->split_next) comm_done(q, ncclSystemError); /* no one waits forever */
     return ncclSystemError;
   }
-  c->has_creator = true;
+  if (c->self_free)
+    pthread_detach(c->creator);
+  else
+    c->has_creator = true;
   return ncclSuccess;
 }
 

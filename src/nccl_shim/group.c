@@ -66,10 +66,19 @@ static ncclResult_t create_pending(void) {
   if (n == 1) {
     rc = shim_comm_create(p[0]);
   } else if (n > 1) {
+    /* A parent's splits are chained in the order they were made, on one thread (the ranks
+     * pair a parent's splits by that order); every other communicator gets a thread. */
     for (int i = 0; i < n; i++) {
       p[i]->same_thread_peers = true;
-      shim_comm_create_async(p[i]);
+      for (int j = i + 1; p[i]->split_parent && j < n; j++)
+        if (p[j]->split_parent == p[i]->split_parent) {
+          p[i]->split_next = p[j];
+          p[j]->split_queued = true;
+          break;
+        }
     }
+    for (int i = 0; i < n; i++)
+      if (!p[i]->split_queued) shim_comm_create_async(p[i]);
     int kept = 0;
     for (int i = 0; i < n; i++) {
       ncclResult_t r = shim_comm_ready(p[i], "ncclGroupEnd");

@@ -120,7 +120,16 @@ struct ncclComm {
   ncclComm_t split_parent;
   int split_color, split_key;
   bool ghost;
-  unsigned splits; /* as a parent: splits made of it (every rank counts alike) */
+  /* A parent's splits run one after another, in the order they were made (ranks pair them by
+   * that order): a group's are chained (split_next) on one creator thread; a non-blocking one
+   * made outside a group counts in its parent's splits_in_flight (under the parent's lock),
+   * and the parent's next split waits for it. */
+  ncclComm_t split_next;
+  bool split_queued; /* made by the creator thread of an earlier split of its chain */
+  bool in_flight;    /* counted in its parent's splits_in_flight */
+  bool self_free;    /* a ghost made on a detached thread, which frees it */
+  unsigned splits;   /* as a parent: splits made of it (every rank counts alike) */
+  int splits_in_flight;
   /* ncclRedOpCreatePreMulSum's ops: op ncclNumOps + i is premul[i]. */
   struct shim_premul *premul;
   int npremul;
@@ -139,6 +148,8 @@ SHIM_HIDDEN shim_policy_t shim_policy(void);
 SHIM_HIDDEN ncclComm_t shim_comm_new(int rank, int nranks, int device, const char *job_id, int blocking);
 /* Creates the symcoll communicator of a pending comm; sets state and init_rc, wakes waiters. */
 SHIM_HIDDEN ncclResult_t shim_comm_create(ncclComm_t c);
+/* Waits until no non-blocking split of parent is in flight (its next split pairs in order). */
+SHIM_HIDDEN void shim_split_wait(ncclComm_t parent);
 /* Frees c once its creation is done if it is a ghost (a split's rank of no color); true if so. */
 SHIM_HIDDEN bool shim_comm_drop_ghost(ncclComm_t c);
 /* Starts shim_comm_create on a thread of its own (non-blocking configs, groups). */

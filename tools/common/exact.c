@@ -280,7 +280,7 @@ void exact_expect_range(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t 
 }
 
 double exact_scale(int rank) {
-  return 1.0 + (double)(rank & 1);
+  return (rank & 1) ? 1.0 : 2.0;
 }
 
 void exact_expect_scaled_range(void *host, symcoll_dtype_t dt, size_t first, size_t count, int nranks, uint32_t seed) {

@@ -47,7 +47,8 @@ void exact_expect_range(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t 
                         uint32_t seed);
 void exact_expect(void *host, symcoll_dtype_t dt, symcoll_op_t op, size_t count, int nranks, uint32_t seed);
 /* A sum of scaled inputs (the options' scale, NCCL's PreMulSum): rank r multiplies its SUM
- * input by exact_scale(r) (1 or 2: every product and sum stays exact in every dtype). */
+ * input by exact_scale(r) (2 on even ranks, rank 0 included, so that one rank checks it too;
+ * 1 on odd ones: every product and sum stays exact in every dtype). */
 double exact_scale(int rank);
 void exact_expect_scaled_range(void *host, symcoll_dtype_t dt, size_t first, size_t count, int nranks, uint32_t seed);
 /* host[i] = v rounded to dt (to nearest even; fp8 saturating to the largest finite value). */
