@@ -146,15 +146,19 @@ static void *create_thread(void *arg) {
 }
 
 ncclResult_t shim_comm_create_async(ncclComm_t c) {
-  if (pthread_create(&c->creator, NULL, create_thread, c) != 0) {
+  const bool self_free = c->self_free; /* such a c may be freed by its thread at any time */
+  pthread_t t;
+  if (pthread_create(&t, NULL, create_thread, c) != 0) {
     shim_error("ncclCommInitRank / ncclCommSplit: cannot start a thread");
     for (ncclComm_t q = c; q; q = q->split_next) comm_done(q, ncclSystemError); /* no one waits forever */
     return ncclSystemError;
   }
-  if (c->self_free)
-    pthread_detach(c->creator);
-  else
+  if (self_free) {
+    pthread_detach(t);
+  } else {
+    c->creator = t;
     c->has_creator = true;
+  }
   return ncclSuccess;
 }
 
