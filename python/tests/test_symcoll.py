@@ -317,6 +317,11 @@ def _torch_cpu_rank(rank, n):
             a = ops.all_to_all(torch.arange(4 * n).to(dt) + 100 * rank, h)  # block j: 4j.. + 100 rank
             want_a = torch.cat([torch.arange(4 * rank, 4 * rank + 4) + 100 * p for p in range(n)]).to(dt)
             assert torch.equal(a, want_a), (dt, a, want_a)
+            # scale= (PreMulSum): a number in the tensor's dtype, or a one-element tensor
+            xs, total = torch.arange(32).to(dt) - 5, sum(r + 1 for r in range(n))
+            for scale in (rank + 1, torch.tensor([rank + 1], dtype=dt)):
+                assert torch.equal(comm.all_reduce(xs, out=torch.empty_like(xs), scale=scale),
+                                   ((torch.arange(32) - 5) * total).to(dt)), (dt, scale)
         sym = comm.empty((16,), torch.bfloat16)  # a symmetric CPU tensor
         sym.fill_(rank)
         ops.all_reduce_(sym, "max", h)
