@@ -17,30 +17,55 @@
 
 /* ---- symmetric memory ------------------------------------------------------------------ */
 
-symcoll_status_t symcoll__mem_alloc_internal(symcoll_comm_t comm, size_t bytes, struct symcoll_mem **mem_p) {
+/* A symmetric allocation of bytes on every rank (every rank asks for the same size): the
+ * transport's own memory (ptr NULL), or the caller's at ptr mapped for every peer (registered:
+ * freed on this rank alone). */
+static symcoll_status_t new_mem(symcoll_comm_t comm, size_t bytes, void *ptr, struct symcoll_mem **mem_p) {
   size_t all[SYMCOLL_MAX_RANKS];
   SYMCOLL_CHECK(symcoll__comm_status(comm));
   SYMCOLL_CHECK(comm->oob->allgather(comm, &bytes, all, sizeof bytes));
   for (int r = 0; r < comm->nranks; r++)
     if (all[r] != bytes) {
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "rank %d allocates %zu bytes, this rank %zu", r, all[r], bytes);
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "rank %d %s %zu bytes, this rank %zu", r, ptr ? "registers" : "allocates",
+                   all[r], bytes);
       return SYMCOLL_ERR_MISMATCH;
     }
-  symcoll__fault_point(comm->rank, "alloc");
+  if (ptr && !comm->tp->mem_register) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "symcoll_mem_register: the %s transport maps only its own allocations",
+                 comm->tp->name);
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
+  if (!ptr) symcoll__fault_point(comm->rank, "alloc");
   struct symcoll_mem *m = calloc(1, sizeof *m);
   if (!m) return SYMCOLL_ERR_NO_MEMORY;
   m->comm = comm;
   m->bytes = bytes;
   m->id = comm->next_mem_id++;
-  symcoll_status_t s = comm->tp->mem_alloc(comm, bytes, m);
+  symcoll_status_t s = ptr ? comm->tp->mem_register(comm, ptr, bytes, m) : comm->tp->mem_alloc(comm, bytes, m);
   if (s != SYMCOLL_OK) {
     free(m);
     return s;
   }
+  m->registered = ptr != NULL;
   m->next = comm->mems;
   comm->mems = m;
   *mem_p = m;
   return SYMCOLL_OK;
+}
+
+/* Unlinks mem from its communicator's registry and releases it on this rank. */
+static void release(symcoll_comm_t comm, struct symcoll_mem *mem) {
+  for (struct symcoll_mem **pp = &comm->mems; *pp; pp = &(*pp)->next)
+    if (*pp == mem) {
+      *pp = mem->next;
+      break;
+    }
+  comm->tp->mem_free(mem);
+  free(mem);
+}
+
+symcoll_status_t symcoll__mem_alloc_internal(symcoll_comm_t comm, size_t bytes, struct symcoll_mem **mem_p) {
+  return new_mem(comm, bytes, NULL, mem_p);
 }
 
 /* Every rank of comm is past its allocation's (or free's) driver calls. Those can wait for the
@@ -59,34 +84,7 @@ symcoll_status_t symcoll_mem_alloc(symcoll_comm_t comm, size_t bytes, symcoll_me
 
 symcoll_status_t symcoll_mem_register(symcoll_comm_t comm, void *ptr, size_t bytes, symcoll_mem_t *mem_p) {
   if (!comm || !ptr || !mem_p || bytes == 0) return SYMCOLL_ERR_INVALID_ARGUMENT;
-  SYMCOLL_CHECK(symcoll__comm_status(comm));
-  size_t all[SYMCOLL_MAX_RANKS];
-  SYMCOLL_CHECK(comm->oob->allgather(comm, &bytes, all, sizeof bytes));
-  for (int r = 0; r < comm->nranks; r++)
-    if (all[r] != bytes) {
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "symcoll_mem_register: rank %d registers %zu bytes, this rank %zu", r, all[r],
-                   bytes);
-      return SYMCOLL_ERR_MISMATCH;
-    }
-  if (!comm->tp->mem_register) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_MEM, "symcoll_mem_register: the %s transport maps only its own allocations",
-                 comm->tp->name);
-    return SYMCOLL_ERR_UNSUPPORTED;
-  }
-  struct symcoll_mem *m = calloc(1, sizeof *m);
-  if (!m) return SYMCOLL_ERR_NO_MEMORY;
-  m->comm = comm;
-  m->bytes = bytes;
-  m->id = comm->next_mem_id++;
-  symcoll_status_t s = comm->tp->mem_register(comm, ptr, bytes, m);
-  if (s != SYMCOLL_OK) {
-    free(m);
-    return s;
-  }
-  m->registered = true;
-  m->next = comm->mems;
-  comm->mems = m;
-  *mem_p = m;
+  SYMCOLL_CHECK(new_mem(comm, bytes, ptr, mem_p));
   return all_done(comm);
 }
 
@@ -113,13 +111,7 @@ symcoll_status_t symcoll_mem_free(symcoll_mem_t mem) {
   symcoll_comm_t comm = mem->comm;
   if (mem == comm->workspace) return SYMCOLL_ERR_INVALID_ARGUMENT;
   if (mem->registered) { /* this rank's mappings of its peers go; the memory stays the caller's */
-    for (struct symcoll_mem **pp = &comm->mems; *pp; pp = &(*pp)->next)
-      if (*pp == mem) {
-        *pp = mem->next;
-        break;
-      }
-    comm->tp->mem_free(mem);
-    free(mem);
+    release(comm, mem);
     return SYMCOLL_OK;
   }
   /* No peer may still use it: a barrier first. After a failure, free locally anyway. */
@@ -128,13 +120,7 @@ symcoll_status_t symcoll_mem_free(symcoll_mem_t mem) {
   if (s == SYMCOLL_OK) s = comm->oob->allgather(comm, &id, ids, sizeof id);
   for (int r = 0; s == SYMCOLL_OK && r < comm->nranks; r++)
     if (ids[r] != id) s = SYMCOLL_ERR_MISMATCH;
-  for (struct symcoll_mem **pp = &comm->mems; *pp; pp = &(*pp)->next)
-    if (*pp == mem) {
-      *pp = mem->next;
-      break;
-    }
-  comm->tp->mem_free(mem);
-  free(mem);
+  release(comm, mem);
   return s == SYMCOLL_OK ? all_done(comm) : s;
 }
 

@@ -23,8 +23,10 @@
  * thread ranks). With at most sms / share blocks each, the waiting ranks (share - 1 of
  * them at most) leave sms / share SMs empty. Never more than the communicator's grid_cap. */
 static int resident_blocks(cuda_state_t *cs, const void *fn, int threads) {
-  const int shared = cs->sms / cs->share < 1 ? 1 : cs->sms / cs->share;
-  if (cs->share > 1) return shared < cs->grid_cap ? shared : cs->grid_cap;
+  if (cs->share > 1) {
+    const int shared = cs->sms / cs->share < 1 ? 1 : cs->sms / cs->share;
+    return shared < cs->grid_cap ? shared : cs->grid_cap;
+  }
   const size_t cap = sizeof cs->occ / sizeof cs->occ[0];
   size_t h = (((uintptr_t)fn >> 4) ^ (uintptr_t)threads * 2654435761u) % cap;
   int per_sm = 0;

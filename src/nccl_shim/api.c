@@ -362,9 +362,9 @@ static shim_premul_t *premul_of(ncclComm_t c, ncclRedOp_t op) {
   return i >= 0 && i < c->npremul && c->premul[i].used ? &c->premul[i] : NULL;
 }
 
-static symcoll_status_t serve(ncclComm_t c, const call_t *a, cudaStream_t stream) {
+/* pm: the call's PreMulSum op (dispatch found it), or NULL. */
+static symcoll_status_t serve(ncclComm_t c, const call_t *a, const shim_premul_t *pm, cudaStream_t stream) {
   const symcoll_dtype_t dt = (symcoll_dtype_t)shim_dtype(a->dtype);
-  const shim_premul_t *pm = shim_call_reduces(a->call) ? premul_of(c, a->op) : NULL;
   const symcoll_op_t op = (symcoll_op_t)(pm ? SYMCOLL_SUM : shim_call_reduces(a->call) ? shim_op(a->op) : 0);
   symcoll_coll_opts_t opts; /* a PreMulSum: the sum with this rank's scalar */
   symcoll_coll_opts_init(&opts);
@@ -484,7 +484,7 @@ static ncclResult_t dispatch(ncclComm_t comm, const call_t *a, cudaStream_t stre
   shim_decision_t d = shim_decide(&policy, a->call, a->dtype, a->op, bytes, &view);
   if (d.serve) {
     const int prev = shim_device_enter(comm->device);
-    symcoll_status_t s = serve(comm, a, stream);
+    symcoll_status_t s = serve(comm, a, pm, stream);
     shim_device_leave(comm->device, prev);
     if (s == SYMCOLL_ERR_UNSUPPORTED) { /* the same answer on every rank: the same arguments */
       comm->refused[a->call] = true;
