@@ -134,8 +134,8 @@ typedef enum {
     "all_reduce: one-shot through two alternating staging halves, no "                                            \
     "trailing barrier (GPU; on CPU ranks oneshot)")                                                               \
   X(LAMPORT, 4, "lamport",                                                                                        \
-    "barrier-free (GPU): the data carries its own arrival (sentinel-cleared "                                     \
-    "buffers for all_reduce, 16-byte LL packets otherwise; CPU ranks: oneshot/pull)")                             \
+    "barrier-free (GPU): the data carries its own arrival (sentinel-cleared buffers for all_reduce and "          \
+    "all_reduce_rmsnorm, 16-byte LL packets otherwise; CPU ranks: oneshot/pull)")                                 \
   X(NCCL, 5, "nccl", "through the NCCL communicator this one holds (SYMCOLL_NCCL)")                               \
   X(PULL, 6, "pull", "all_gather, reduce_scatter, broadcast, all_to_all: each rank reads its peers' blocks")      \
   X(PUSH, 7, "push", "all_gather, all_to_all: each rank stores its blocks into its peers")                        \
@@ -699,6 +699,12 @@ SYMCOLL_API symcoll_status_t symcoll_matmul_reduce_scatter(symcoll_comm_t comm, 
  *    rows % nranks ranks one more): each rank reduces and normalises its rows, then every rank
  *    gathers the others' results (r, out, fp8 and scales): the sequence-parallel shape, a
  *    bandwidth path.
+ *  - SYMCOLL_ALGO_LAMPORT: the one-shot without barriers (GPU): every rank pushes its rows into
+ *    its peers' sentinel-cleared buffers and normalises each row as the peers' copies arrive,
+ *    as all_reduce's LAMPORT (an element of x that is -0.0 in fp16 / bf16, or the sentinel's
+ *    pattern in fp32, enters the sum as +0.0 / -0.0); one launch per buffer's worth of rows, a
+ *    row larger than that runs ONE_SHOT. The latency path of the smallest sizes. CPU ranks: the
+ *    one-shot.
  *  - SYMCOLL_ALGO_SEQUENTIAL: symcoll_all_reduce into out (or scratch), then one add + norm
  *    pass: the unfused chain, kept to measure the fusion against.
  * One rank: the add + norm pass alone. GPU ranks enqueue on stream (capturable); CPU ranks
@@ -706,7 +712,7 @@ SYMCOLL_API symcoll_status_t symcoll_matmul_reduce_scatter(symcoll_comm_t comm, 
  */
 typedef struct {
   size_t struct_size;     /* sizeof(symcoll_norm_opts_t) */
-  symcoll_algo_t algo;    /* AUTO, ONE_SHOT, TWO_SHOT or SEQUENTIAL */
+  symcoll_algo_t algo;    /* AUTO, ONE_SHOT, TWO_SHOT, LAMPORT or SEQUENTIAL */
   void *fp8_out;          /* rows x hidden SYMCOLL_FLOAT8_E4M3, or NULL */
   const float *fp8_scale; /* static: out / *fp8_scale is quantised... */
   float *fp8_row_scales;  /* ...or dynamic: one scale per row written here (exactly one of

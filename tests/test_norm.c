@@ -1,7 +1,7 @@
 /*
  * symcoll_all_reduce_rmsnorm on every rank of one launch:
  *   test_norm --backend host|cuda --mode process|thread --ranks N [--quick] [--max-hidden H]
- * fp32 / fp16 / bf16; every algorithm the communicator runs (auto, oneshot, twoshot,
+ * fp32 / fp16 / bf16; every algorithm the communicator runs (auto, oneshot, twoshot, lamport,
  * sequential); rows from 1 to 4096 and hidden sizes from 64 to 16384, odd ones included;
  * residual given or not, residual_out separate, in place over residual or not asked for, out in
  * place over x, x in symmetric memory (zero-copy), FP8 outputs with a static scale and with
@@ -43,7 +43,7 @@ typedef struct {
 static const shape_t shapes[] = {{1, 64}, {3, 100}, {8, 4096}, {33, 257}, {128, 1024}, {2, 16384}, {4096, 64}};
 static const symcoll_dtype_t dtypes[] = {SYMCOLL_FLOAT32, SYMCOLL_FLOAT16, SYMCOLL_BFLOAT16};
 static const symcoll_algo_t algos[] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT,
-                                       SYMCOLL_ALGO_SEQUENTIAL};
+                                       SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_SEQUENTIAL};
 enum {
   V_BASIC,        /* residual, residual_out and out, all separate */
   V_RES_IN_PLACE, /* residual_out == residual */

@@ -681,16 +681,17 @@ static bool draw(rank_t *R, call_t *c) {
     static const symcoll_dtype_t nm_dt[] = {SYMCOLL_FLOAT32, SYMCOLL_FLOAT16, SYMCOLL_BFLOAT16};
     /* every algorithm of the norm's row twice (settle_algo: auto where the communicator does
      * not run it), auto twice */
-    static const symcoll_algo_t nm_algo[] = {SYMCOLL_ALGO_AUTO,       SYMCOLL_ALGO_ONE_SHOT,  SYMCOLL_ALGO_TWO_SHOT,
-                                             SYMCOLL_ALGO_SEQUENTIAL, SYMCOLL_ALGO_AUTO,      SYMCOLL_ALGO_ONE_SHOT,
-                                             SYMCOLL_ALGO_TWO_SHOT,   SYMCOLL_ALGO_SEQUENTIAL};
+    static const symcoll_algo_t nm_algo[] = {SYMCOLL_ALGO_AUTO,     SYMCOLL_ALGO_ONE_SHOT,  SYMCOLL_ALGO_TWO_SHOT,
+                                             SYMCOLL_ALGO_LAMPORT,  SYMCOLL_ALGO_SEQUENTIAL, SYMCOLL_ALGO_AUTO,
+                                             SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT,  SYMCOLL_ALGO_LAMPORT,
+                                             SYMCOLL_ALGO_SEQUENTIAL};
     static const size_t round_h[] = {1, 8, 64, 128, 256, 512, 1024, 2048, 4096};
     /* static scales (1/64: out / scale saturates at 448) and eps (64: small outs, down to
      * e4m3's subnormals) */
     static const float scales[] = {1.0f / 64, 0.125f, 0.3f, 1.0f, 4.0f};
     static const float epss[] = {1e-6f, 1e-5f, 0.25f, 64.0f};
     c->dt = nm_dt[below(g, 3)];
-    c->algo = nm_algo[below(g, 8)];
+    c->algo = nm_algo[below(g, sizeof nm_algo / sizeof nm_algo[0])];
     /* A workspace made small on purpose (SYMCOLL_WORKSPACE_BYTES) may not hold a row and its
      * results: oneshot and twoshot asked for are then refused (auto runs the chain); ask auto. */
     if (getenv("SYMCOLL_WORKSPACE_BYTES") && c->algo != SYMCOLL_ALGO_SEQUENTIAL) c->algo = SYMCOLL_ALGO_AUTO;

@@ -596,8 +596,8 @@ class Comm:
         tensor, on the GPU for CUDA tensors: read when the call runs, as a CUDA graph needs),
         and fp8_row_scales, rows float32 that receive the per-row scales
         max(max|out row| / 448, 1 / (448 * 512)) (dynamic, as vLLM and TensorRT-LLM compute them).
-        algo: None or "auto" (the tuning table), "oneshot", "twoshot" or "sequential" (the
-        library refuses an algorithm that is not all_reduce_rmsnorm's).
+        algo: None or "auto" (the tuning table), "oneshot", "twoshot", "lamport" or "sequential"
+        (the library refuses an algorithm that is not all_reduce_rmsnorm's).
         Every rank passes the same shapes, dtype, eps, options and set of buffers.
         Returns out (None when only fp8_out was asked for)."""
         what = "all_reduce_rmsnorm"

@@ -72,7 +72,7 @@ const symcoll__coll_desc_t symcoll__coll_rows[] = {
      * nodes: the all-reduce through the hierarchical path, then the local pass. */
     [SYMCOLL_COLL_ALL_REDUCE_RMSNORM] = {.fused = true,
                                          .algos = BIT(SYMCOLL_ALGO_ONE_SHOT) | BIT(SYMCOLL_ALGO_TWO_SHOT) |
-                                                  BIT(SYMCOLL_ALGO_SEQUENTIAL),
+                                                  BIT(SYMCOLL_ALGO_LAMPORT) | BIT(SYMCOLL_ALGO_SEQUENTIAL),
                                          .fallback = SYMCOLL_ALGO_SEQUENTIAL,
                                          .busbw_factor = 2},
 };

@@ -572,7 +572,9 @@ static symcoll_status_t workspace_setup(symcoll_comm_t comm, cuda_state_t *cs, w
   cs->ws_bytes = (comm->workspace_bytes ? comm->workspace_bytes : CUDA_DEFAULT_WS) & ~(size_t)255;
   if (cs->ws_bytes < 4096) cs->ws_bytes = 4096;
   cs->db_half = (cs->ws_bytes / 4) & ~(size_t)255;
-  cs->lp_slot = cs->db_half < SYMCOLL_CUDA_LAMPORT_SLOT ? cs->db_half : SYMCOLL_CUDA_LAMPORT_SLOT;
+  /* A LAMPORT slot: the data of a launch (round_cap), and 256 bytes for all_reduce_rmsnorm's header. */
+  const size_t lp_data = cs->db_half < SYMCOLL_CUDA_LAMPORT_SLOT ? cs->db_half : SYMCOLL_CUDA_LAMPORT_SLOT;
+  cs->lp_slot = lp_data + 256;
   w->lp_off = cs->ws_bytes + 2 * cs->db_half;
   w->lp_bytes = 3 * (size_t)comm->nranks * cs->lp_slot;
   w->ll_off = w->lp_off + w->lp_bytes, w->ll_slot = (SYMCOLL_CUDA_LL_SLOT + 255) & ~(size_t)255;
@@ -594,7 +596,7 @@ static symcoll_status_t workspace_setup(symcoll_comm_t comm, cuda_state_t *cs, w
    * and LAMPORT use all of it, the one-shots at most l2_round. */
   cs->round_cap[SYMCOLL_ALGO_ONE_SHOT] = cs->round_cap[SYMCOLL_ALGO_TWO_SHOT] = cs->ws_bytes;
   cs->round_cap[SYMCOLL_ALGO_ONE_SHOT_DB] = cs->db_half;
-  cs->round_cap[SYMCOLL_ALGO_LAMPORT] = cs->lp_slot;
+  cs->round_cap[SYMCOLL_ALGO_LAMPORT] = lp_data;
   cs->round_cap[SYMCOLL_ALGO_PULL] = cs->round_cap[SYMCOLL_ALGO_PUSH] = cs->db_half;
   cs->round_cap[SYMCOLL_ALGO_COPY_ENGINE] = cs->ws_bytes;
   for (int x = 0; x < SYMCOLL_NUM_ALGOS; x++) {
@@ -783,7 +785,8 @@ static bool cuda_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo
       return algo == SYMCOLL_ALGO_PULL || algo == SYMCOLL_ALGO_PUSH || algo == SYMCOLL_ALGO_LAMPORT ||
              algo == SYMCOLL_ALGO_COPY_ENGINE;
     case SYMCOLL_COLL_ALL_REDUCE_RMSNORM: /* symcoll__cuda_norm: SEQUENTIAL is its local pass */
-      return algo == SYMCOLL_ALGO_ONE_SHOT || algo == SYMCOLL_ALGO_TWO_SHOT || algo == SYMCOLL_ALGO_SEQUENTIAL;
+      return algo == SYMCOLL_ALGO_ONE_SHOT || algo == SYMCOLL_ALGO_TWO_SHOT || algo == SYMCOLL_ALGO_LAMPORT ||
+             algo == SYMCOLL_ALGO_SEQUENTIAL;
     case SYMCOLL_NUM_COLL_KINDS:
       break;
   }

@@ -574,11 +574,45 @@ static symcoll_status_t norm_two_shot(symcoll_comm_t comm, cuda_state_t *cs, con
   return norm_launched(comm, a, &l, n.rows_per_round, symcoll__cuda_rmsnorm_launch(&l, &k, &n, a->stream));
 }
 
-/* The transport's norm entry: enqueues one kernel on a->stream, nothing else (capturable). */
+/* LAMPORT: all_reduce's barrier-free protocol (rmsnorm.cu), one launch per slot's worth of whole
+ * rows (a slot's data, as all_reduce's; the header has room of its own), each a call of the
+ * protocol. A row larger than that runs ONE_SHOT
+ * (on every rank alike: the shape decides). Peers never read x where it lies (every rank pushes
+ * its rows), so the signature ignores where x is. The grid: a block per row of a launch,
+ * within what stays resident and the barrier slots (the state words are per slot). */
+static symcoll_status_t norm_lamport(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__norm_args_t *a) {
+  const size_t es = symcoll_dtype_size(a->dtype), rb = a->hidden * es;
+  const size_t room = cs->round_cap[SYMCOLL_ALGO_LAMPORT];
+  if (rb > room) return norm_one_shot(comm, cs, a);
+  const size_t per = room / rb < a->rows ? room / rb : a->rows;
+  symcoll__cuda_args_t k;
+  symcoll__cuda_launch_t l;
+  const int maxb = norm_kernel_setup(comm, cs, a, SYMCOLL_ALGO_LAMPORT, &k, &l);
+  k.zero_copy = 0;
+  l.blocks = per < (size_t)maxb ? (int)per : maxb;
+  k.sig = with_shape(cs, kernel_sig(cs, a->sig, 0, NULL, 0), &l, per);
+  int e = cudaSuccess;
+  for (size_t base = 0; base < a->rows && e == cudaSuccess; base += per) {
+    symcoll__norm_args_t part = *a;
+    part.rows = a->rows - base < per ? a->rows - base : per;
+    part.x = (const char *)a->x + base * rb;
+    if (a->residual) part.residual = (const char *)a->residual + base * rb;
+    if (a->out) part.out = (char *)a->out + base * rb;
+    if (a->residual_out) part.residual_out = (char *)a->residual_out + base * rb;
+    if (a->fp8_out) part.fp8_out = (unsigned char *)a->fp8_out + base * a->hidden;
+    if (a->fp8_row_scales) part.fp8_row_scales = a->fp8_row_scales + base;
+    symcoll__cuda_norm_t n = norm_buffers(&part);
+    e = symcoll__cuda_rmsnorm_launch(&l, &k, &n, a->stream);
+  }
+  return norm_launched(comm, a, &l, per, e);
+}
+
+/* The transport's norm entry: enqueues its kernels on a->stream, nothing else (capturable). */
 symcoll_status_t symcoll__cuda_norm(symcoll_comm_t comm, const symcoll__norm_args_t *a) {
   cuda_state_t *cs = comm->tp_state;
   SYMCOLL_CHECK(symcoll__cuda_failed(comm)); /* an earlier kernel gave up: its kernels would do nothing */
-  if (a->algo != SYMCOLL_ALGO_SEQUENTIAL && a->algo != SYMCOLL_ALGO_ONE_SHOT && a->algo != SYMCOLL_ALGO_TWO_SHOT) {
+  if (a->algo != SYMCOLL_ALGO_SEQUENTIAL && a->algo != SYMCOLL_ALGO_ONE_SHOT && a->algo != SYMCOLL_ALGO_TWO_SHOT &&
+      a->algo != SYMCOLL_ALGO_LAMPORT) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce_rmsnorm: the CUDA transport does not run %s",
                  symcoll_algo_name(a->algo));
     return SYMCOLL_ERR_UNSUPPORTED;
@@ -587,6 +621,7 @@ symcoll_status_t symcoll__cuda_norm(symcoll_comm_t comm, const symcoll__norm_arg
   SYMCOLL_CHECK(dev_enter(comm, &g));
   const symcoll_status_t s = a->algo == SYMCOLL_ALGO_SEQUENTIAL ? norm_local(comm, a)
                              : a->algo == SYMCOLL_ALGO_TWO_SHOT ? norm_two_shot(comm, cs, a)
+                             : a->algo == SYMCOLL_ALGO_LAMPORT  ? norm_lamport(comm, cs, a)
                                                                 : norm_one_shot(comm, cs, a);
   dev_leave(comm, &g);
   return s;

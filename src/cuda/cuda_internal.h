@@ -24,6 +24,9 @@ extern "C" {
  * SYMCOLL_CUDA_NORM_MAX_THREADS (the kernels' launch bound). */
 #define SYMCOLL_CUDA_NORM_ROW_PACKS 2
 #define SYMCOLL_CUDA_NORM_MAX_THREADS 512
+/* all_reduce_rmsnorm's LAMPORT: the header (the call's signature) before a slot's rows; a slot
+ * has 256 bytes beyond its data for it (cuda.c). */
+#define SYMCOLL_CUDA_LAMPORT_HEADER 16
 
 /* Ranks of one CUDA communicator: the GPUs of one NVLink node (8 on HGX), with room for
  * several ranks per GPU. The peer tables below are kernel parameters sized by it (a small
@@ -53,7 +56,7 @@ typedef struct symcoll__cuda_args {
   char *db[SYMCOLL_CUDA_MAX_RANKS];
   size_t db_half_bytes;
   uint32_t *db_epoch;
-  /* LAMPORT all_reduce: three buffers of nranks slots each at ws[r] + lp_off; this rank's state
+  /* LAMPORT (all_reduce, all_reduce_rmsnorm): three buffers of nranks slots each at ws[r] + lp_off; this rank's state
    * words, one per block slot: buffer of the next call | bytes per slot the last call wrote << 2. */
   size_t lp_off, lp_slot_bytes;
   uint32_t *lp_state;
@@ -105,7 +108,7 @@ const void *symcoll__cuda_allreduce_kernel(const symcoll__cuda_launch_t *l);
 const void *symcoll__cuda_allgather_kernel(const symcoll__cuda_launch_t *l);
 const void *symcoll__cuda_reducescatter_kernel(const symcoll__cuda_launch_t *l);
 const void *symcoll__cuda_broadcast_kernel(const symcoll__cuda_launch_t *l);
-/* all_reduce_rmsnorm (rmsnorm.cu): l->algo SEQUENTIAL (the local pass, `a` unused), ONE_SHOT or TWO_SHOT,
+/* all_reduce_rmsnorm (rmsnorm.cu): l->algo SEQUENTIAL (the local pass, `a` unused), ONE_SHOT, TWO_SHOT or LAMPORT,
  * l->dtype fp32, fp16 or bf16; enqueues one kernel on stream and returns a cudaError_t. */
 const void *symcoll__cuda_rmsnorm_kernel(const symcoll__cuda_launch_t *l);
 int symcoll__cuda_rmsnorm_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_args_t *a,

@@ -35,9 +35,16 @@
  * with the same thread for each element either way; a thread keeps its packs' values in
  * registers between the passes (up to kRowPacks packs), so the second and third passes read
  * no memory for rows of up to kRowPacks x threads packs.
- * Not yet done: LAMPORT (has_algo says no).
+ * RmsNorm_Lamport: the fused call (LAMPORT), on the barrier-free protocol of AllReduce_Lamport
+ *   (lamport.cuh): the block of each row pushes the row into its slot on every peer (a header
+ *   with the call's signature first, then the rows as they lie in x), clears the previous
+ *   call's buffer, checks its peers' headers, and normalises each of its rows as the peers'
+ *   copies arrive in its own buffer, reducing them in rank order in fp32 as the other kernels
+ *   (an input element equal to the sentinel pattern is changed first, as all_reduce's LAMPORT
+ *   does: a -0.0 half becomes +0.0). One launch holds the rows a slot holds (the host launches
+ *   one per slot's worth of whole rows).
  */
-#include "device_common.cuh"
+#include "lamport.cuh"
 
 namespace symcoll_cuda {
 namespace {
@@ -111,6 +118,13 @@ __device__ __forceinline__ const T *residual_row(const symcoll__cuda_norm_t &n, 
 constexpr int kRowPacks = SYMCOLL_CUDA_NORM_ROW_PACKS;
 constexpr int kNormThreads = SYMCOLL_CUDA_NORM_MAX_THREADS; /* 128 registers a thread */
 
+/* The elements of a whole pack, widened. */
+template <typename T, int U>
+__device__ __forceinline__ void unpack(const Pack<T, U> &x, float (&f)[Pack<T, U>::E]) {
+#pragma unroll
+  for (int e = 0; e < Pack<T, U>::E; e++) f[e] = Conv<T>::load(x.e[e]);
+}
+
 /* Pack p of a row (element accesses: UNIT; `valid` elements of a short last pack: ONE each). */
 template <typename T, int U>
 __device__ __forceinline__ void row_load(const T *row, size_t p, int valid, float (&f)[Pack<T, U>::E]) {
@@ -160,7 +174,7 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
   };
   /* r = s + residual rounded to T (no residual: s), of pack p into f; written to residual_out
    * when `write`. */
-  auto r_pack = [&](size_t p, int valid, bool write, float(&f)[E]) {
+  auto r_pack = [&](size_t p, int valid, bool write, float(&f)[E], const Pack<T, U> *res_pre = nullptr) {
     T r[E];
     if (valid == E) {
       const Pack<T, U> s = sum_pack(p);
@@ -173,7 +187,10 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
     }
     if (res) {
       float q[E];
-      row_load<T, U>(res, p, valid, q);
+      if (res_pre)
+        unpack<T, U>(*res_pre, q);
+      else
+        row_load<T, U>(res, p, valid, q);
 #pragma unroll
       for (int e = 0; e < E; e++)
         if (e < valid) r[e] = C::store(C::load(r[e]) + q[e]);
@@ -190,6 +207,19 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
     else
       r_pack(p, valid, false, f);
   };
+  /* The residual's and the weight's whole packs among the thread's first kRowPacks, loaded before
+   * the sum is waited for (peers' rows, or the all-reduce's output), so that their latency hides
+   * behind it; read before anything is written (residual_out may be residual). */
+  Pack<T, U> res_pre[kRowPacks], w_pre[kRowPacks];
+  {
+    size_t p = threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < kRowPacks; k++, p += nt)
+      if (p < npacks && valid_of(p) == E) {
+        if (res) res_pre[k] = load_cg<T, U>(reinterpret_cast<const char *>(res), p);
+        w_pre[k] = load_cg<T, U>(reinterpret_cast<const char *>(w), p);
+      }
+  }
   float keep[kRowPacks][E];
   float ss = 0.0f;
   {
@@ -198,7 +228,7 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
     for (int k = 0; k < kRowPacks; k++, p += nt)
       if (p < npacks) {
         const int valid = valid_of(p);
-        r_pack(p, valid, true, keep[k]);
+        r_pack(p, valid, true, keep[k], valid == E ? &res_pre[k] : nullptr);
 #pragma unroll
         for (int e = 0; e < E; e++)
           if (e < valid) ss = __fadd_rn(ss, __fmul_rn(keep[k][e], keep[k][e])); /* not fused: as the CPU's */
@@ -218,9 +248,12 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
   const float fixed = fp8 && !dynamic ? *n.fp8_scale : 1.0f;
   float amax = 0.0f;
   /* out of pack p from its r in f (f then holds out, as floats). */
-  auto out_pack = [&](size_t p, int valid, float(&f)[E]) {
+  auto out_pack = [&](size_t p, int valid, float(&f)[E], const Pack<T, U> *w_at = nullptr) {
     float wf[E];
-    row_load<T, U>(w, p, valid, wf);
+    if (w_at)
+      unpack<T, U>(*w_at, wf);
+    else
+      row_load<T, U>(w, p, valid, wf);
     T o[E];
 #pragma unroll
     for (int e = 0; e < E; e++)
@@ -242,7 +275,10 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
     size_t p = threadIdx.x;
 #pragma unroll
     for (int k = 0; k < kRowPacks; k++, p += nt)
-      if (p < npacks) out_pack(p, valid_of(p), keep[k]);
+      if (p < npacks) {
+        const int valid = valid_of(p);
+        out_pack(p, valid, keep[k], valid == E ? &w_pre[k] : nullptr);
+      }
     for (; p < npacks; p += nt) {
       const int valid = valid_of(p);
       float f[E];
@@ -441,6 +477,48 @@ __global__ void __launch_bounds__(kNormThreads)
   BARRIER(a);
 }
 
+/* Block b pushes and normalises rows b, b + grid, ...: a block waits only for what its twins
+ * push, and every block pushes all its rows before it waits. Slot layout: the header, then the
+ * launch's rows x hidden elements as in x. VECTOR rows move as 16-byte packs; UNIT rows
+ * element by element, which the sentinel check of 2- and 4-byte elements allows. */
+template <typename T, int U>
+__global__ void __launch_bounds__(kNormThreads)
+    RmsNorm_Lamport(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
+  __shared__ float red[33];
+  constexpr bool VEC = U == VECTOR;
+  constexpr int E = Pack<T, U>::E;
+  const size_t h = n.hidden, nvec = VEC ? h / E : h; /* a row's pushes: packs, or elements */
+  uint32_t buf, prev_bytes;
+  if (!lamport_take(a, (uint32_t)(SYMCOLL_CUDA_LAMPORT_HEADER + n.rows * h * sizeof(T)), &buf, &prev_bytes))
+    GIVE_UP(a);
+  lamport_put_header(a, buf);
+  const LamportPart<T, SYMCOLL_SUM, VEC> part{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
+  const LamportPart<T, SYMCOLL_SUM, false> one{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
+  for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x)
+    for (size_t v = row * nvec + threadIdx.x; v < (row + 1) * nvec; v += blockDim.x)
+      part.push(v, load_fixed<T, VEC>(n.x, v));
+  lamport_clear(a, buf, prev_bytes);
+  if (!lamport_headers_ok(a, buf)) GIVE_UP(a);
+  bool ok = true;
+  for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x) {
+    const size_t e0 = row * h; /* the row's first element */
+    norm_row<T, U>(
+        n, residual_row<T>(n, row), caller_row<T>(n, row),
+        [&](size_t p) {
+          if constexpr (VEC) {
+            return part.gather(n.x, e0 / E + p, ok);
+          } else {
+            Pack<T, U> s;
+#pragma unroll
+            for (int e = 0; e < E; e++) s.e[e] = one.gather(n.x, e0 + p * E + e, ok).e[0];
+            return s;
+          }
+        },
+        [&](size_t i) { return one.gather(n.x, e0 + i, ok).e[0]; }, red);
+    if (!__syncthreads_and(ok)) GIVE_UP(a);
+  }
+}
+
 template <typename T, int U>
 const void *pick_access(symcoll_algo_t algo) {
   switch (algo) {
@@ -450,6 +528,8 @@ const void *pick_access(symcoll_algo_t algo) {
       return (const void *)RmsNorm_OneShot<T, U>;
     case SYMCOLL_ALGO_TWO_SHOT:
       return (const void *)RmsNorm_TwoShot<T, U>;
+    case SYMCOLL_ALGO_LAMPORT:
+      return (const void *)RmsNorm_Lamport<T, U>;
     default:
       return nullptr;
   }

@@ -354,8 +354,8 @@ static bool host_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
       runs = B(SYMCOLL_ALGO_OVERLAP) | B(SYMCOLL_ALGO_SEQUENTIAL);
       break;
-    case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
-      runs = B(SYMCOLL_ALGO_ONE_SHOT) | B(SYMCOLL_ALGO_TWO_SHOT) | B(SYMCOLL_ALGO_SEQUENTIAL);
+    case SYMCOLL_COLL_ALL_REDUCE_RMSNORM: /* LAMPORT: the one-shot */
+      runs = B(SYMCOLL_ALGO_ONE_SHOT) | B(SYMCOLL_ALGO_TWO_SHOT) | B(SYMCOLL_ALGO_LAMPORT) | B(SYMCOLL_ALGO_SEQUENTIAL);
       break;
     case SYMCOLL_NUM_COLL_KINDS:
       break;

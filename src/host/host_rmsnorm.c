@@ -351,7 +351,7 @@ symcoll_status_t symcoll__host_rmsnorm(symcoll_comm_t comm, host_state_t *hs, co
   const size_t rb = a->hidden * symcoll_dtype_size(a->dtype);
   if (a->algo == SYMCOLL_ALGO_SEQUENTIAL) return local_pass(hs, a);
   if (a->algo == SYMCOLL_ALGO_TWO_SHOT) return two_shot(comm, hs, a);
-  if (a->algo != SYMCOLL_ALGO_ONE_SHOT)
+  if (a->algo != SYMCOLL_ALGO_ONE_SHOT && a->algo != SYMCOLL_ALGO_LAMPORT) /* LAMPORT: the one-shot on CPU ranks */
     return SYMCOLL_NO_ENTRY("the CPU transport's all_reduce_rmsnorm", SYMCOLL_COLL_ALL_REDUCE_RMSNORM);
   if (rb > hs->half) { /* as two-shot's */
     SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL,

@@ -2,7 +2,8 @@
  * symcoll-bench --coll all_reduce_rmsnorm: the fused all-reduce + residual add + RMSNorm against
  * the unfused chain. Rows are shapes (rows x hidden: --shapes all = hidden 4096 and 8192, rows 1,
  * 8, 32, 128, 512, 2048; small; or R,H). Columns, in the same processes, taking turns rep by rep:
- *   oneshot, twoshot, auto   symcoll_all_reduce_rmsnorm, fused
+ *   oneshot, twoshot,        symcoll_all_reduce_rmsnorm, fused
+ *   lamport, auto
  *   sequential               symcoll_all_reduce, then symcoll's add + norm pass (the unfused
  *                            chain with a fused add + norm kernel of its own)
  *   nccl+norm                (GPU) ncclAllReduce, then the same add + norm pass (a one-rank
@@ -25,11 +26,12 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#define NORM_COLS 6
-enum { COL_ONESHOT, COL_TWOSHOT, COL_AUTO, COL_SEQUENTIAL, COL_NCCL, COL_ALL_REDUCE };
-static const char *const col_names[NORM_COLS] = {"oneshot", "twoshot", "auto", "sequential", "nccl+norm", "all_reduce"};
-static const symcoll_algo_t col_algo[NORM_COLS] = {SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_AUTO,
-                                                   SYMCOLL_ALGO_SEQUENTIAL};
+#define NORM_COLS 7
+enum { COL_ONESHOT, COL_TWOSHOT, COL_LAMPORT, COL_AUTO, COL_SEQUENTIAL, COL_NCCL, COL_ALL_REDUCE };
+static const char *const col_names[NORM_COLS] = {"oneshot",    "twoshot",   "lamport",   "auto",
+                                                 "sequential", "nccl+norm", "all_reduce"};
+static const symcoll_algo_t col_algo[NORM_COLS] = {SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_LAMPORT,
+                                                   SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_SEQUENTIAL};
 #define EPS 1e-6f
 
 typedef struct {
@@ -241,7 +243,7 @@ static void print_header(const nx_t *x, const bench_mm_opts_t *o, const bool *sh
   printf("# all_reduce_rmsnorm, %s, %d ranks (%s), %s\n# us per call (median of %d)\n", symcoll_dtype_name(x->dt),
          c->nranks, o->mode, o->machine, o->reps);
   printf(
-      "# oneshot / twoshot / auto: fused; sequential: symcoll all_reduce, then its add + norm pass; all_reduce: the "
+      "# oneshot / twoshot / lamport / auto: fused; sequential: symcoll all_reduce, then its add + norm pass; all_reduce: the "
       "all-reduce alone%s\n",
       x->nccl_ok ? "; nccl+norm: ncclAllReduce, then the same pass" : "");
   printf(
