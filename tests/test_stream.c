@@ -681,10 +681,9 @@ static bool draw(rank_t *R, call_t *c) {
     static const symcoll_dtype_t nm_dt[] = {SYMCOLL_FLOAT32, SYMCOLL_FLOAT16, SYMCOLL_BFLOAT16};
     /* every algorithm of the norm's row twice (settle_algo: auto where the communicator does
      * not run it), auto twice */
-    static const symcoll_algo_t nm_algo[] = {SYMCOLL_ALGO_AUTO,     SYMCOLL_ALGO_ONE_SHOT,  SYMCOLL_ALGO_TWO_SHOT,
-                                             SYMCOLL_ALGO_LAMPORT,  SYMCOLL_ALGO_SEQUENTIAL, SYMCOLL_ALGO_AUTO,
-                                             SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT,  SYMCOLL_ALGO_LAMPORT,
-                                             SYMCOLL_ALGO_SEQUENTIAL};
+    static const symcoll_algo_t nm_algo[] = {
+        SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_SEQUENTIAL,
+        SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_SEQUENTIAL};
     static const size_t round_h[] = {1, 8, 64, 128, 256, 512, 1024, 2048, 4096};
     /* static scales (1/64: out / scale saturates at 448) and eps (64: small outs, down to
      * e4m3's subnormals) */

@@ -156,9 +156,14 @@ __device__ __forceinline__ void row_store(T *row, size_t p, int valid, const T (
 }
 
 /* One row's epilogue, the one code of every kernel here (so they give the same bits).
+ * PRE: the residual's and the weight's packs a thread keeps in registers are loaded before the
+ * sum is waited for, so that their latency hides behind it (the fused kernels, which wait for
+ * peers); it costs registers, which the local pass keeps for a second block an SM (64
+ * registers a thread at 512 threads: with PRE, 79, and one block an SM, 25% slower at 2048 x
+ * 8192 on the H200).
  * sum_pack(p): pack p of the row's sum over ranks, rounded to T (whole packs); sum_at(i):
  * element i of it (a short last pack); res: the residual row or NULL; d: where the results go. */
-template <typename T, int U, typename SumPack, typename SumAt>
+template <typename T, int U, bool PRE, typename SumPack, typename SumAt>
 __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T *res, const RowDst<T> d,
                                          SumPack sum_pack, SumAt sum_at, float *red) {
   using C = Conv<T>;
@@ -207,11 +212,11 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
     else
       r_pack(p, valid, false, f);
   };
-  /* The residual's and the weight's whole packs among the thread's first kRowPacks, loaded before
-   * the sum is waited for (peers' rows, or the all-reduce's output), so that their latency hides
-   * behind it; read before anything is written (residual_out may be residual). */
+  /* PRE: the residual's and the weight's whole packs among the thread's first kRowPacks, loaded
+   * before the sum is waited for; read before anything is written (residual_out may be
+   * residual). */
   Pack<T, U> res_pre[kRowPacks], w_pre[kRowPacks];
-  {
+  if constexpr (PRE) {
     size_t p = threadIdx.x;
 #pragma unroll
     for (int k = 0; k < kRowPacks; k++, p += nt)
@@ -228,7 +233,7 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
     for (int k = 0; k < kRowPacks; k++, p += nt)
       if (p < npacks) {
         const int valid = valid_of(p);
-        r_pack(p, valid, true, keep[k], valid == E ? &res_pre[k] : nullptr);
+        r_pack(p, valid, true, keep[k], PRE && valid == E ? &res_pre[k] : nullptr);
 #pragma unroll
         for (int e = 0; e < E; e++)
           if (e < valid) ss = __fadd_rn(ss, __fmul_rn(keep[k][e], keep[k][e])); /* not fused: as the CPU's */
@@ -277,7 +282,7 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
     for (int k = 0; k < kRowPacks; k++, p += nt)
       if (p < npacks) {
         const int valid = valid_of(p);
-        out_pack(p, valid, keep[k], valid == E ? &w_pre[k] : nullptr);
+        out_pack(p, valid, keep[k], PRE && valid == E ? &w_pre[k] : nullptr);
       }
     for (; p < npacks; p += nt) {
       const int valid = valid_of(p);
@@ -329,7 +334,7 @@ __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cud
   const T *x = reinterpret_cast<const T *>(n.x);
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x) {
     const T *s = x + row * n.hidden;
-    norm_row<T, U>(
+    norm_row<T, U, false>(
         n, residual_row<T>(n, row), caller_row<T>(n, row),
         [&](size_t p) { return load_cg<T, U>(reinterpret_cast<const char *>(s), p); }, [&](size_t i) { return s[i]; },
         red);
@@ -354,7 +359,7 @@ __global__ void __launch_bounds__(kNormThreads)
     for (size_t j = blockIdx.x; j < cnt; j += gridDim.x) {
       /* Rank r's copy of row base + j: its staging, or its input (zero-copy). */
       auto src = [&](int r) -> const char * { return (a.zero_copy ? a.src[r] + base * rb : a.ws[r]) + j * rb; };
-      norm_row<T, U>(
+      norm_row<T, U, true>(
           n, residual_row<T>(n, base + j), caller_row<T>(n, base + j),
           [&](size_t p) { return reduce_at<T, SYMCOLL_SUM, U>(src, a.nranks, p); },
           [&](size_t i) { return reduce_at<T, SYMCOLL_SUM, ONE>(src, a.nranks, i).e[0]; }, red);
@@ -454,7 +459,7 @@ __global__ void __launch_bounds__(kNormThreads)
       const size_t j = my_lo + i; /* position in the round */
       /* Rank r's copy of row base + j: its staging, or its input (zero-copy). */
       auto src = [&](int r) -> const char * { return (a.zero_copy ? a.src[r] + base * rb : a.ws[r]) + j * rb; };
-      norm_row<T, U>(
+      norm_row<T, U, true>(
           n, residual_row<T>(n, base + j), record<T>(n, mine + n.rec_at + i * n.rec_bytes),
           [&](size_t p) { return reduce_at<T, SYMCOLL_SUM, U>(src, a.nranks, p); },
           [&](size_t e) { return reduce_at<T, SYMCOLL_SUM, ONE>(src, a.nranks, e).e[0]; }, red);
@@ -489,8 +494,7 @@ __global__ void __launch_bounds__(kNormThreads)
   constexpr int E = Pack<T, U>::E;
   const size_t h = n.hidden, nvec = VEC ? h / E : h; /* a row's pushes: packs, or elements */
   uint32_t buf, prev_bytes;
-  if (!lamport_take(a, (uint32_t)(SYMCOLL_CUDA_LAMPORT_HEADER + n.rows * h * sizeof(T)), &buf, &prev_bytes))
-    GIVE_UP(a);
+  if (!lamport_take(a, (uint32_t)(SYMCOLL_CUDA_LAMPORT_HEADER + n.rows * h * sizeof(T)), &buf, &prev_bytes)) GIVE_UP(a);
   lamport_put_header(a, buf);
   const LamportPart<T, SYMCOLL_SUM, VEC> part{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
   const LamportPart<T, SYMCOLL_SUM, false> one{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
@@ -502,7 +506,7 @@ __global__ void __launch_bounds__(kNormThreads)
   bool ok = true;
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x) {
     const size_t e0 = row * h; /* the row's first element */
-    norm_row<T, U>(
+    norm_row<T, U, true>(
         n, residual_row<T>(n, row), caller_row<T>(n, row),
         [&](size_t p) {
           if constexpr (VEC) {

@@ -243,7 +243,8 @@ static void print_header(const nx_t *x, const bench_mm_opts_t *o, const bool *sh
   printf("# all_reduce_rmsnorm, %s, %d ranks (%s), %s\n# us per call (median of %d)\n", symcoll_dtype_name(x->dt),
          c->nranks, o->mode, o->machine, o->reps);
   printf(
-      "# oneshot / twoshot / lamport / auto: fused; sequential: symcoll all_reduce, then its add + norm pass; all_reduce: the "
+      "# oneshot / twoshot / lamport / auto: fused; sequential: symcoll all_reduce, then its add + norm pass; "
+      "all_reduce: the "
       "all-reduce alone%s\n",
       x->nccl_ok ? "; nccl+norm: ncclAllReduce, then the same pass" : "");
   printf(
