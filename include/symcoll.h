@@ -703,8 +703,9 @@ SYMCOLL_API symcoll_status_t symcoll_matmul_reduce_scatter(symcoll_comm_t comm, 
  *    its peers' sentinel-cleared buffers and normalises each row as the peers' copies arrive,
  *    as all_reduce's LAMPORT (an element of x that is -0.0 in fp16 / bf16, or the sentinel's
  *    pattern in fp32, enters the sum as +0.0 / -0.0); one launch per buffer's worth of rows, a
- *    row larger than that runs ONE_SHOT. The latency path of the smallest sizes. CPU ranks: the
- *    one-shot.
+ *    row larger than that runs ONE_SHOT. The latency path of the smallest sizes. A call that
+ *    fails with a timeout may have written part of its outputs (the others write nothing when
+ *    they time out). CPU ranks: the one-shot.
  *  - SYMCOLL_ALGO_SEQUENTIAL: symcoll_all_reduce into out (or scratch), then one add + norm
  *    pass: the unfused chain, kept to measure the fusion against.
  * One rank: the add + norm pass alone. GPU ranks enqueue on stream (capturable); CPU ranks

@@ -17,7 +17,7 @@ import symcoll
 from conftest import run_ranks
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
-ALGOS = [None, "oneshot", "twoshot", "sequential"]
+ALGOS = [None, "oneshot", "twoshot", "lamport", "sequential"]
 TOL = {"float32": 3e-5, "float16": 1.1 / 1024, "bfloat16": 1.1 / 128}  # relative, of out against fp64
 ATOL = {"float32": 1e-30, "float16": 6e-8, "bfloat16": 1e-30}  # fp16's subnormals
 EPS = 1e-5
@@ -234,7 +234,7 @@ def _norm_torch_rank(rank, n):
             r_ref, out64, out_torch = _t_reference(torch, xs, res, w, EPS)
             s_ref = _t_reference(torch, xs, None, w, EPS)[0]
             x = xs[rank]
-            for algo in ("auto", "oneshot", "twoshot", "sequential"):
+            for algo in ("auto", "oneshot", "twoshot", "lamport", "sequential"):
                 tag = (name, algo)
                 out, ro = ops.all_reduce_rmsnorm(x, res, w, EPS, h, algo)
                 assert out.shape == x.shape and out.dtype == dt, tag

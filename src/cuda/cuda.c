@@ -573,6 +573,7 @@ static symcoll_status_t workspace_setup(symcoll_comm_t comm, cuda_state_t *cs, w
   if (cs->ws_bytes < 4096) cs->ws_bytes = 4096;
   cs->db_half = (cs->ws_bytes / 4) & ~(size_t)255;
   /* A LAMPORT slot: the data of a launch (round_cap), and 256 bytes for all_reduce_rmsnorm's header. */
+  _Static_assert(SYMCOLL_CUDA_LAMPORT_HEADER <= 256, "the header fits the room a slot keeps for it");
   const size_t lp_data = cs->db_half < SYMCOLL_CUDA_LAMPORT_SLOT ? cs->db_half : SYMCOLL_CUDA_LAMPORT_SLOT;
   cs->lp_slot = lp_data + 256;
   w->lp_off = cs->ws_bytes + 2 * cs->db_half;

@@ -441,16 +441,16 @@ static symcoll__cuda_norm_t norm_buffers(const symcoll__norm_args_t *a) {
 }
 
 static symcoll_status_t norm_launched(symcoll_comm_t comm, const symcoll__norm_args_t *a,
-                                      const symcoll__cuda_launch_t *l, size_t per_round, int e) {
+                                      const symcoll__cuda_launch_t *l, size_t per_round, int launches, int e) {
   if (e != cudaSuccess) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "launching the all_reduce_rmsnorm %s kernel (%d x %d) failed: %s",
                  symcoll_algo_name(l->algo), l->blocks, l->threads, cudaGetErrorString((cudaError_t)e));
     return SYMCOLL_ERR_CUDA;
   }
   SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL,
-                "rank %d: all_reduce_rmsnorm %s %s: %zu x %zu, 1 launch of %d x %d, %zu rows a round", comm->rank,
-                symcoll_algo_name(l->algo), symcoll_dtype_name(a->dtype), a->rows, a->hidden, l->blocks, l->threads,
-                per_round);
+                "rank %d: all_reduce_rmsnorm %s %s: %zu x %zu, %d launch(es) of %d x %d, %zu rows a round", comm->rank,
+                symcoll_algo_name(l->algo), symcoll_dtype_name(a->dtype), a->rows, a->hidden, launches, l->blocks,
+                l->threads, per_round);
   return SYMCOLL_OK;
 }
 
@@ -464,7 +464,7 @@ static symcoll_status_t norm_local(symcoll_comm_t comm, const symcoll__norm_args
   l.blocks = a->rows < 65535 ? (int)a->rows : 65535;
   symcoll__cuda_norm_t n = norm_buffers(a);
   n.error = ((cuda_state_t *)comm->tp_state)->args.error;
-  return norm_launched(comm, a, &l, a->rows, symcoll__cuda_rmsnorm_launch(&l, NULL, &n, a->stream));
+  return norm_launched(comm, a, &l, a->rows, 1, symcoll__cuda_rmsnorm_launch(&l, NULL, &n, a->stream));
 }
 
 /* What the fused kernels share: the communicator's kernel arguments with x's sources (zero-copy
@@ -510,7 +510,7 @@ static symcoll_status_t norm_one_shot(symcoll_comm_t comm, cuda_state_t *cs, con
   const size_t busy = k.zero_copy ? a->rows : n.rows_per_round;
   l.blocks = busy < (size_t)maxb ? (int)busy : maxb;
   k.sig = with_shape(cs, k.sig, &l, n.rows_per_round);
-  return norm_launched(comm, a, &l, n.rows_per_round, symcoll__cuda_rmsnorm_launch(&l, &k, &n, a->stream));
+  return norm_launched(comm, a, &l, n.rows_per_round, 1, symcoll__cuda_rmsnorm_launch(&l, &k, &n, a->stream));
 }
 
 /* Two-shot's record of one row (rmsnorm.cu, host_rmsnorm.c's record_of): what the call asks for,
@@ -571,7 +571,7 @@ static symcoll_status_t norm_two_shot(symcoll_comm_t comm, cuda_state_t *cs, con
   const size_t share = (n.rows_per_round + (size_t)nr - 1) / (size_t)nr; /* the largest share of a round */
   l.blocks = share < (size_t)maxb ? (int)share : maxb;
   k.sig = with_shape(cs, k.sig, &l, n.rows_per_round);
-  return norm_launched(comm, a, &l, n.rows_per_round, symcoll__cuda_rmsnorm_launch(&l, &k, &n, a->stream));
+  return norm_launched(comm, a, &l, n.rows_per_round, 1, symcoll__cuda_rmsnorm_launch(&l, &k, &n, a->stream));
 }
 
 /* LAMPORT: all_reduce's barrier-free protocol (rmsnorm.cu), one launch per slot's worth of whole
@@ -591,8 +591,8 @@ static symcoll_status_t norm_lamport(symcoll_comm_t comm, cuda_state_t *cs, cons
   k.zero_copy = 0;
   l.blocks = per < (size_t)maxb ? (int)per : maxb;
   k.sig = with_shape(cs, kernel_sig(cs, a->sig, 0, NULL, 0), &l, per);
-  int e = cudaSuccess;
-  for (size_t base = 0; base < a->rows && e == cudaSuccess; base += per) {
+  int e = cudaSuccess, launches = 0;
+  for (size_t base = 0; base < a->rows && e == cudaSuccess; base += per, launches++) {
     symcoll__norm_args_t part = *a;
     part.rows = a->rows - base < per ? a->rows - base : per;
     part.x = (const char *)a->x + base * rb;
@@ -604,7 +604,7 @@ static symcoll_status_t norm_lamport(symcoll_comm_t comm, cuda_state_t *cs, cons
     symcoll__cuda_norm_t n = norm_buffers(&part);
     e = symcoll__cuda_rmsnorm_launch(&l, &k, &n, a->stream);
   }
-  return norm_launched(comm, a, &l, per, e);
+  return norm_launched(comm, a, &l, per, launches, e);
 }
 
 /* The transport's norm entry: enqueues its kernels on a->stream, nothing else (capturable). */

@@ -116,8 +116,11 @@ __device__ __forceinline__ bool lamport_take(const symcoll__cuda_args_t &a, uint
 /* A header for calls that check their signature (all_reduce_rmsnorm): the first
  * SYMCOLL_CUDA_LAMPORT_HEADER bytes of every slot, the data after it, the header in the bytes
  * the state counts (so the next call clears it). Block 0 posts this rank's into every peer's
- * slot; every block waits for its peers' before it writes anything, and a peer in another call
- * (another signature) is met with SYMCOLL_ERR_MISMATCH. The signature word is never kCleared. */
+ * slot; every block waits for its peers' before it writes any output, and a peer in another
+ * all_reduce_rmsnorm LAMPORT call (another signature) is met with SYMCOLL_ERR_MISMATCH. Only
+ * those: all_reduce's LAMPORT writes no header (a rank there against one here reads the header
+ * as data), and a peer in a kernel of another protocol never posts one (TIMEOUT). The signature
+ * word is never kCleared. */
 __device__ __forceinline__ uint32_t lamport_sig(uint32_t sig) {
   return sig == kCleared ? sig ^ 1u : sig;
 }
