@@ -115,7 +115,8 @@ static double run_size(bctx_t *c, bench_table_t *t, const buffers_t *b, size_t c
   return wrong;
 }
 
-/* The fused operations: a table over shapes instead of sizes (coll_matmul.c, coll_rmsnorm.c). */
+/* The fused operations: a table over shapes instead of sizes (coll_matmul.c, coll_rmsnorm.c);
+ * the barrier's table over grids (coll_barrier.c). */
 static void run_matmul(bctx_t *c) {
   const bench_opts_t *o = &bench_opts;
   const bench_mm_opts_t mo = {.all_gather = o->mm == 1,
@@ -125,7 +126,10 @@ static void run_matmul(bctx_t *c) {
                               .csv = o->csv,
                               .mode = o->mode,
                               .machine = bench_report_machine(c->gpu)};
-  if ((o->mm == 3 ? bench_norm_rank(c, &mo) : bench_matmul_rank(c, &mo)) != 0) total_wrong += 1;
+  const int wrong = o->mm == 4   ? bench_barrier_rank(c, &mo)
+                    : o->mm == 3 ? bench_norm_rank(c, &mo)
+                                 : bench_matmul_rank(c, &mo);
+  if (wrong != 0) total_wrong += 1;
 }
 
 static void run_rank(bctx_t *c) {

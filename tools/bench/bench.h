@@ -3,7 +3,8 @@
  * run on each rank (bench.c), the columns, their calls and their timing (timing.c), the table,
  * CSV, JSON and tuning-table output (report.c) and the ranks' launch (bench_launch.c); one file
  * per collective (coll_allreduce.c, coll_allgather.c, coll_reducescatter.c, coll_broadcast.c,
- * coll_reduce.c, coll_alltoall.c, coll_matmul.c, coll_rmsnorm.c) and per peer (peer_nccl.c, peer_mpi.c). */
+ * coll_reduce.c, coll_alltoall.c, coll_matmul.c, coll_rmsnorm.c; the GPU barriers' round latency:
+ * coll_barrier.c, barrier_kernels.cu) and per peer (peer_nccl.c, peer_mpi.c). */
 #ifndef SYMCOLL_BENCH_H
 #define SYMCOLL_BENCH_H
 #include <stdbool.h>
@@ -101,6 +102,9 @@ typedef struct {
 int bench_matmul_rank(bctx_t *c, const bench_mm_opts_t *o);
 /* all_reduce_rmsnorm (coll_rmsnorm.c): the same options (all_gather unused), rows x hidden shapes. */
 int bench_norm_rank(bctx_t *c, const bench_mm_opts_t *o);
+/* --coll barrier (coll_barrier.c): a GPU barrier's round latency per grid, the collectives'
+ * posted-epoch barrier against the device API's CAS barrier; reps and csv of the same options. */
+int bench_barrier_rank(bctx_t *c, const bench_mm_opts_t *o);
 
 /* bench_launch.c: the ranks of one run, each running body (0: all right; the exit code). */
 typedef struct {
@@ -134,7 +138,8 @@ typedef struct {
   bool send_symmetric; /* inputs in a symcoll allocation: symcoll's zero-copy path */
   bool bind;           /* pin rank r to the r-th allowed CPU */
   const char *tune;    /* write the fastest symcoll column per size as a tuning table */
-  int mm; /* 1: all_gather_matmul, 2: matmul_reduce_scatter (coll_matmul.c), 3: all_reduce_rmsnorm (coll_rmsnorm.c) */
+  int mm; /* 1: all_gather_matmul, 2: matmul_reduce_scatter (coll_matmul.c), 3: all_reduce_rmsnorm (coll_rmsnorm.c),
+            4: barrier (coll_barrier.c) */
   const char *shapes;
   bool reps_set;
 } bench_opts_t;

@@ -44,6 +44,7 @@ static void usage(const char *argv0) {
       "                     the fused GEMM operations over shapes (per-rank M; default all on GPUs)\n"
       "  --coll all_reduce_rmsnorm --shapes all|small|ROWS,HIDDEN\n"
       "                     the fused all-reduce + add + RMSNorm against the unfused chain (default all)\n"
+      "  --coll barrier     GPU: the kernels' barrier round latency (posted epochs against the CAS barrier)\n"
       "  -b SIZE / -e SIZE / -f FACTOR   size range in bytes (K, M, G suffixes) and step factor; the size is\n"
       "                     nccl-tests': all_gather's output, reduce_scatter's and all_to_all's input\n"
       "  -d DTYPE           fp32 fp16 bf16 fp64 int8 uint8 int32 uint32 int64 uint64 fp8_e4m3 fp8_e5m2\n"
@@ -121,6 +122,7 @@ static bool parse_coll(const char *c) {
   o->mm = !strcmp(c, "all_gather_matmul")       ? 1
           : !strcmp(c, "matmul_reduce_scatter") ? 2
           : !strcmp(c, "all_reduce_rmsnorm")    ? 3
+          : !strcmp(c, "barrier")               ? 4
                                                 : 0;
   o->coll = o->mm ? &bench_all_gather : NULL;
   for (size_t k = 0; k < NUM_BENCH_COLLS; k++)
@@ -128,7 +130,7 @@ static bool parse_coll(const char *c) {
   if (o->coll) return true;
   fprintf(stderr, "unknown collective %s (", c);
   for (size_t k = 0; k < NUM_BENCH_COLLS; k++) fprintf(stderr, "%s, ", symcoll_coll_name(bench_colls[k]->kind));
-  fprintf(stderr, "all_gather_matmul, matmul_reduce_scatter, all_reduce_rmsnorm)\n");
+  fprintf(stderr, "all_gather_matmul, matmul_reduce_scatter, all_reduce_rmsnorm, barrier)\n");
   return false;
 }
 static bool parse_root(const char *r) {
