@@ -66,9 +66,9 @@ typedef struct symcoll__cuda_args {
   uint32_t *ll_epoch;
 } symcoll__cuda_args_t;
 
-/* all_reduce_rmsnorm's buffers and sizes (rmsnorm.cu), the second argument of its one-shot and
- * two-shot kernels and the only one of its local pass; rows x hidden elements of the launch's
- * dtype. */
+/* all_reduce_rmsnorm's buffers and sizes (rmsnorm.cu), the second argument of its one-shot,
+ * two-shot and LAMPORT kernels and the only one of its local pass; rows x hidden elements of the
+ * launch's dtype. */
 typedef struct symcoll__cuda_norm {
   const char *x;            /* local pass: the sum; one-shot, two-shot: this rank's partial rows */
   const char *residual;     /* or NULL */
