@@ -474,7 +474,7 @@ static int norm_kernel_setup(symcoll_comm_t comm, cuda_state_t *cs, const symcol
                              symcoll__cuda_args_t *k, symcoll__cuda_launch_t *l) {
   *k = cs->args;
   k->count = a->rows * a->hidden;
-  if (a->x_mem) {
+  if (a->x_mem && algo != SYMCOLL_ALGO_LAMPORT) { /* LAMPORT pushes every rank's rows: no peer reads x */
     k->zero_copy = 1;
     for (int r = 0; r < comm->nranks; r++) k->src[r] = (const char *)a->x_mem->ptrs[r] + a->x_off;
   }
@@ -576,10 +576,10 @@ static symcoll_status_t norm_two_shot(symcoll_comm_t comm, cuda_state_t *cs, con
 
 /* LAMPORT: all_reduce's barrier-free protocol (rmsnorm.cu), one launch per slot's worth of whole
  * rows (a slot's data, as all_reduce's; the header has room of its own), each a call of the
- * protocol. A row larger than that runs ONE_SHOT
- * (on every rank alike: the shape decides). Peers never read x where it lies (every rank pushes
- * its rows), so the signature ignores where x is. The grid: a block per row of a launch,
- * within what stays resident and the barrier slots (the state words are per slot). */
+ * protocol. A row larger than that runs ONE_SHOT (on every rank alike: the shape decides). Peers
+ * never read x where it lies (every rank pushes its rows), so norm_kernel_setup leaves it staged
+ * and the signature ignores where x is. The grid: a block per row of a launch, within what stays
+ * resident and the barrier slots (the state words are per slot). */
 static symcoll_status_t norm_lamport(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__norm_args_t *a) {
   const size_t es = symcoll_dtype_size(a->dtype), rb = a->hidden * es;
   const size_t room = cs->round_cap[SYMCOLL_ALGO_LAMPORT];
@@ -588,9 +588,8 @@ static symcoll_status_t norm_lamport(symcoll_comm_t comm, cuda_state_t *cs, cons
   symcoll__cuda_args_t k;
   symcoll__cuda_launch_t l;
   const int maxb = norm_kernel_setup(comm, cs, a, SYMCOLL_ALGO_LAMPORT, &k, &l);
-  k.zero_copy = 0;
   l.blocks = per < (size_t)maxb ? (int)per : maxb;
-  k.sig = with_shape(cs, kernel_sig(cs, a->sig, 0, NULL, 0), &l, per);
+  k.sig = with_shape(cs, k.sig, &l, per);
   int e = cudaSuccess, launches = 0;
   for (size_t base = 0; base < a->rows && e == cudaSuccess; base += per, launches++) {
     symcoll__norm_args_t part = *a;

@@ -56,8 +56,9 @@ typedef struct symcoll__cuda_args {
   char *db[SYMCOLL_CUDA_MAX_RANKS];
   size_t db_half_bytes;
   uint32_t *db_epoch;
-  /* LAMPORT (all_reduce, all_reduce_rmsnorm): three buffers of nranks slots each at ws[r] + lp_off; this rank's state
-   * words, one per block slot: buffer of the next call | bytes per slot the last call wrote << 2. */
+  /* LAMPORT (all_reduce, all_reduce_rmsnorm): three buffers of nranks slots each at ws[r] +
+   * lp_off; this rank's state words, one per block slot: buffer of the next call | bytes per slot
+   * the last call wrote << 2. */
   size_t lp_off, lp_slot_bytes;
   uint32_t *lp_state;
   /* LAMPORT all_gather / reduce_scatter: packets of 8 data bytes and two flags (16 bytes) in two

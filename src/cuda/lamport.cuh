@@ -126,10 +126,11 @@ __device__ __forceinline__ uint32_t lamport_sig(uint32_t sig) {
 }
 __device__ __forceinline__ void lamport_put_header(const symcoll__cuda_args_t &a, uint32_t buf) {
   const int p = (int)threadIdx.x;
+  if (blockIdx.x != 0 || p >= a.nranks || p == a.rank) return;
+  Pack<uint32_t, true> h;
   const uint32_t s = lamport_sig(a.sig);
-  if (blockIdx.x == 0 && p < a.nranks && p != a.rank)
-    asm volatile("st.relaxed.sys.global.v4.b32 [%0], {%1, %1, %1, %1};" ::"l"(lamport_slot(a, buf, p, a.rank)), "r"(s)
-                 : "memory");
+  h.raw = make_uint4(s, s, s, s);
+  store_relaxed_sys<uint32_t, true>(lamport_slot(a, buf, p, a.rank), 0, h);
 }
 /* All threads of the block call it; false (the error word set) if a peer's header did not come or differs. */
 __device__ __forceinline__ bool lamport_headers_ok(const symcoll__cuda_args_t &a, uint32_t buf) {
@@ -154,14 +155,12 @@ __device__ __forceinline__ bool lamport_headers_ok(const symcoll__cuda_args_t &a
 
 /* Clears what the previous call wrote into its buffer (peers' slots only), the whole grid. */
 __device__ __forceinline__ void lamport_clear(const symcoll__cuda_args_t &a, uint32_t buf, uint32_t prev_bytes) {
-  const size_t area = (size_t)a.nranks * a.lp_slot_bytes;
-  char *prev = a.ws[a.rank] + a.lp_off + (size_t)((buf + 2u) % 3u) * area;
   const size_t nclear = ((size_t)prev_bytes + 15) / 16, stride = (size_t)gridDim.x * blockDim.x;
   const uint4 c = make_uint4(kCleared, kCleared, kCleared, kCleared);
   for (int r = 0; r < a.nranks; r++)
     if (r != a.rank)
       for (size_t v = (size_t)blockIdx.x * blockDim.x + threadIdx.x; v < nclear; v += stride)
-        reinterpret_cast<uint4 *>(prev + (size_t)r * a.lp_slot_bytes)[v] = c;
+        reinterpret_cast<uint4 *>(lamport_slot(a, (buf + 2u) % 3u, a.rank, r))[v] = c;
 }
 
 /* Vectors (VEC) or elements of a call's data in buffer `buf`, from byte `at` of every slot:

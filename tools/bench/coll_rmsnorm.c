@@ -244,8 +244,7 @@ static void print_header(const nx_t *x, const bench_mm_opts_t *o, const bool *sh
          c->nranks, o->mode, o->machine, o->reps);
   printf(
       "# oneshot / twoshot / lamport / auto: fused; sequential: symcoll all_reduce, then its add + norm pass; "
-      "all_reduce: the "
-      "all-reduce alone%s\n",
+      "all_reduce: the all-reduce alone%s\n",
       x->nccl_ok ? "; nccl+norm: ncclAllReduce, then the same pass" : "");
   printf(
       "# fused/seq: auto over sequential (below 1: the fusion pays); #wrong: symcoll columns' bits vs sequential's\n");
