@@ -42,6 +42,32 @@ static CurrentCudaStream current_cuda_stream_fn() {
 using torch::headeronly::ScalarType;
 using torch::stable::Tensor;
 
+// A str argument of an op (the reduction op, an algorithm). The stable ABI's own conversion to
+// std::string in torch 2.10's headers (stableivalue_conversions.h; fixed upstream by
+// pytorch/pytorch#190493) copies the string out of one it allocates and never frees: a leak on
+// every call, and on CPU ranks a heap so fragmented that an out-of-place op's output landed on
+// fresh pages each call (64 page faults a call at 256 KiB: all_reduce 5x the method's time).
+// The ops take this type instead, read through the same handle calls, the handle freed.
+struct StrArg : std::string {};
+
+namespace torch::stable::detail {
+template <>
+struct ToImpl<StrArg> {
+  static StrArg call(StableIValue val, uint64_t, bool) {
+    StringHandle handle = to<StringHandle>(val);
+    size_t length = 0;
+    const char *data = nullptr;
+    const bool read = torch_string_length(handle, &length) == AOTI_TORCH_SUCCESS &&
+                      torch_string_c_str(handle, &data) == AOTI_TORCH_SUCCESS;
+    StrArg s;
+    if (read) s.assign(data, length);
+    (void)torch_delete_string(handle);
+    if (!read) throw std::runtime_error("symcoll ops: a str argument could not be read");
+    return s;
+  }
+};
+}  // namespace torch::stable::detail
+
 namespace {
 
 // A refusal or a failing status: std::runtime_error, which PyTorch raises as RuntimeError with
@@ -151,12 +177,12 @@ void same(const Buf &a, const Buf &b, size_t want_n, const char *what) {
   SC_CHECK(b.n == want_n, what, ": the output has ", b.n, " elements, not ", want_n);
 }
 
-void all_reduce_(Tensor x, std::string op, int64_t comm) {
+void all_reduce_(Tensor x, StrArg op, int64_t comm) {
   const Buf b = buf_of(x, "all_reduce_");
   check(symcoll_all_reduce_ex(comm_of(comm), b.ptr, b.ptr, b.n, b.dt, op_of(op), b.stream, nullptr), "all_reduce_");
 }
 
-Tensor all_reduce(Tensor x, std::string op, int64_t comm) {
+Tensor all_reduce(Tensor x, StrArg op, int64_t comm) {
   const Buf b = buf_of(x, "all_reduce");
   Tensor out = torch::stable::empty_like(x);
   const Buf o = buf_of(out, "all_reduce");
@@ -171,7 +197,7 @@ void all_gather_into_tensor(Tensor out, Tensor x, int64_t comm) {
   check(symcoll_all_gather_ex(c, b.ptr, o.ptr, b.n, b.dt, b.stream, nullptr), "all_gather_into_tensor");
 }
 
-void reduce_scatter_tensor(Tensor out, Tensor x, std::string op, int64_t comm) {
+void reduce_scatter_tensor(Tensor out, Tensor x, StrArg op, int64_t comm) {
   symcoll_comm_t c = comm_of(comm);
   const Buf b = buf_of(x, "reduce_scatter_tensor"), o = buf_of(out, "reduce_scatter_tensor");
   const size_t n = (size_t)symcoll_comm_nranks(c);
@@ -193,7 +219,7 @@ Tensor broadcast(Tensor x, int64_t root, int64_t comm) {
   return out;
 }
 
-void reduce_(Tensor x, std::string op, int64_t root, int64_t comm) {
+void reduce_(Tensor x, StrArg op, int64_t root, int64_t comm) {
   const Buf b = buf_of(x, "reduce_");
   check(symcoll_reduce_ex(comm_of(comm), b.ptr, b.ptr, b.n, b.dt, op_of(op), (int)root, b.stream, nullptr), "reduce_");
 }
@@ -245,7 +271,7 @@ void check_matrices(const Tensor &a, const Tensor &b, const char *what) {
   SC_CHECK(same_device(a, b), what, ": A and B are on different devices");
 }
 
-std::tuple<Tensor, Tensor> all_gather_matmul(Tensor a_shard, Tensor b, int64_t comm, std::string algo) {
+std::tuple<Tensor, Tensor> all_gather_matmul(Tensor a_shard, Tensor b, int64_t comm, StrArg algo) {
   const char *what = "all_gather_matmul";
   symcoll_comm_t c = comm_of(comm);
   check_matrices(a_shard, b, what);
@@ -262,7 +288,7 @@ std::tuple<Tensor, Tensor> all_gather_matmul(Tensor a_shard, Tensor b, int64_t c
   return std::make_tuple(out, a_out);
 }
 
-Tensor matmul_reduce_scatter(Tensor a, Tensor b, int64_t comm, std::string algo) {
+Tensor matmul_reduce_scatter(Tensor a, Tensor b, int64_t comm, StrArg algo) {
   const char *what = "matmul_reduce_scatter";
   symcoll_comm_t c = comm_of(comm);
   check_matrices(a, b, what);
@@ -328,7 +354,7 @@ symcoll_norm_opts_t norm_opts(const std::string &algo, const char *what) {
 }
 
 std::tuple<Tensor, Tensor> all_reduce_rmsnorm(Tensor x, std::optional<Tensor> residual, Tensor weight, double eps,
-                                              int64_t comm, std::string algo) {
+                                              int64_t comm, StrArg algo) {
   const Rows r(x, "all_reduce_rmsnorm");
   symcoll_comm_t c = comm_of(comm);
   Tensor rc = r.x;
@@ -339,7 +365,7 @@ std::tuple<Tensor, Tensor> all_reduce_rmsnorm(Tensor x, std::optional<Tensor> re
   return std::make_tuple(out, residual_out);
 }
 
-Tensor all_reduce_rmsnorm_(Tensor x, Tensor residual, Tensor weight, double eps, int64_t comm, std::string algo) {
+Tensor all_reduce_rmsnorm_(Tensor x, Tensor residual, Tensor weight, double eps, int64_t comm, StrArg algo) {
   const Rows r(x, "all_reduce_rmsnorm_");
   symcoll_comm_t c = comm_of(comm);
   void *res = r.like(residual, "residual", r.xb.dt, r.rows * r.hidden, r.hidden);
@@ -351,7 +377,7 @@ Tensor all_reduce_rmsnorm_(Tensor x, Tensor residual, Tensor weight, double eps,
 
 std::tuple<Tensor, Tensor, Tensor> all_reduce_rmsnorm_fp8(Tensor x, std::optional<Tensor> residual, Tensor weight,
                                                           double eps, std::optional<Tensor> scale, int64_t comm,
-                                                          std::string algo) {
+                                                          StrArg algo) {
   const Rows r(x, "all_reduce_rmsnorm_fp8");
   symcoll_comm_t c = comm_of(comm);
   Tensor rc = r.x;

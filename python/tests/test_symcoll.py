@@ -353,6 +353,53 @@ def test_torch_cpu(n):
     assert run_ranks(_torch_cpu_rank, n, timeout=300) == [True] * n
 
 
+def _torch_ops_heap_rank(rank, n):
+    """The heap bytes in use (glibc's mallinfo2) across 20000 calls of each op that takes a str:
+    torch 2.10's stable-ABI headers lost one allocation a call there (48 bytes of heap), which
+    the compiled kernels must not inherit."""
+    import ctypes
+
+    import torch
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(f, ctypes.c_size_t) for f in
+                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                     "keepcost")]
+
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "mallinfo2"):
+        return "skip: no glibc mallinfo2"
+    libc.mallinfo2.restype = MallInfo2
+    ops, calls = torch.ops.symcoll, 20000
+    with symcoll.Comm.from_env() as comm:
+        h = comm.handle
+        x, out = torch.ones(8), torch.empty(8)
+        cases = {"all_reduce_": lambda: ops.all_reduce_(x, "max", h),
+                 "all_reduce": lambda: ops.all_reduce(x, "max", h),
+                 "reduce_scatter_tensor": lambda: ops.reduce_scatter_tensor(out, x, "max", h),
+                 "reduce_": lambda: ops.reduce_(x, "max", 0, h)}
+        grown = {}
+        for name, call in cases.items():
+            for _ in range(100):
+                call()
+            before = libc.mallinfo2().uordblks
+            for _ in range(calls):
+                call()
+            grown[name] = libc.mallinfo2().uordblks - before
+        kernels = "compiled" if "all_reduce_" in getattr(symcoll.ops, "COMPILED", ()) else "python"
+        leaked = {k: v for k, v in grown.items() if v > 4 * calls}  # 4 bytes a call: noise, not a lost object
+        assert not leaked, f"heap grew by these bytes over {calls} calls ({kernels} kernels): {leaked}"
+    return True
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
+def test_torch_ops_keep_the_heap():
+    result = run_ranks(_torch_ops_heap_rank, 1, timeout=300)[0]
+    if isinstance(result, str):
+        pytest.skip(result)
+    assert result is True
+
+
 def _torch_cuda_rank(rank, n):
     import torch
 
