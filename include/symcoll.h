@@ -581,7 +581,9 @@ SYMCOLL_API int symcoll_coll_is_fused(symcoll_coll_t coll);
  * The algorithm the collective `coll` would use for a call with `count` (its count argument:
  * all_reduce count, all_gather sendcount, reduce_scatter recvcount) elements of `dtype` on
  * this communicator, written to *algo_p. The same on every rank (all ranks use rank 0's
- * tuning table); SYMCOLL_ALGO, when set, is taken into account.
+ * tuning table); SYMCOLL_ALGO, when set, is taken into account. all_reduce_rmsnorm: by
+ * rows x hidden elements; a call with fewer rows than ranks runs one-shot where this says
+ * two-shot (two-shot shares out whole rows).
  */
 SYMCOLL_API symcoll_status_t symcoll_coll_algo(symcoll_comm_t comm, symcoll_coll_t coll, size_t count,
                                                symcoll_dtype_t dtype, symcoll_algo_t *algo_p);
