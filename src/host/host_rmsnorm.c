@@ -120,6 +120,21 @@ ROW_CLONES static float sum_squares(const float *r, size_t h) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
+/* The row's largest magnitude (NaNs skipped, as fmaxf does; max is exact in any order, so the
+ * vectorised loop gives the same value). */
+ROW_CLONES static float abs_max(const float *r, size_t h) {
+  float m = 0.0f;
+  for (size_t i = 0; i < h; i++) {
+    const float a = fabsf(r[i]);
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+ROW_CLONES static void to_e4m3(uint8_t *q, const float *r, float scale, size_t h) {
+  for (size_t i = 0; i < h; i++) q[i] = symcoll__f32_to_fp8(r[i] / scale, 0);
+}
+
 /* Where one row's results go. */
 typedef struct {
   void *res_out, *out;
@@ -133,17 +148,9 @@ static void norm_tail(const symcoll__norm_args_t *a, const row_loops_t *L, const
   const float inv = 1.0f / sqrtf(sum_squares(r32, h) / (float)h + a->eps);
   L->scale_round(r32, inv, w32, d.out, h); /* r32 now holds out as rounded */
   if (!d.fp8) return;
-  float scale;
-  size_t i;
-  if (d.scale_out) {
-    float amax = 0.0f;
-    for (i = 0; i < h; i++) amax = fmaxf(amax, fabsf(r32[i]));
-    scale = fmaxf(amax / FP8_MAX, 1.0f / (FP8_MAX * 512.0f));
-    *d.scale_out = scale;
-  } else {
-    scale = *a->fp8_scale;
-  }
-  for (i = 0; i < h; i++) d.fp8[i] = symcoll__f32_to_fp8(r32[i] / scale, 0);
+  const float scale = d.scale_out ? fmaxf(abs_max(r32, h) / FP8_MAX, 1.0f / (FP8_MAX * 512.0f)) : *a->fp8_scale;
+  if (d.scale_out) *d.scale_out = scale;
+  to_e4m3(d.fp8, r32, scale, h);
 }
 
 /* SEQUENTIAL's row. s: the row's sum over ranks (dtype); res: the residual row or NULL; w32:

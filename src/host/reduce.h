@@ -35,9 +35,5 @@ extern SYMCOLL_HIDDEN const symcoll__reduce_table_t symcoll__reduce_avx2;
 extern SYMCOLL_HIDDEN const symcoll__reduce_table_t symcoll__reduce_avx512;
 #endif
 
-/* Scalar element conversions shared by every build and by the tests' references: IEEE
- * half and OCP fp8 to fp32 (exact), fp32 to fp8 rounding to nearest even with saturation to
- * the largest finite value (as CUDA's __nv_cvt_float_to_fp8 with __NV_SATFINITE). */
-SYMCOLL_HIDDEN float symcoll__fp8_to_f32(uint8_t b, int e5m2);
-SYMCOLL_HIDDEN uint8_t symcoll__f32_to_fp8(float f, int e5m2);
+/* The element conversions (fp16, bf16, fp8 to and from fp32) are inline, in core/half.h. */
 #endif

@@ -22,48 +22,11 @@
 
 /* ---- element conversions ------------------------------------------------------------- */
 
-static inline float bits_f32(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static inline uint32_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-
-/* IEEE half -> fp32, exact; a NaN keeps its payload and becomes quiet (as F16C does). */
-static inline float h2f(uint16_t h) {
-  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
-  const uint32_t exp = em & 0x7c00u;
-  uint32_t normal = (em << 13) + ((uint32_t)(127 - 15) << 23);
-  uint32_t special = (em << 13) | 0x7f800000u | (em & 0x3ffu ? 0x400000u : 0u);
-  float sub = (float)(int32_t)em * 0x1p-24f; /* subnormal or zero: exact */
-  uint32_t mag = exp == 0x7c00u ? special : exp == 0 ? f32_bits(sub) : normal;
-  return bits_f32(sign | mag);
-}
-
-/* fp32 -> IEEE half, round to nearest even; NaN keeps the top of its payload, quiet. */
-static inline uint16_t f2h(float f) {
-  const uint32_t x = f32_bits(f), sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
-  /* normal range: round the 13 dropped bits to nearest even */
-  uint32_t norm = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;
-  /* subnormal range: adding 0.5 lets the FPU round at the right bit */
-  uint32_t sub = f32_bits(bits_f32(a) + 0.5f) - 0x3f000000u;
-  uint32_t nan = 0x7e00u | ((a >> 13) & 0x3ffu);
-  uint32_t r = a > 0x7f800000u ? nan : a >= 0x477ff000u ? 0x7c00u : a < 0x38800000u ? sub : norm;
-  return (uint16_t)(sign | r);
-}
-
-static inline float bf2f(uint16_t h) {
-  return bits_f32((uint32_t)h << 16);
-}
-static inline uint16_t f2bf(float f) {
-  const uint32_t u = f32_bits(f);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded);
-}
+/* core/half.h's, which vectorise (selects, no branches). */
+#define h2f symcoll__f16_to_f32
+#define f2h symcoll__f32_to_f16
+#define bf2f symcoll__bf16_to_f32
+#define f2bf symcoll__f32_to_bf16
 
 /* ---- block loads and stores (acc <- BLK or fewer elements) ------------------------------ */
 
@@ -150,8 +113,10 @@ STORER(st_f16, uint16_t, float, f2h)
  * acc's NaN, quiet, whatever the order; otherwise at most one operand is a NaN, and one NaN
  * (or inf x 0, inf - inf) gives the same bits in either order. Written as a select between
  * loaded values (no branch), which every build vectorises (SSE2: cmpneq, and, andn, or).
- * PROD and AVG use it; SUM keeps the plain add, 5-20% faster in cache (its two-NaN payload is
- * the one place where builds may still differ). */
+ * PROD and AVG use it, and SUM of the narrow types, whose conversions cost far more than the
+ * select (an fp8 NaN's code is its sign: builds of e4m3 sums differed there); fp32 and fp64
+ * SUM keep the plain add, 5-20% faster in cache (their two-NaN payload is the one place where
+ * builds may still differ). */
 #define OP_SUM_F(a, x) ((a) + ((a) == (a) ? (x) : (a)))
 #define OP_PROD_F(a, x) ((a) * ((a) == (a) ? (x) : (a)))
 
@@ -190,8 +155,8 @@ static inline double avg_f64(double a, int nsrc) {
 
 /* Floating types: load into the accumulator type, store with rounding (AVG: once, after the
  * division). */
-#define DEFINE_FLOAT(TAG, T, A, LD, ST, AVG)                            \
-  DEFINE_REDUCE(reduce_##TAG##_sum, T, A, LD, ST, OP_SUM, FIN_KEEP)     \
+#define DEFINE_FLOAT(TAG, T, A, LD, ST, AVG, SUM)                       \
+  DEFINE_REDUCE(reduce_##TAG##_sum, T, A, LD, ST, SUM, FIN_KEEP)        \
   DEFINE_REDUCE(reduce_##TAG##_max, T, A, LD, ST, OP_MAX, FIN_KEEP)     \
   DEFINE_REDUCE(reduce_##TAG##_min, T, A, LD, ST, OP_MIN, FIN_KEEP)     \
   DEFINE_REDUCE(reduce_##TAG##_prod, T, A, LD, ST, OP_PROD_F, FIN_KEEP) \
@@ -200,12 +165,12 @@ LOADER(ld_f32, float, float, AS_IS)
 STORER(st_f32, float, float, AS_IS)
 LOADER(ld_f64, double, double, AS_IS)
 STORER(st_f64, double, double, AS_IS)
-DEFINE_FLOAT(f32, float, float, ld_f32, st_f32, avg_f32)
-DEFINE_FLOAT(f64, double, double, ld_f64, st_f64, avg_f64)
-DEFINE_FLOAT(f16, uint16_t, float, ld_f16, st_f16, avg_f32)
-DEFINE_FLOAT(bf16, uint16_t, float, ld_bf16, st_bf16, avg_f32)
-DEFINE_FLOAT(e4m3, uint8_t, float, ld_fp8_e4m3, st_fp8_e4m3, avg_f32)
-DEFINE_FLOAT(e5m2, uint8_t, float, ld_fp8_e5m2, st_fp8_e5m2, avg_f32)
+DEFINE_FLOAT(f32, float, float, ld_f32, st_f32, avg_f32, OP_SUM)
+DEFINE_FLOAT(f64, double, double, ld_f64, st_f64, avg_f64, OP_SUM)
+DEFINE_FLOAT(f16, uint16_t, float, ld_f16, st_f16, avg_f32, OP_SUM_F)
+DEFINE_FLOAT(bf16, uint16_t, float, ld_bf16, st_bf16, avg_f32, OP_SUM_F)
+DEFINE_FLOAT(e4m3, uint8_t, float, ld_fp8_e4m3, st_fp8_e4m3, avg_f32, OP_SUM_F)
+DEFINE_FLOAT(e5m2, uint8_t, float, ld_fp8_e5m2, st_fp8_e5m2, avg_f32, OP_SUM_F)
 
 /* Integers: max and min in their own type; sums and products in the unsigned type of the same
  * width, which wraps around by definition (the signed result has the same bits); the average
