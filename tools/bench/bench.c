@@ -122,6 +122,7 @@ static void run_matmul(bctx_t *c) {
   const bench_mm_opts_t mo = {.all_gather = o->mm == 1,
                               .dtype = o->dtype,
                               .shapes = o->shapes,
+                              .fp8 = o->fp8,
                               .reps = o->reps_set ? o->reps : 20,
                               .csv = o->csv,
                               .mode = o->mode,

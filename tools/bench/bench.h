@@ -95,6 +95,7 @@ typedef struct {
   bool all_gather; /* all_gather_matmul, else matmul_reduce_scatter */
   symcoll_dtype_t dtype;
   const char *shapes; /* helion, kraken, all, small, or M,N,K */
+  const char *fp8;    /* all_reduce_rmsnorm's quantised output: NULL, "static" or "rows" */
   int reps;
   const char *csv, *mode, *machine;
 } bench_mm_opts_t;
@@ -141,6 +142,7 @@ typedef struct {
   int mm; /* 1: all_gather_matmul, 2: matmul_reduce_scatter (coll_matmul.c), 3: all_reduce_rmsnorm (coll_rmsnorm.c),
             4: barrier (coll_barrier.c) */
   const char *shapes;
+  const char *fp8; /* --fp8 static|rows (all_reduce_rmsnorm) */
   bool reps_set;
 } bench_opts_t;
 extern bench_opts_t bench_opts;

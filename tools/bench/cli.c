@@ -44,6 +44,8 @@ static void usage(const char *argv0) {
       "                     the fused GEMM operations over shapes (per-rank M; default all on GPUs)\n"
       "  --coll all_reduce_rmsnorm --shapes all|small|ROWS,HIDDEN\n"
       "                     the fused all-reduce + add + RMSNorm against the unfused chain (default all)\n"
+      "  --fp8 static|rows  all_reduce_rmsnorm's FP8 (e4m3) output, with one static scale or a scale per\n"
+      "                     row, against the chain with a separate quantisation pass\n"
       "  --coll barrier     GPU: the kernels' barrier round latency (posted epochs against the CAS barrier)\n"
       "  -b SIZE / -e SIZE / -f FACTOR   size range in bytes (K, M, G suffixes) and step factor; the size is\n"
       "                     nccl-tests': all_gather's output, reduce_scatter's and all_to_all's input\n"
@@ -188,6 +190,8 @@ static int value_option(const char *a, const char *v, bench_args_t *x) {
     o->tune = v;
   else if (!strcmp(a, "--shapes"))
     o->shapes = v;
+  else if (!strcmp(a, "--fp8"))
+    o->fp8 = v;
   else
     return 0;
   return 1;

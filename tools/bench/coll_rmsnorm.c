@@ -9,6 +9,9 @@
  *   nccl+norm                (GPU) ncclAllReduce, then the same add + norm pass (a one-rank
  *                            group of each rank runs it)
  *   all_reduce               symcoll_all_reduce of x alone: the communication's floor
+ * --fp8 static|rows: the fused columns write the FP8 (e4m3) output (one static scale, or a
+ * scale per row) in place of out; sequential and nccl+norm write out, then quantise it in a
+ * separate pass (GPU: a kernel of this benchmark, quant_kernels.cu; CPU: a loop here).
  * GPU: each call captured in a CUDA graph, replayed once per rep between device events; CPU:
  * wall clock of `iters` calls. Median of the reps. fused/seq: the fused column the tuning table
  * picks (auto) over sequential. The symcoll columns' outputs (out and residual_out) are compared
@@ -20,6 +23,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "core/half.h" /* the library's own conversions: the CPU chain's quantisation */
 #include "exact.h"
 
 #ifdef SYMCOLL_BENCH_CUDA
@@ -33,6 +37,16 @@ static const char *const col_names[NORM_COLS] = {"oneshot",    "twoshot",   "lam
 static const symcoll_algo_t col_algo[NORM_COLS] = {SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_LAMPORT,
                                                    SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_SEQUENTIAL};
 #define EPS 1e-6f
+#define FP8_STATIC_SCALE (1.0f / 64) /* |out| up to ~3.5: most of e4m3's range, a few saturate */
+#define FP8_MAX 448.0f
+
+#ifdef SYMCOLL_BENCH_CUDA
+int bench_quant_fp8(const void *out, void *q, const float *static_scale, float *row_scales, size_t rows, size_t hidden,
+                    int dtype_size, int bf16, void *stream); /* quant_kernels.cu */
+#endif
+
+enum { FP8_NONE, FP8_STATIC, FP8_ROWS };
+static const char *const fp8_names[] = {"", "static", "rows"};
 
 typedef struct {
   size_t rows, hidden;
@@ -46,9 +60,44 @@ typedef struct {
   norm_shape_t sh;
   size_t es;
   char *x, *res, *w, *out[NORM_COLS], *ro[NORM_COLS];
+  int fp8;              /* FP8_NONE, FP8_STATIC or FP8_ROWS */
+  char *q[NORM_COLS];   /* the fp8 outputs (rows x hidden bytes) */
+  float *qs[NORM_COLS]; /* the per-row scales (FP8_ROWS) */
+  float *scale;         /* the static scale, where the device reads it */
   column_t nccl;
   bool nccl_ok;
 } nx_t;
+
+/* The chain's separate quantisation: out[col] to q[col] (and qs[col]). */
+static symcoll_status_t quantise(nx_t *x, int col) {
+  const norm_shape_t s = x->sh;
+  float *row_scales = x->fp8 == FP8_ROWS ? x->qs[col] : NULL;
+#ifdef SYMCOLL_BENCH_CUDA
+  if (x->c->gpu)
+    return bench_quant_fp8(x->out[col], x->q[col], row_scales ? NULL : x->scale, row_scales, s.rows, s.hidden,
+                           (int)x->es, x->dt == SYMCOLL_BFLOAT16, x->stream) == 0
+               ? SYMCOLL_OK
+               : SYMCOLL_ERR_CUDA;
+#endif
+  float *v = malloc(s.hidden * sizeof(float));
+  for (size_t r = 0; r < s.rows; r++) {
+    const char *row = x->out[col] + r * s.hidden * x->es;
+    uint8_t *q = (uint8_t *)x->q[col] + r * s.hidden;
+    for (size_t i = 0; i < s.hidden; i++)
+      v[i] = x->dt == SYMCOLL_FLOAT32    ? ((const float *)(const void *)row)[i]
+             : x->dt == SYMCOLL_BFLOAT16 ? symcoll__bf16_to_f32(((const uint16_t *)(const void *)row)[i])
+                                         : symcoll__f16_to_f32(((const uint16_t *)(const void *)row)[i]);
+    float scale = *x->scale;
+    if (row_scales) {
+      float amax = 0.0f;
+      for (size_t i = 0; i < s.hidden; i++) amax = fmaxf(amax, fabsf(v[i]));
+      scale = row_scales[r] = fmaxf(amax / FP8_MAX, 1.0f / (FP8_MAX * 512.0f));
+    }
+    for (size_t i = 0; i < s.hidden; i++) q[i] = symcoll__f32_to_fp8(v[i] / scale, 0);
+  }
+  free(v);
+  return SYMCOLL_OK;
+}
 
 static int norm_call(nx_t *x, int col, char *err, size_t errn) {
   bctx_t *c = x->c;
@@ -61,12 +110,23 @@ static int norm_call(nx_t *x, int col, char *err, size_t errn) {
       return snprintf(err, errn, "%.*s", (int)(errn > 0 ? errn - 1 : 0), x->nccl.err), 1;
     st = symcoll_all_reduce_rmsnorm(x->self, x->out[col], x->res, x->w, EPS, x->out[col], x->ro[col], s.rows, s.hidden,
                                     x->dt, NULL, x->stream);
+    if (st == SYMCOLL_OK && x->fp8) st = quantise(x, col);
   } else {
+    /* with fp8: the fused columns quantise in the call, sequential in a pass of its own */
+    const bool fused_fp8 = x->fp8 && col != COL_SEQUENTIAL;
     symcoll_norm_opts_t o;
     symcoll_norm_opts_init(&o);
     o.algo = col_algo[col];
-    st = symcoll_all_reduce_rmsnorm(c->comm, x->x, x->res, x->w, EPS, x->out[col], x->ro[col], s.rows, s.hidden, x->dt,
-                                    &o, x->stream);
+    if (fused_fp8) {
+      o.fp8_out = x->q[col];
+      if (x->fp8 == FP8_ROWS)
+        o.fp8_row_scales = x->qs[col];
+      else
+        o.fp8_scale = x->scale;
+    }
+    st = symcoll_all_reduce_rmsnorm(c->comm, x->x, x->res, x->w, EPS, fused_fp8 ? NULL : x->out[col], x->ro[col],
+                                    s.rows, s.hidden, x->dt, &o, x->stream);
+    if (st == SYMCOLL_OK && x->fp8 && !fused_fp8) st = quantise(x, col);
   }
   if (st != SYMCOLL_OK) snprintf(err, errn, "%.*s", (int)(errn > 0 ? errn - 1 : 0), bench_status(st));
   return st != SYMCOLL_OK;
@@ -171,21 +231,37 @@ static void time_reps(nx_t *x, const bool *usable, int reps, int iters, double *
     }
 }
 
-/* Each symcoll column's out and residual_out against sequential's, bit for bit. */
+/* Column k's results, in host memory: residual_out, then out (or, with fp8, the fp8 output
+ * and the row scales). */
+static void results_of(nx_t *x, int k, char *h) {
+  const size_t n = x->sh.rows * x->sh.hidden, bytes = n * x->es;
+  bench_dev_copy(x->c, h, x->ro[k], bytes, 0);
+  if (!x->fp8) {
+    bench_dev_copy(x->c, h + bytes, x->out[k], bytes, 0);
+    return;
+  }
+  bench_dev_copy(x->c, h + bytes, x->q[k], n, 0);
+  if (x->fp8 == FP8_ROWS) bench_dev_copy(x->c, h + bytes + n, x->qs[k], x->sh.rows * sizeof(float), 0);
+}
+
+/* Each symcoll column's results against sequential's, bit for bit: residual_out and out
+ * element by element, or with fp8 residual_out's elements, the fp8 bytes and the scales. */
 static void compare(nx_t *x, norm_row_t *row) {
-  const size_t bytes = x->sh.rows * x->sh.hidden * x->es;
-  char *ref = malloc(2 * bytes), *got = malloc(2 * bytes);
+  const size_t n = x->sh.rows * x->sh.hidden, bytes = n * x->es;
+  const size_t all = bytes + (x->fp8 ? n + x->sh.rows * sizeof(float) : bytes);
+  char *ref = calloc(1, all), *got = calloc(1, all);
 #ifdef SYMCOLL_BENCH_CUDA
   if (x->c->gpu) cudaStreamSynchronize((cudaStream_t)x->stream);
 #endif
-  bench_dev_copy(x->c, ref, x->out[COL_SEQUENTIAL], bytes, 0);
-  bench_dev_copy(x->c, ref + bytes, x->ro[COL_SEQUENTIAL], bytes, 0);
+  results_of(x, COL_SEQUENTIAL, ref);
   for (int k = 0; k <= COL_AUTO; k++) {
     if (!row->usable[k]) continue;
-    bench_dev_copy(x->c, got, x->out[k], bytes, 0);
-    bench_dev_copy(x->c, got + bytes, x->ro[k], bytes, 0);
-    for (size_t i = 0; i < 2 * bytes / x->es; i++)
-      row->wrong[k] += memcmp(got + i * x->es, ref + i * x->es, x->es) != 0;
+    results_of(x, k, got);
+    for (size_t i = 0; i < n; i++) row->wrong[k] += memcmp(got + i * x->es, ref + i * x->es, x->es) != 0;
+    if (!x->fp8)
+      for (size_t i = n; i < 2 * n; i++) row->wrong[k] += memcmp(got + i * x->es, ref + i * x->es, x->es) != 0;
+    else
+      for (size_t i = bytes; i < all; i++) row->wrong[k] += got[i] != ref[i];
   }
   free(ref), free(got);
 }
@@ -197,7 +273,11 @@ static void run_shape(nx_t *x, norm_shape_t sh, int reps, norm_row_t *row) {
   const size_t bytes = sh.rows * sh.hidden * x->es;
   memset(row, 0, sizeof *row);
   x->x = bench_dev_alloc(c, bytes), x->res = bench_dev_alloc(c, bytes), x->w = bench_dev_alloc(c, sh.hidden * x->es);
-  for (int k = 0; k < NORM_COLS; k++) x->out[k] = bench_dev_alloc(c, bytes), x->ro[k] = bench_dev_alloc(c, bytes);
+  for (int k = 0; k < NORM_COLS; k++) {
+    x->out[k] = bench_dev_alloc(c, bytes), x->ro[k] = bench_dev_alloc(c, bytes);
+    x->q[k] = x->fp8 ? bench_dev_alloc(c, sh.rows * sh.hidden) : NULL;
+    x->qs[k] = x->fp8 ? bench_dev_alloc(c, sh.rows * sizeof(float)) : NULL;
+  }
   fill_inputs(x);
   for (int k = 0; k < NORM_COLS; k++)
     row->usable[k] = k == COL_NCCL   ? x->nccl_ok
@@ -220,7 +300,10 @@ static void run_shape(nx_t *x, norm_shape_t sh, int reps, norm_row_t *row) {
   compare(x, row);
   bench_barrier(c);
   bench_dev_free(c, x->x), bench_dev_free(c, x->res), bench_dev_free(c, x->w);
-  for (int k = 0; k < NORM_COLS; k++) bench_dev_free(c, x->out[k]), bench_dev_free(c, x->ro[k]);
+  for (int k = 0; k < NORM_COLS; k++) {
+    bench_dev_free(c, x->out[k]), bench_dev_free(c, x->ro[k]);
+    if (x->fp8) bench_dev_free(c, x->q[k]), bench_dev_free(c, x->qs[k]);
+  }
 }
 
 /* ---- the table ---------------------------------------------------------------------------------- */
@@ -242,6 +325,11 @@ static void print_header(const nx_t *x, const bench_mm_opts_t *o, const bool *sh
   const bctx_t *c = x->c;
   printf("# all_reduce_rmsnorm, %s, %d ranks (%s), %s\n# us per call (median of %d)\n", symcoll_dtype_name(x->dt),
          c->nranks, o->mode, o->machine, o->reps);
+  if (x->fp8)
+    printf(
+        "# fp8 output (e4m3), %s: the fused columns quantise in the call (out not written); sequential and nccl+norm "
+        "write out, then a separate pass quantises it\n",
+        x->fp8 == FP8_STATIC ? "one static scale" : "a scale per row");
   printf(
       "# oneshot / twoshot / lamport / auto: fused; sequential: symcoll all_reduce, then its add + norm pass; "
       "all_reduce: the all-reduce alone%s\n",
@@ -273,7 +361,8 @@ static size_t print_row(const nx_t *x, norm_shape_t sh, const norm_row_t *row, c
   printf(" %9.3f %6zu\n", row->us[COL_AUTO] / row->us[COL_SEQUENTIAL], wrong);
   fflush(stdout);
   if (csv) {
-    fprintf(csv, "all_reduce_rmsnorm,%s,%d,%zu,%zu", symcoll_dtype_name(x->dt), x->c->nranks, sh.rows, sh.hidden);
+    fprintf(csv, "all_reduce_rmsnorm%s%s,%s,%d,%zu,%zu", x->fp8 ? "+fp8_" : "", fp8_names[x->fp8],
+            symcoll_dtype_name(x->dt), x->c->nranks, sh.rows, sh.hidden);
     for (int k = 0; k < NORM_COLS; k++) fprintf(csv, row->usable[k] ? ",%.2f" : ",", row->us[k]);
     fprintf(csv, ",%zu\n", wrong);
   }
@@ -292,6 +381,16 @@ int bench_norm_rank(bctx_t *c, const bench_mm_opts_t *o) {
     if (c->rank == 0) fprintf(stderr, "all_reduce_rmsnorm takes fp32, fp16 or bf16 (-d)\n");
     return 2;
   }
+  x.fp8 = !o->fp8 ? FP8_NONE : !strcmp(o->fp8, "static") ? FP8_STATIC : !strcmp(o->fp8, "rows") ? FP8_ROWS : -1;
+  if (x.fp8 < 0) {
+    if (c->rank == 0) fprintf(stderr, "unknown --fp8 %s (static or rows)\n", o->fp8);
+    return 2;
+  }
+  if (x.fp8) {
+    const float scale = FP8_STATIC_SCALE;
+    x.scale = bench_dev_alloc(c, sizeof scale);
+    bench_dev_copy(c, x.scale, &scale, sizeof scale, 1);
+  }
   if (symcoll_comm_split(c->comm, c->rank, 0, &x.self) != SYMCOLL_OK) bench_fail(c, "split", "one-rank groups");
   x.nccl_ok = c->gpu && peer_nccl_column(&x.nccl) && x.nccl.init(c, &x.nccl, &bench_all_reduce) == 0;
   FILE *csv = c->rank == 0 && o->csv ? fopen(o->csv, "w") : NULL;
@@ -307,5 +406,6 @@ int bench_norm_rank(bctx_t *c, const bench_mm_opts_t *o) {
   if (csv) fclose(csv);
   if (x.nccl_ok && x.nccl.fini) x.nccl.fini(c, &x.nccl);
   symcoll_comm_destroy(x.self);
+  if (x.fp8) bench_dev_free(c, x.scale);
   return wrong_total ? 3 : 0;
 }
