@@ -170,17 +170,26 @@ static void norm_row(const symcoll__norm_args_t *a, const void *s, const void *r
 }
 
 /* The fused row: srcs are the ranks' rows in rank order; the sum, the add and the roundings
- * in one pass, the same bits as the all-reduce followed by norm_row. */
+ * in one pass, the same bits as the all-reduce followed by norm_row. fp16 rows are summed by
+ * the all-reduce's own loops instead, into r32's second half, then norm_row: those convert
+ * halves with F16C where the CPU has it, the row loops here in software (1 row of 4096 at 2
+ * ranks: 29.9 us fused in one pass against 21.2 for the chain). */
 static void fused_row(const symcoll__norm_args_t *a, const void *const *srcs, int n, const void *res, const float *w32,
                       float *r32, row_dst_t d) {
+  if (a->dtype == SYMCOLL_FLOAT16) {
+    void *sum = r32 + a->hidden;
+    symcoll__host_reduce_fn(a->dtype, SYMCOLL_SUM)(sum, srcs, n, a->hidden);
+    norm_row(a, sum, res, w32, r32, d);
+    return;
+  }
   const row_loops_t L = loops_of(a->dtype);
   L.sum(r32, srcs, n, res, d.res_out, a->hidden);
   norm_tail(a, &L, w32, r32, d);
 }
 
-/* The call's scratch: the weight and a row as floats. */
+/* The call's scratch: the weight as floats, then a row as floats and room for another. */
 static symcoll_status_t scratch(host_state_t *hs, const symcoll__norm_args_t *a, float **w32, float **r32) {
-  const size_t h = a->hidden, need = 2 * h;
+  const size_t h = a->hidden, need = 3 * h;
   if (hs->norm_elems < need) {
     float *p = realloc(hs->norm_f32, need * sizeof(float));
     if (!p) {
