@@ -121,13 +121,16 @@ static const char *const builtin_table =
      * an EPYC had one-shot ahead at 8 x 4096); fp32 rows cost so little to normalise that
      * two-shot's copy of its peers' results costs more than the rows it saves up to 2 MiB
      * (Xeon: one-shot ahead by 15-50%), while above one-shot's reading of every rank's rows
-     * costs more (4-17% behind two-shot and the chain at 4-64 MiB). GPUs (H200,
+     * costs more (4-17% behind two-shot and the chain at 4-64 MiB); fp16, converted with F16C,
+     * the same up to the same element count. GPUs (H200,
      * bench/results/h200/norm): one rank, the fused one-shot; ranks sharing the GPU (2 and 8
      * thread ranks), the chain of the tuned all_reduce and the local pass was as fast or faster
      * at every shape (every rank's one-shot reads all ranks' rows on the one GPU; the fused
      * lamport 0.78-1.14x of it at 1-32 rows, slower from 128); re-tune on a real node. */
     "all_reduce_rmsnorm host * fp32 2097152 oneshot\n"
     "all_reduce_rmsnorm host * fp32 inf twoshot\n"
+    "all_reduce_rmsnorm host * fp16 1048576 oneshot\n"
+    "all_reduce_rmsnorm host * fp16 inf twoshot\n"
     "all_reduce_rmsnorm host * * 4096 oneshot\n"
     "all_reduce_rmsnorm host * * inf twoshot\n"
     "all_reduce_rmsnorm cuda 1 * inf oneshot\n"

@@ -80,7 +80,36 @@ static inline float f32_id(float v) {
   }
 ROW_LOOPS(f32, float, f32_id, f32_id)
 ROW_LOOPS(bf16, uint16_t, symcoll__bf16_to_f32, symcoll__f32_to_bf16)
-ROW_LOOPS(f16, uint16_t, symcoll__f16_to_f32, symcoll__f32_to_f16)
+
+/* fp16's loops convert through the reduce loops' conversions (F16C where the CPU has it; the
+ * element ones above are software, 4x slower), a block at a time. No sum: fused_row sums fp16
+ * rows with the reduce loops. */
+static void load_f16(float *d, const void *s, size_t n) {
+  symcoll__host_reduce_table()->f16_to_f32(d, s, n);
+}
+ROW_CLONES static void add_f16(float *d, const void *s, size_t n) {
+  const symcoll__reduce_table_t *t = symcoll__host_reduce_table();
+  float x[ROW_BLK];
+  for (size_t b = 0; b < n; b += ROW_BLK) {
+    const size_t m = n - b < ROW_BLK ? n - b : ROW_BLK;
+    t->f16_to_f32(x, (const uint16_t *)s + b, m);
+    for (size_t i = 0; i < m; i++) d[b + i] += x[i];
+  }
+}
+static void round_f16(float *v, void *dst, size_t n) {
+  const symcoll__reduce_table_t *t = symcoll__host_reduce_table();
+  uint16_t h[ROW_BLK];
+  for (size_t b = 0; b < n; b += ROW_BLK) {
+    const size_t m = n - b < ROW_BLK ? n - b : ROW_BLK;
+    uint16_t *q = dst ? (uint16_t *)dst + b : h;
+    t->f32_to_f16(q, v + b, m);
+    t->f16_to_f32(v + b, q, m);
+  }
+}
+ROW_CLONES static void scale_round_f16(float *r, float inv, const float *w, void *dst, size_t n) {
+  for (size_t i = 0; i < n; i++) r[i] = r[i] * inv * w[i];
+  round_f16(r, dst, n);
+}
 
 typedef struct {
   void (*load)(float *d, const void *s, size_t n);
@@ -95,7 +124,7 @@ typedef struct {
 
 static row_loops_t loops_of(symcoll_dtype_t dt) {
   if (dt == SYMCOLL_BFLOAT16) return (row_loops_t){load_bf16, add_bf16, round_bf16, sum_bf16, scale_round_bf16};
-  if (dt == SYMCOLL_FLOAT16) return (row_loops_t){load_f16, add_f16, round_f16, sum_f16, scale_round_f16};
+  if (dt == SYMCOLL_FLOAT16) return (row_loops_t){load_f16, add_f16, round_f16, NULL, scale_round_f16};
   return (row_loops_t){load_f32, add_f32, round_f32, sum_f32, scale_round_f32};
 }
 
@@ -171,9 +200,9 @@ static void norm_row(const symcoll__norm_args_t *a, const void *s, const void *r
 
 /* The fused row: srcs are the ranks' rows in rank order; the sum, the add and the roundings
  * in one pass, the same bits as the all-reduce followed by norm_row. fp16 rows are summed by
- * the all-reduce's own loops instead, into r32's second half, then norm_row: those convert
- * halves with F16C where the CPU has it, the row loops here in software (1 row of 4096 at 2
- * ranks: 29.9 us fused in one pass against 21.2 for the chain). */
+ * the all-reduce's own loops instead (F16C where the CPU has it), into r32's second half, then
+ * norm_row: one pass with software conversions cost more (1 row of 4096 at 2 ranks: 29.9 us
+ * fused against 21.2 for the chain). */
 static void fused_row(const symcoll__norm_args_t *a, const void *const *srcs, int n, const void *res, const float *w32,
                       float *r32, row_dst_t d) {
   if (a->dtype == SYMCOLL_FLOAT16) {

@@ -63,6 +63,11 @@ symcoll__reduce_fn symcoll__host_reduce_fn(symcoll_dtype_t dtype, symcoll_op_t o
   return chosen->fn[dtype][op];
 }
 
+const symcoll__reduce_table_t *symcoll__host_reduce_table(void) {
+  pthread_once(&once, choose_once);
+  return chosen;
+}
+
 const char *symcoll__host_simd_name(void) {
   pthread_once(&once, choose_once);
   return chosen->name;

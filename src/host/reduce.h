@@ -16,10 +16,15 @@ typedef void (*symcoll__reduce_fn)(void *dst, const void *const *srcs, int nsrc,
 typedef struct symcoll__reduce_table {
   const char *name; /* "scalar", "sse2", "neon", "avx2", "avx512" */
   symcoll__reduce_fn fn[SYMCOLL_NUM_DTYPES][SYMCOLL_NUM_OPS];
+  /* n halves to and from fp32 (F16C where the build has it), for the fused norm's row loops */
+  void (*f16_to_f32)(float *dst, const uint16_t *src, size_t n);
+  void (*f32_to_f16)(uint16_t *dst, const float *src, size_t n);
 } symcoll__reduce_table_t;
 
 /* The table chosen at run time: SYMCOLL_HOST_SIMD, else the widest this CPU runs. */
 SYMCOLL_HIDDEN symcoll__reduce_fn symcoll__host_reduce_fn(symcoll_dtype_t dtype, symcoll_op_t op);
+/* The loops in use, whole. */
+SYMCOLL_HIDDEN const symcoll__reduce_table_t *symcoll__host_reduce_table(void);
 /* Name of the loops in use. */
 SYMCOLL_HIDDEN const char *symcoll__host_simd_name(void);
 /* Every table this CPU can run, widest first (for tests, which compare them bit for bit).

@@ -219,4 +219,6 @@ const symcoll__reduce_table_t SYMCOLL_REDUCE_TABLE = {
         [SYMCOLL_FLOAT8_E4M3] = OPS(e4m3),
         [SYMCOLL_FLOAT8_E5M2] = OPS(e5m2),
     },
+    .f16_to_f32 = ld_f16,
+    .f32_to_f16 = st_f16,
 };
