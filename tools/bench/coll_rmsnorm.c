@@ -64,6 +64,7 @@ typedef struct {
   char *q[NORM_COLS];   /* the fp8 outputs (rows x hidden bytes) */
   float *qs[NORM_COLS]; /* the per-row scales (FP8_ROWS) */
   float *scale;         /* the static scale, where the device reads it */
+  float *row32;         /* CPU: a row as floats, scratch of the chain's quantisation */
   column_t nccl;
   bool nccl_ok;
 } nx_t;
@@ -79,7 +80,7 @@ static symcoll_status_t quantise(nx_t *x, int col) {
                ? SYMCOLL_OK
                : SYMCOLL_ERR_CUDA;
 #endif
-  float *v = malloc(s.hidden * sizeof(float));
+  float *v = x->row32;
   for (size_t r = 0; r < s.rows; r++) {
     const char *row = x->out[col] + r * s.hidden * x->es;
     uint8_t *q = (uint8_t *)x->q[col] + r * s.hidden;
@@ -95,7 +96,6 @@ static symcoll_status_t quantise(nx_t *x, int col) {
     }
     for (size_t i = 0; i < s.hidden; i++) q[i] = symcoll__f32_to_fp8(v[i] / scale, 0);
   }
-  free(v);
   return SYMCOLL_OK;
 }
 
@@ -278,6 +278,7 @@ static void run_shape(nx_t *x, norm_shape_t sh, int reps, norm_row_t *row) {
     x->q[k] = x->fp8 ? bench_dev_alloc(c, sh.rows * sh.hidden) : NULL;
     x->qs[k] = x->fp8 ? bench_dev_alloc(c, sh.rows * sizeof(float)) : NULL;
   }
+  x->row32 = x->fp8 && !c->gpu ? malloc(sh.hidden * sizeof(float)) : NULL;
   fill_inputs(x);
   for (int k = 0; k < NORM_COLS; k++)
     row->usable[k] = k == COL_NCCL   ? x->nccl_ok
@@ -304,6 +305,7 @@ static void run_shape(nx_t *x, norm_shape_t sh, int reps, norm_row_t *row) {
     bench_dev_free(c, x->out[k]), bench_dev_free(c, x->ro[k]);
     if (x->fp8) bench_dev_free(c, x->q[k]), bench_dev_free(c, x->qs[k]);
   }
+  free(x->row32);
 }
 
 /* ---- the table ---------------------------------------------------------------------------------- */
