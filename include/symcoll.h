@@ -105,7 +105,8 @@ typedef enum {
   X(BROADCAST, 5, "broadcast")                                                             \
   X(REDUCE, 6, "reduce")                                                                   \
   X(ALL_TO_ALL, 7, "all_to_all")                                                           \
-  X(ALL_REDUCE_RMSNORM, 8, "all_reduce_rmsnorm") /* symcoll_all_reduce_rmsnorm */
+  X(ALL_REDUCE_RMSNORM, 8, "all_reduce_rmsnorm")         /* symcoll_all_reduce_rmsnorm */  \
+  X(REDUCE_SCATTER_RMSNORM, 9, "reduce_scatter_rmsnorm") /* symcoll_reduce_scatter_rmsnorm */
 
 /* clang-format off */
 #define SYMCOLL__COLL_ENUM(name, value, str) SYMCOLL_COLL_##name = value,
@@ -137,14 +138,17 @@ typedef enum {
     "barrier-free (GPU): the data carries its own arrival (sentinel-cleared buffers for all_reduce and "          \
     "all_reduce_rmsnorm, 16-byte LL packets otherwise; CPU ranks: oneshot/pull)")                                 \
   X(NCCL, 5, "nccl", "through the NCCL communicator this one holds (SYMCOLL_NCCL)")                               \
-  X(PULL, 6, "pull", "all_gather, reduce_scatter, broadcast, all_to_all: each rank reads its peers' blocks")      \
+  X(PULL, 6, "pull",                                                                                              \
+    "all_gather, reduce_scatter, reduce_scatter_rmsnorm, broadcast, all_to_all: each rank reads its peers' "      \
+    "blocks")                                                                                                     \
   X(PUSH, 7, "push", "all_gather, all_to_all: each rank stores its blocks into its peers")                        \
   X(COPY_ENGINE, 8, "copy_engine",                                                                                \
     "all_gather, broadcast, all_to_all (GPU): cudaMemcpyAsync from peers' symmetric buffers, "                    \
     "no SM used")                                                                                                 \
   X(OVERLAP, 9, "overlap", "GEMM operations: one chunk's communication beside another's GEMM")                    \
   X(SEQUENTIAL, 10, "sequential",                                                                                 \
-    "fused operations unfused: the collective, then one GEMM (or the reverse); all_reduce, then add + norm")      \
+    "fused operations unfused: the collective, then one GEMM (or the reverse); all_reduce (reduce_scatter), "     \
+    "then add + norm")                                                                                            \
   X(HIERARCHICAL, 11, "hierarchical", "across nodes: node-local steps and the engine between nodes")              \
   X(ENGINE, 12, "engine", "across nodes: the whole call through the engine")
 
@@ -570,10 +574,12 @@ SYMCOLL_API symcoll_status_t symcoll_all_to_all_ex(symcoll_comm_t comm, const vo
                                                    const symcoll_coll_opts_t *opts);
 
 /** "all_reduce", "all_gather", "reduce_scatter", "all_gather_matmul", "matmul_reduce_scatter",
- * "broadcast", "reduce", "all_to_all" (SYMCOLL_COLL_MAP); "unknown" if out of range. */
+ * "broadcast", "reduce", "all_to_all", "all_reduce_rmsnorm", "reduce_scatter_rmsnorm"
+ * (SYMCOLL_COLL_MAP); "unknown" if out of range. */
 SYMCOLL_API const char *symcoll_coll_name(symcoll_coll_t coll);
 /** 1 if `coll` is fused with computation and has its own entry point (symcoll_all_gather_matmul,
- * symcoll_matmul_reduce_scatter, symcoll_all_reduce_rmsnorm), 0 if it is a plain collective
+ * symcoll_matmul_reduce_scatter, symcoll_all_reduce_rmsnorm, symcoll_reduce_scatter_rmsnorm), 0 if
+ * it is a plain collective
  * (the send / recv / count form), -1 if out of range. */
 SYMCOLL_API int symcoll_coll_is_fused(symcoll_coll_t coll);
 
@@ -583,7 +589,8 @@ SYMCOLL_API int symcoll_coll_is_fused(symcoll_coll_t coll);
  * this communicator, written to *algo_p. The same on every rank (all ranks use rank 0's
  * tuning table); SYMCOLL_ALGO, when set, is taken into account. all_reduce_rmsnorm: by
  * rows x hidden elements; a call with fewer rows than ranks runs one-shot where this says
- * two-shot (two-shot shares out whole rows).
+ * two-shot (two-shot shares out whole rows). reduce_scatter_rmsnorm: by rows (per rank) x
+ * hidden, as reduce_scatter's recvcount.
  */
 SYMCOLL_API symcoll_status_t symcoll_coll_algo(symcoll_comm_t comm, symcoll_coll_t coll, size_t count,
                                                symcoll_dtype_t dtype, symcoll_algo_t *algo_p);
@@ -715,7 +722,8 @@ SYMCOLL_API symcoll_status_t symcoll_matmul_reduce_scatter(symcoll_comm_t comm, 
  */
 typedef struct {
   size_t struct_size;     /* sizeof(symcoll_norm_opts_t) */
-  symcoll_algo_t algo;    /* AUTO, ONE_SHOT, TWO_SHOT, LAMPORT or SEQUENTIAL */
+  symcoll_algo_t algo;    /* AUTO, ONE_SHOT, TWO_SHOT, LAMPORT or SEQUENTIAL (reduce_scatter_rmsnorm:
+                             AUTO, PULL or SEQUENTIAL) */
   void *fp8_out;          /* rows x hidden SYMCOLL_FLOAT8_E4M3, or NULL */
   const float *fp8_scale; /* static: out / *fp8_scale is quantised... */
   float *fp8_row_scales;  /* ...or dynamic: one scale per row written here (exactly one of
@@ -739,6 +747,37 @@ SYMCOLL_API symcoll_status_t symcoll_all_reduce_rmsnorm(symcoll_comm_t comm, con
                                                         const void *weight, float eps, void *out, void *residual_out,
                                                         size_t rows, size_t hidden, symcoll_dtype_t dtype,
                                                         const symcoll_norm_opts_t *opts, void *stream);
+
+/**
+ * The same fused on a reduce-scatter: the sequence-parallel form (Megatron's sequence
+ * parallelism, where the row-parallel layer's output is reduce-scattered over the tokens and
+ * each rank normalises its own rows). x: nranks x rows rows of hidden, this rank's partial sums
+ * of every rank's rows, as symcoll_reduce_scatter's send (rank p's rows are rows p * rows ..
+ * p * rows + rows - 1); rows is per rank, as reduce_scatter's count. Rank p's results are its
+ * rows of the sum: residual (may be NULL), out, residual_out, fp8_out and fp8_row_scales hold
+ * `rows` rows, this rank's shard as the next layer has it; weight: hidden elements.
+ *   r = reduce_scatter_sum(x) + residual, then residual_out, out and fp8_out as above,
+ * with the bits of symcoll_all_reduce_rmsnorm's rows for the same x, residual rows and weight
+ * (and of symcoll_reduce_scatter followed by the add and the norm). symcoll_all_gather of out
+ * (or of fp8_out) afterwards gives every rank all the rows.
+ *
+ * In place: out may be this rank's block of x (x + rank * rows * hidden, NCCL's in-place
+ * reduce-scatter), residual_out may be residual. x in a symmetric allocation is read by peers
+ * where it lies (zero-copy; peers never read this rank's own block, so in place too).
+ * Signature, refusals, dtypes, fp8 options and eps as symcoll_all_reduce_rmsnorm.
+ *
+ * Algorithms (opts->algo; AUTO: the tuning table by nranks * rows * hidden * element size):
+ *  - SYMCOLL_ALGO_PULL: each rank reads its rows from every peer's x (staged, or where x lies),
+ *    reduces them in rank order, adds and normalises them: one pass, no scratch.
+ *  - SYMCOLL_ALGO_SEQUENTIAL: symcoll_reduce_scatter into out (or scratch), then one add + norm
+ *    pass.
+ * One rank: the add + norm pass alone. Across nodes: SEQUENTIAL only.
+ */
+SYMCOLL_API symcoll_status_t symcoll_reduce_scatter_rmsnorm(symcoll_comm_t comm, const void *x, const void *residual,
+                                                            const void *weight, float eps, void *out,
+                                                            void *residual_out, size_t rows, size_t hidden,
+                                                            symcoll_dtype_t dtype, const symcoll_norm_opts_t *opts,
+                                                            void *stream);
 
 /* ---- environment knobs ------------------------------------------------------------------- */
 

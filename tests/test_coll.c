@@ -117,6 +117,7 @@ static symcoll_status_t call(ctx_t *c, symcoll_coll_t coll, const void *send, vo
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
     case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
+    case SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM:
     case SYMCOLL_NUM_COLL_KINDS:
       break;
   }
@@ -154,6 +155,7 @@ static void expect(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, symcoll_op
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
     case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
+    case SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM:
     case SYMCOLL_NUM_COLL_KINDS:
       return;
   }

@@ -1,8 +1,9 @@
 /*
- * symcoll_all_reduce_rmsnorm on every rank of one launch:
+ * symcoll_all_reduce_rmsnorm and symcoll_reduce_scatter_rmsnorm on every rank of one launch:
  *   test_norm --backend host|cuda --mode process|thread --ranks N [--quick] [--max-hidden H]
  * fp32 / fp16 / bf16; every algorithm the communicator runs (auto, oneshot, twoshot, lamport,
- * sequential); rows from 1 to 4096 and hidden sizes from 64 to 16384, odd ones included;
+ * sequential; the reduce-scatter form: auto, pull, sequential); rows from 1 to 4096 (per rank,
+ * the reduce-scatter form) and hidden sizes from 64 to 16384, odd ones included;
  * residual given or not, residual_out separate, in place over residual or not asked for, out in
  * place over x, x in symmetric memory (zero-copy), FP8 outputs with a static scale and with
  * per-row scales, and FP8 alone. Inputs are fresh random values (a new seed per case, TH_SEED
@@ -42,14 +43,15 @@ typedef struct {
 } shape_t;
 static const shape_t shapes[] = {{1, 64}, {3, 100}, {8, 4096}, {33, 257}, {128, 1024}, {2, 16384}, {4096, 64}};
 static const symcoll_dtype_t dtypes[] = {SYMCOLL_FLOAT32, SYMCOLL_FLOAT16, SYMCOLL_BFLOAT16};
-static const symcoll_algo_t algos[] = {SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT,
-                                       SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_SEQUENTIAL};
+static const symcoll_algo_t algos[] = {SYMCOLL_ALGO_AUTO,    SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT,
+                                       SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_PULL,     SYMCOLL_ALGO_SEQUENTIAL};
+static const symcoll_coll_t colls[] = {SYMCOLL_COLL_ALL_REDUCE_RMSNORM, SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM};
 enum {
   V_BASIC,        /* residual, residual_out and out, all separate */
   V_RES_IN_PLACE, /* residual_out == residual */
   V_NO_RESIDUAL,  /* r = the sum */
   V_NO_RES_OUT,   /* residual_out not asked for */
-  V_OUT_IN_PLACE, /* out == x */
+  V_OUT_IN_PLACE, /* out == x (the reduce-scatter form: this rank's block of x) */
   V_SYMMETRIC,    /* x in symmetric memory */
   V_FP8_STATIC,   /* out and fp8 with a static scale */
   V_FP8_DYNAMIC,  /* out and fp8 with per-row scales, residual_out in place */
@@ -74,7 +76,8 @@ typedef struct {
   symcoll_comm_t comm;
   const th_buf_ops_t *ops;
   int rank, n, failures, calls, skipped;
-  char *h1, *h2, *h3;                          /* host staging (MAX_ELEMS + guards floats each) */
+  bool scatter;       /* the case is symcoll_reduce_scatter_rmsnorm's: x holds n blocks of rows rows */
+  char *h1, *h2, *h3; /* host staging (MAX_ELEMS + guards floats each) */
   char *dx, *dres, *dw, *dout, *dro, *dq, *ds; /* device buffers */
   float *dscale;                               /* the static scale */
   char *dsym;                                  /* x in symmetric memory */
@@ -90,10 +93,11 @@ static void poison(ctx_t *c, char *dev, size_t bytes) {
   c->ops->to_dev(dev, c->h3, bytes);
 }
 
-/* rows x hidden of stream `which` for rank `rank`, rounded to dt, into dev (and host[]). */
-static void upload(ctx_t *c, char *dev, symcoll_dtype_t dt, size_t count, int rank, int which, double scale,
-                   double offset, uint32_t seed) {
-  for (size_t i = 0; i < count; i++) exact_store(c->h1, dt, i, offset + scale * rnd(seed, rank, i, which));
+/* Elements first .. first + count - 1 of stream `which` for rank `rank`, rounded to dt, into dev
+ * (and host[]). */
+static void upload(ctx_t *c, char *dev, symcoll_dtype_t dt, size_t first, size_t count, int rank, int which,
+                   double scale, double offset, uint32_t seed) {
+  for (size_t i = 0; i < count; i++) exact_store(c->h1, dt, i, offset + scale * rnd(seed, rank, first + i, which));
   c->ops->to_dev(dev, c->h1, count * symcoll_dtype_size(dt));
 }
 
@@ -117,20 +121,21 @@ static double tolerance(symcoll_dtype_t dt) {
   return dt == SYMCOLL_BFLOAT16 ? 1.1 / 128 : dt == SYMCOLL_FLOAT16 ? 1.1 / 1024 + 3e-5 : 3e-5;
 }
 
-/* The references: r as the library must round it, out in fp64 from r. */
+/* The references: r as the library must round it, out in fp64 from r. The reduce-scatter form
+ * gives this rank's block of the rows (elements first ..., of x and of the whole residual). */
 static void reference(ctx_t *c, symcoll_dtype_t dt, shape_t sh, bool residual, uint32_t seed) {
-  const size_t count = sh.rows * sh.hidden;
+  const size_t count = sh.rows * sh.hidden, first = c->scatter ? (size_t)c->rank * count : 0;
   for (size_t i = 0; i < count; i++) {
     float acc = 0;
     for (int r = 0; r < c->n; r++) {
-      exact_store(c->h1, dt, 0, rnd(seed, r, i, 0));
+      exact_store(c->h1, dt, 0, rnd(seed, r, first + i, 0));
       const float v = (float)exact_load(c->h1, dt, 0);
       acc = r == 0 ? v : acc + v;
     }
     exact_store(c->h1, dt, 0, acc);
     float t = (float)exact_load(c->h1, dt, 0);
     if (residual) {
-      exact_store(c->h1, dt, 0, 4 * rnd(seed, 0, i, 1));
+      exact_store(c->h1, dt, 0, 4 * rnd(seed, 0, first + i, 1));
       t += (float)exact_load(c->h1, dt, 0);
     }
     exact_store(c->h1, dt, 0, t);
@@ -230,23 +235,26 @@ static int check_case(ctx_t *c, const char *what, symcoll_dtype_t dt, shape_t sh
   return f + (bad != 0);
 }
 
-static int one_case(ctx_t *c, symcoll_dtype_t dt, shape_t sh, symcoll_algo_t algo, int v, uint32_t seed) {
+static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, shape_t sh, symcoll_algo_t algo, int v,
+                    uint32_t seed) {
+  c->scatter = coll == SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM;
   const size_t count = sh.rows * sh.hidden, es = symcoll_dtype_size(dt);
+  const size_t blocks = c->scatter ? (size_t)c->n : 1, mine = c->scatter ? (size_t)c->rank * count : 0;
   char what[160];
-  snprintf(what, sizeof what, "all_reduce_rmsnorm %s %zux%zu %s, %s (seed %u)", symcoll_dtype_name(dt), sh.rows,
-           sh.hidden, symcoll_algo_name(algo), variant_names[v], seed);
+  snprintf(what, sizeof what, "%s %s %zux%zu %s, %s (seed %u)", symcoll_coll_name(coll), symcoll_dtype_name(dt),
+           sh.rows, sh.hidden, symcoll_algo_name(algo), variant_names[v], seed);
   const bool residual = v != V_NO_RESIDUAL, fp8 = v >= V_FP8_STATIC, dynamic = v == V_FP8_DYNAMIC || v == V_FP8_ONLY;
   char *x = v == V_SYMMETRIC ? c->dsym : c->dx + GUARD * es, *res = residual ? c->dres + GUARD * es : NULL;
-  char *out = v == V_FP8_ONLY ? NULL : v == V_OUT_IN_PLACE ? x : c->dout + GUARD * es;
+  char *out = v == V_FP8_ONLY ? NULL : v == V_OUT_IN_PLACE ? x + mine * es : c->dout + GUARD * es;
   char *ro = v == V_NO_RES_OUT ? NULL : v == V_RES_IN_PLACE || v == V_FP8_DYNAMIC ? res : c->dro + GUARD * es;
   char *q = fp8 ? c->dq + GUARD : NULL, *sc = dynamic ? c->ds + GUARD * sizeof(float) : NULL;
   poison(c, c->dout, span_bytes(count, es));
   poison(c, c->dro, span_bytes(count, es));
   poison(c, c->dq, span_bytes(count, 1));
   poison(c, c->ds, span_bytes(sh.rows, sizeof(float)));
-  upload(c, x, dt, count, c->rank, 0, 1.0, 0.0, seed);
-  if (res) upload(c, res, dt, count, 0, 1, 4.0, 0.0, seed); /* the same on every rank, as in TP */
-  upload(c, c->dw, dt, sh.hidden, 0, 2, 0.5, 1.0, seed);
+  upload(c, x, dt, 0, blocks * count, c->rank, 0, 1.0, 0.0, seed);
+  if (res) upload(c, res, dt, mine, count, 0, 1, 4.0, 0.0, seed); /* every rank's rows of one residual, as in TP */
+  upload(c, c->dw, dt, 0, sh.hidden, 0, 2, 0.5, 1.0, seed);
   const float static_scale = 0.0625f * (float)(1 + seed % 5);
   c->ops->to_dev(c->dscale, &static_scale, sizeof static_scale);
   reference(c, dt, sh, residual, seed);
@@ -257,10 +265,11 @@ static int one_case(ctx_t *c, symcoll_dtype_t dt, shape_t sh, symcoll_algo_t alg
   o.fp8_scale = fp8 && !dynamic ? c->dscale : NULL;
   o.fp8_row_scales = (float *)(void *)sc;
   if (symcoll_comm_barrier(c->comm) != SYMCOLL_OK) return -1; /* every rank's inputs are in place */
-  if (finish(c, what,
-             symcoll_all_reduce_rmsnorm(c->comm, x, res, c->dw, EPS, out, ro, sh.rows, sh.hidden, dt, &o,
-                                        c->ops->stream())) < 0)
-    return -1;
+  const symcoll_status_t s = c->scatter ? symcoll_reduce_scatter_rmsnorm(c->comm, x, res, c->dw, EPS, out, ro, sh.rows,
+                                                                         sh.hidden, dt, &o, c->ops->stream())
+                                        : symcoll_all_reduce_rmsnorm(c->comm, x, res, c->dw, EPS, out, ro, sh.rows,
+                                                                     sh.hidden, dt, &o, c->ops->stream());
+  if (finish(c, what, s) < 0) return -1;
   const int f = check_case(c, what, dt, sh, v, out, ro, q, sc, dynamic, static_scale);
   if (symcoll_comm_barrier(c->comm) != SYMCOLL_OK) return -1; /* peers are done with x */
   return f;
@@ -273,10 +282,14 @@ static int contract_cases(ctx_t *c) {
   const size_t es = 4, h = 64;
   char *x = c->dx + GUARD * es, *res = c->dres + GUARD * es, *out = c->dout + GUARD * es;
   poison(c, c->dout, span_bytes(2 * h, es));
-  upload(c, x, dt, 2 * h, c->rank, 0, 1.0, 0.0, 1);
-  upload(c, res, dt, 2 * h, c->rank, 1, 1.0, 0.0, 1);
-  upload(c, c->dw, dt, h, 0, 2, 0.5, 1.0, 1);
-  symcoll_norm_opts_t both, bad_size;
+  upload(c, x, dt, 0, 2 * h * (size_t)c->n, c->rank, 0, 1.0, 0.0, 1);
+  upload(c, res, dt, 0, 2 * h, c->rank, 1, 1.0, 0.0, 1);
+  upload(c, c->dw, dt, 0, h, 0, 2, 0.5, 1.0, 1);
+  symcoll_norm_opts_t both, bad_size, pull, two_shot;
+  symcoll_norm_opts_init(&pull);
+  pull.algo = SYMCOLL_ALGO_PULL;
+  symcoll_norm_opts_init(&two_shot);
+  two_shot.algo = SYMCOLL_ALGO_TWO_SHOT;
   symcoll_norm_opts_init(&both);
   both.fp8_out = c->dq + GUARD, both.fp8_scale = c->dscale, both.fp8_row_scales = (float *)(void *)c->ds;
   symcoll_norm_opts_init(&bad_size);
@@ -298,6 +311,16 @@ static int contract_cases(ctx_t *c) {
       {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, res, NULL, 2, h, dt, NULL, NULL), "out == residual"},
       {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, out, x + es, 2, h, dt, NULL, NULL), "residual_out in x"},
       {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, out + 1, NULL, 2, h, dt, NULL, NULL), "misaligned out"},
+      {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, out, NULL, 2, h, dt, &pull, NULL), "pull"},
+      {symcoll_reduce_scatter_rmsnorm(m, x, res, c->dw, EPS, out, NULL, 2, h, SYMCOLL_INT8, NULL, NULL),
+       "scatter int8"},
+      {symcoll_reduce_scatter_rmsnorm(m, x, res, NULL, EPS, out, NULL, 2, h, dt, NULL, NULL), "scatter NULL weight"},
+      {symcoll_reduce_scatter_rmsnorm(m, x, res, c->dw, EPS, out, NULL, 2, h, dt, &two_shot, NULL), "scatter twoshot"},
+      {symcoll_reduce_scatter_rmsnorm(m, x, res, c->dw, EPS, x + es, NULL, 2, h, dt, NULL, NULL),
+       "scatter out in x, not this rank's block"},
+      {symcoll_reduce_scatter_rmsnorm(m, x, res, c->dw, EPS, out, x + es, 2, h, dt, NULL, NULL),
+       "scatter residual_out in x"},
+      {symcoll_reduce_scatter_rmsnorm(m, x, res, c->dw, INFINITY, out, NULL, 2, h, dt, NULL, NULL), "scatter eps inf"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     if (bad[i].s != SYMCOLL_ERR_INVALID_ARGUMENT) {
@@ -331,47 +354,66 @@ static int contract_cases(ctx_t *c) {
     fprintf(stderr, "rank %d: the call after mismatches failed\n", c->rank);
     f++;
   }
+  /* The reduce-scatter form: rank 0 with other rows, then an agreed call. */
+  poison(c, c->dout, span_bytes(2 * h, es));
+  const symcoll_status_t s =
+      symcoll_reduce_scatter_rmsnorm(m, x, res, c->dw, EPS, out, NULL, c->rank == 0 ? 1 : 2, h, dt, NULL, NULL);
+  if (s != SYMCOLL_ERR_MISMATCH) {
+    fprintf(stderr, "rank %d: reduce_scatter_rmsnorm calls that differ: %s\n", c->rank, symcoll_status_string(s));
+    f++;
+  }
+  f += fetch(c, "after a mismatched reduce_scatter_rmsnorm", "out", out, 2 * h, es);
+  if (memcmp(c->h3 + GUARD * es, c->h2, 2 * h * es) != 0) {
+    fprintf(stderr, "rank %d: a mismatched reduce_scatter_rmsnorm wrote out\n", c->rank);
+    f++;
+  }
+  if (symcoll_reduce_scatter_rmsnorm(m, x, res, c->dw, EPS, out, NULL, 2, h, dt, NULL, NULL) != SYMCOLL_OK) {
+    fprintf(stderr, "rank %d: the reduce_scatter_rmsnorm after a mismatch failed\n", c->rank);
+    f++;
+  }
   return f;
 }
 
 static int run_cases(ctx_t *c) {
   int k = 0;
-  for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-      if (shapes[si].hidden > max_hidden) continue;
-      for (size_t ai = 0; ai < sizeof algos / sizeof algos[0]; ai++) {
-        if (algos[ai] != SYMCOLL_ALGO_AUTO &&
-            symcoll_coll_algo_supported(c->comm, SYMCOLL_COLL_ALL_REDUCE_RMSNORM, algos[ai]) != SYMCOLL_OK) {
-          c->skipped++;
-          continue;
-        }
-        for (int v = 0; v < NUM_VARIANTS; v++, k++) {
-          /* Quick: every variant on the small shapes, one in nine (a different one per
-           * dtype and algorithm) elsewhere. */
-          if (quick && shapes[si].rows * shapes[si].hidden > 4096 && (k % 9) != (int)(d + ai) % 9) continue;
-          const uint32_t seed = base_seed + (uint32_t)k * 7919u;
-          const int f = one_case(c, dtypes[d], shapes[si], algos[ai], v, seed);
-          if (f < 0) return -1;
-          c->failures += f;
-          if (c->failures > 8) return 0;
+  for (size_t ci = 0; ci < sizeof colls / sizeof colls[0]; ci++)
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
+      for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        if (shapes[si].hidden > max_hidden) continue;
+        for (size_t ai = 0; ai < sizeof algos / sizeof algos[0]; ai++) {
+          if (algos[ai] != SYMCOLL_ALGO_AUTO &&
+              symcoll_coll_algo_supported(c->comm, colls[ci], algos[ai]) != SYMCOLL_OK) {
+            c->skipped++;
+            continue;
+          }
+          for (int v = 0; v < NUM_VARIANTS; v++, k++) {
+            /* Quick: every variant on the small shapes, one in nine (a different one per
+             * dtype and algorithm) elsewhere. */
+            if (quick && shapes[si].rows * shapes[si].hidden > 4096 && (k % 9) != (int)(d + ai) % 9) continue;
+            const uint32_t seed = base_seed + (uint32_t)k * 7919u;
+            const int f = one_case(c, colls[ci], dtypes[d], shapes[si], algos[ai], v, seed);
+            if (f < 0) return -1;
+            c->failures += f;
+            if (c->failures > 8) return 0;
+          }
         }
       }
-    }
   return 0;
 }
 
 static int rank_main(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
   (void)arg;
   ctx_t c = {.comm = comm, .ops = ops, .rank = symcoll_comm_rank(comm), .n = symcoll_comm_nranks(comm)};
-  const size_t bytes = span_bytes(MAX_ELEMS, 4);
-  c.h1 = malloc(bytes), c.h2 = malloc(bytes), c.h3 = malloc(bytes);
+  /* x, its staging and its symmetric copy hold every rank's rows (the reduce-scatter form). */
+  const size_t bytes = span_bytes(MAX_ELEMS, 4), x_bytes = span_bytes(MAX_ELEMS * (size_t)c.n, 4);
+  c.h1 = malloc(x_bytes), c.h2 = malloc(bytes), c.h3 = malloc(bytes);
   c.r_ref = malloc(MAX_ELEMS * sizeof(double)), c.out_ref = malloc(MAX_ELEMS * sizeof(double));
-  c.dx = ops->alloc(bytes), c.dres = ops->alloc(bytes), c.dw = ops->alloc(bytes), c.dout = ops->alloc(bytes);
+  c.dx = ops->alloc(x_bytes), c.dres = ops->alloc(bytes), c.dw = ops->alloc(bytes), c.dout = ops->alloc(bytes);
   c.dro = ops->alloc(bytes), c.dq = ops->alloc(bytes), c.ds = ops->alloc(bytes);
   c.dscale = ops->alloc(sizeof(float));
   symcoll_mem_t mem = NULL;
   if (!c.h1 || !c.h2 || !c.h3 || !c.r_ref || !c.out_ref || !c.dx || !c.dres || !c.dw || !c.dout || !c.dro || !c.dq ||
-      !c.ds || !c.dscale || symcoll_mem_alloc(comm, bytes, &mem) != SYMCOLL_OK) {
+      !c.ds || !c.dscale || symcoll_mem_alloc(comm, x_bytes, &mem) != SYMCOLL_OK) {
     fprintf(stderr, "rank %d: allocation failed\n", c.rank);
     return 1;
   }

@@ -420,8 +420,9 @@ symcoll_status_t symcoll_coll_algo_supported(symcoll_comm_t comm, symcoll_coll_t
   const symcoll__coll_desc_t *d = symcoll__coll_desc(coll);
   /* The GEMM operations run every algorithm wherever the transport has a GEMM library. */
   if (d->gemm) return comm->tp->gemm && comm->tp->has_gemm(comm) ? SYMCOLL_OK : SYMCOLL_ERR_UNSUPPORTED;
-  /* The fused norm: its SEQUENTIAL is a plain all_reduce and the local pass, whatever spans. */
-  if (coll == SYMCOLL_COLL_ALL_REDUCE_RMSNORM && algo == SYMCOLL_ALGO_SEQUENTIAL) return SYMCOLL_OK;
+  /* The fused norms: SEQUENTIAL is a plain all_reduce (reduce_scatter) and the local pass,
+   * whatever spans. */
+  if (d->fused && algo == SYMCOLL_ALGO_SEQUENTIAL) return SYMCOLL_OK;
   /* Communicators spanning nodes run only their own two; others never run those. */
   const bool across = algo == SYMCOLL_ALGO_HIERARCHICAL || algo == SYMCOLL_ALGO_ENGINE;
   if (across != (comm->hier != NULL)) return SYMCOLL_ERR_UNSUPPORTED;

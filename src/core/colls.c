@@ -75,6 +75,15 @@ const symcoll__coll_desc_t symcoll__coll_rows[] = {
                                                   BIT(SYMCOLL_ALGO_LAMPORT) | BIT(SYMCOLL_ALGO_SEQUENTIAL),
                                          .fallback = SYMCOLL_ALGO_SEQUENTIAL,
                                          .busbw_factor = 2},
+    /* Always a sum; x holds every rank's rows (nranks x rows x hidden), the size class, as
+     * reduce_scatter's. Across nodes: the reduce-scatter through the hierarchical path, then
+     * the local pass. */
+    [SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM] = {.fused = true,
+                                             .send_all = true,
+                                             .moves_all = true,
+                                             .algos = BIT(SYMCOLL_ALGO_PULL) | BIT(SYMCOLL_ALGO_SEQUENTIAL),
+                                             .fallback = SYMCOLL_ALGO_SEQUENTIAL,
+                                             .busbw_factor = 1},
 };
 _Static_assert(SYMCOLL_NUM_ALGOS <= 32, "the rows hold algorithms as bits of a uint32_t");
 _Static_assert(sizeof symcoll__coll_rows / sizeof symcoll__coll_rows[0] == SYMCOLL_NUM_COLL_KINDS,

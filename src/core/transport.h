@@ -63,11 +63,14 @@ typedef struct symcoll__matmul_args {
   uint32_t sig;
 } symcoll__matmul_args_t;
 
-/* symcoll_all_reduce_rmsnorm as core hands it to a transport's norm entry (symcoll.h). algo is
- * ONE_SHOT or TWO_SHOT, or SEQUENTIAL: then x
- * already holds the sum over ranks and the call is the local add + norm pass alone, with no
- * peer involved (core runs the all-reduce before it, and uses it alone for one rank). */
+/* symcoll_all_reduce_rmsnorm and symcoll_reduce_scatter_rmsnorm as core hands them to a
+ * transport's norm entry (symcoll.h). algo is ONE_SHOT, TWO_SHOT or LAMPORT (all_reduce_rmsnorm),
+ * PULL (reduce_scatter_rmsnorm: x holds nranks x rows rows, this rank's results are rows
+ * rank x rows ...), or SEQUENTIAL, for either: then x already holds the sum over ranks (rows
+ * rows) and the call is the local add + norm pass alone, with no peer involved (core runs the
+ * all-reduce or reduce-scatter before it, and uses it alone for one rank). */
 typedef struct symcoll__norm_args {
+  symcoll_coll_t coll;               /* SYMCOLL_COLL_ALL_REDUCE_RMSNORM or ..._REDUCE_SCATTER_RMSNORM */
   const void *x, *residual, *weight; /* residual may be NULL */
   void *out, *residual_out;          /* either may be NULL (out only with fp8_out) */
   void *fp8_out;                     /* NULL, or e4m3 rows x hidden with... */

@@ -135,6 +135,11 @@ static const char *const builtin_table =
     "all_reduce_rmsnorm host * * inf twoshot\n"
     "all_reduce_rmsnorm cuda 1 * inf oneshot\n"
     "all_reduce_rmsnorm cuda * * inf sequential\n"
+    /* reduce_scatter_rmsnorm, by x's bytes (every rank's rows). CPU ranks: the fused pull
+     * (one pass over each row, no scratch; bench/results/host/rmsnorm). GPUs: the chain until
+     * the fused kernel (the one-shot norm kernel over this rank's block) has been measured. */
+    "reduce_scatter_rmsnorm host * * inf pull\n"
+    "reduce_scatter_rmsnorm cuda * * inf sequential\n"
     /* Communicators spanning nodes. CPU ranks (2 and 3 network-namespace nodes x 2 ranks
      * of one 2-vCPU Xeon, MPI over veth links, bench/results/host/netns): MPI alone while
      * small, the hierarchical path once the node-local steps save more than they cost;

@@ -788,6 +788,8 @@ static bool cuda_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo
     case SYMCOLL_COLL_ALL_REDUCE_RMSNORM: /* symcoll__cuda_norm: SEQUENTIAL is its local pass */
       return algo == SYMCOLL_ALGO_ONE_SHOT || algo == SYMCOLL_ALGO_TWO_SHOT || algo == SYMCOLL_ALGO_LAMPORT ||
              algo == SYMCOLL_ALGO_SEQUENTIAL;
+    case SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM: /* PULL: the one-shot norm kernel over this rank's block */
+      return algo == SYMCOLL_ALGO_PULL || algo == SYMCOLL_ALGO_SEQUENTIAL;
     case SYMCOLL_NUM_COLL_KINDS:
       break;
   }

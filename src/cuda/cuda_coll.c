@@ -443,14 +443,13 @@ static symcoll__cuda_norm_t norm_buffers(const symcoll__norm_args_t *a) {
 static symcoll_status_t norm_launched(symcoll_comm_t comm, const symcoll__norm_args_t *a,
                                       const symcoll__cuda_launch_t *l, size_t per_round, int launches, int e) {
   if (e != cudaSuccess) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "launching the all_reduce_rmsnorm %s kernel (%d x %d) failed: %s",
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "launching the %s %s kernel (%d x %d) failed: %s", symcoll_coll_name(a->coll),
                  symcoll_algo_name(l->algo), l->blocks, l->threads, cudaGetErrorString((cudaError_t)e));
     return SYMCOLL_ERR_CUDA;
   }
-  SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL,
-                "rank %d: all_reduce_rmsnorm %s %s: %zu x %zu, %d launch(es) of %d x %d, %zu rows a round", comm->rank,
-                symcoll_algo_name(l->algo), symcoll_dtype_name(a->dtype), a->rows, a->hidden, launches, l->blocks,
-                l->threads, per_round);
+  SYMCOLL_TRACE(SYMCOLL_SUBSYS_COLL, "rank %d: %s %s %s: %zu x %zu, %d launch(es) of %d x %d, %zu rows a round",
+                comm->rank, symcoll_coll_name(a->coll), symcoll_algo_name(l->algo), symcoll_dtype_name(a->dtype),
+                a->rows, a->hidden, launches, l->blocks, l->threads, per_round);
   return SYMCOLL_OK;
 }
 
@@ -479,8 +478,7 @@ static int norm_kernel_setup(symcoll_comm_t comm, cuda_state_t *cs, const symcol
     for (int r = 0; r < comm->nranks; r++) k->src[r] = (const char *)a->x_mem->ptrs[r] + a->x_off;
   }
   k->sig = kernel_sig(cs, a->sig, k->zero_copy, a->x_mem, a->x_off);
-  *l = (symcoll__cuda_launch_t){
-      .coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM, .algo = algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
+  *l = (symcoll__cuda_launch_t){.coll = a->coll, .algo = algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
   l->threads = norm_threads(a->hidden, a->dtype);
   l->vec = norm_vec(a);
   const int maxb = norm_resident(cs, l);
@@ -491,21 +489,25 @@ static int norm_kernel_setup(symcoll_comm_t comm, cuda_state_t *cs, const symcol
  * round of the one-shot all-reduce holds, at least one; zero-copy where core found x symmetric.
  * The grid, the same on every rank: a block per row of a round, within what stays resident
  * beside the ranks sharing the GPU (resident_blocks), and the barrier slots; the signature
- * carries it and the round, as all_reduce's. */
+ * carries it and the round, as all_reduce's. reduce_scatter_rmsnorm's PULL runs it over this
+ * rank's block of x: a round stages its rows of every rank's block (nranks x as many bytes). */
 static symcoll_status_t norm_one_shot(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__norm_args_t *a) {
+  const bool scatter = a->coll == SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM;
+  const size_t blocks = scatter ? (size_t)comm->nranks : 1;
   const size_t rb = a->hidden * symcoll_dtype_size(a->dtype);
-  if (rb > cs->round_cap[SYMCOLL_ALGO_ONE_SHOT]) { /* the same on every rank: core runs SEQUENTIAL */
+  if (rb * blocks > cs->round_cap[SYMCOLL_ALGO_ONE_SHOT]) { /* the same on every rank: core runs SEQUENTIAL */
     SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL,
-                 "all_reduce_rmsnorm: a row of %zu bytes exceeds the %zu-byte workspace (SYMCOLL_WORKSPACE_BYTES)", rb,
-                 cs->round_cap[SYMCOLL_ALGO_ONE_SHOT]);
+                 "%s: %zu row(s) of %zu bytes exceed the %zu-byte workspace (SYMCOLL_WORKSPACE_BYTES)",
+                 symcoll_coll_name(a->coll), blocks, rb, cs->round_cap[SYMCOLL_ALGO_ONE_SHOT]);
     return SYMCOLL_ERR_UNSUPPORTED;
   }
   symcoll__cuda_norm_t n = norm_buffers(a);
-  const size_t per = cs->round_bytes[SYMCOLL_ALGO_ONE_SHOT] / rb;
+  n.scatter = scatter;
+  const size_t per = cs->round_bytes[SYMCOLL_ALGO_ONE_SHOT] / (rb * blocks);
   n.rows_per_round = per < 1 ? 1 : per < a->rows ? per : a->rows;
   symcoll__cuda_args_t k;
   symcoll__cuda_launch_t l;
-  const int maxb = norm_kernel_setup(comm, cs, a, SYMCOLL_ALGO_ONE_SHOT, &k, &l);
+  const int maxb = norm_kernel_setup(comm, cs, a, scatter ? SYMCOLL_ALGO_PULL : SYMCOLL_ALGO_ONE_SHOT, &k, &l);
   /* Zero-copy: one round of every row (nothing is staged), so up to a block per row. */
   const size_t busy = k.zero_copy ? a->rows : n.rows_per_round;
   l.blocks = busy < (size_t)maxb ? (int)busy : maxb;
@@ -610,9 +612,13 @@ static symcoll_status_t norm_lamport(symcoll_comm_t comm, cuda_state_t *cs, cons
 symcoll_status_t symcoll__cuda_norm(symcoll_comm_t comm, const symcoll__norm_args_t *a) {
   cuda_state_t *cs = comm->tp_state;
   SYMCOLL_CHECK(symcoll__cuda_failed(comm)); /* an earlier kernel gave up: its kernels would do nothing */
-  if (a->algo != SYMCOLL_ALGO_SEQUENTIAL && a->algo != SYMCOLL_ALGO_ONE_SHOT && a->algo != SYMCOLL_ALGO_TWO_SHOT &&
-      a->algo != SYMCOLL_ALGO_LAMPORT) {
-    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "all_reduce_rmsnorm: the CUDA transport does not run %s",
+  const bool scatter = a->coll == SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM;
+  const bool runs = a->algo == SYMCOLL_ALGO_SEQUENTIAL ||
+                    (scatter ? a->algo == SYMCOLL_ALGO_PULL
+                             : a->algo == SYMCOLL_ALGO_ONE_SHOT || a->algo == SYMCOLL_ALGO_TWO_SHOT ||
+                                   a->algo == SYMCOLL_ALGO_LAMPORT);
+  if (!runs) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "%s: the CUDA transport does not run %s", symcoll_coll_name(a->coll),
                  symcoll_algo_name(a->algo));
     return SYMCOLL_ERR_UNSUPPORTED;
   }
@@ -621,7 +627,7 @@ symcoll_status_t symcoll__cuda_norm(symcoll_comm_t comm, const symcoll__norm_arg
   const symcoll_status_t s = a->algo == SYMCOLL_ALGO_SEQUENTIAL ? norm_local(comm, a)
                              : a->algo == SYMCOLL_ALGO_TWO_SHOT ? norm_two_shot(comm, cs, a)
                              : a->algo == SYMCOLL_ALGO_LAMPORT  ? norm_lamport(comm, cs, a)
-                                                                : norm_one_shot(comm, cs, a);
+                                                                : norm_one_shot(comm, cs, a); /* or PULL */
   dev_leave(comm, &g);
   return s;
 }
@@ -658,7 +664,8 @@ symcoll_status_t symcoll__cuda_coll(symcoll_comm_t comm, const symcoll__coll_arg
         break;
       case SYMCOLL_COLL_ALL_GATHER_MATMUL:
       case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* through symcoll__cuda_matmul */
-      case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
+      case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:    /* through symcoll__cuda_norm */
+      case SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM:
       case SYMCOLL_NUM_COLL_KINDS:
         s = SYMCOLL_NO_ENTRY("the CUDA transport's collective entry", a->coll);
         break;

@@ -80,8 +80,10 @@ typedef struct symcoll__cuda_norm {
   float *fp8_row_scales;    /* ...per-row scales written here */
   float eps;
   size_t rows, hidden;
-  size_t rows_per_round; /* one-shot, staged: whole rows the workspace holds per round;
-                            two-shot: row positions of a round (staged or not) */
+  size_t rows_per_round; /* one-shot, staged: whole rows the workspace holds per round (of
+                            each block, scatter); two-shot: row positions of a round */
+  int scatter;           /* one-shot: reduce_scatter_rmsnorm, x holds nranks blocks of rows
+                            rows and this rank normalises block rank (its outputs: rows rows) */
   /* Two-shot: each rank's results of a row of its share, one record per row in its workspace
    * from rec_at (64-byte aligned, past rows_per_round staged rows), rec_bytes apart (a multiple
    * of 64); in a record, what the call asks for at these offsets: residual_out's row, out's

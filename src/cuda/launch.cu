@@ -35,6 +35,7 @@ extern "C" const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l) {
     case SYMCOLL_COLL_REDUCE: /* all_reduce's one-shot kernel, where only a.root writes */
       return l->algo == SYMCOLL_ALGO_ONE_SHOT ? symcoll__cuda_allreduce_kernel(l) : nullptr;
     case SYMCOLL_COLL_ALL_REDUCE_RMSNORM: /* launched by symcoll__cuda_rmsnorm_launch (two arguments) */
+    case SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM:
       return symcoll__cuda_rmsnorm_kernel(l);
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
@@ -45,7 +46,8 @@ extern "C" const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l) {
 }
 
 extern "C" int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_args_t *a, void *stream) {
-  const void *fn = l->coll == SYMCOLL_COLL_ALL_REDUCE_RMSNORM ? nullptr : symcoll__cuda_kernel(l); /* two arguments */
+  const bool norm = l->coll == SYMCOLL_COLL_ALL_REDUCE_RMSNORM || l->coll == SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM;
+  const void *fn = norm ? nullptr : symcoll__cuda_kernel(l); /* two arguments */
   if (!fn) return (int)cudaErrorInvalidDeviceFunction;
   void *args[] = {(void *)a};
   return (int)cudaLaunchKernel(fn, dim3((unsigned)l->blocks), dim3((unsigned)l->threads), args, 0,

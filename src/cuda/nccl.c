@@ -274,6 +274,7 @@ symcoll_status_t symcoll__nccl_coll(symcoll__nccl_t *nc, const symcoll__coll_arg
       case SYMCOLL_COLL_ALL_GATHER_MATMUL:
       case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
       case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
+      case SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM:
       case SYMCOLL_NUM_COLL_KINDS:
         pthread_mutex_unlock(&nc->lock);
         return SYMCOLL_NO_ENTRY("the NCCL engine", a->coll);

@@ -15,7 +15,9 @@
  *   rounds it to the dtype (the bits of symcoll_all_reduce), runs the epilogue, and meets its
  *   twins again before the workspace is staged over. Rows that do not fit the workspace go in
  *   rounds of whole rows inside the one kernel; a row larger than the workspace is refused by
- *   the host (UNSUPPORTED).
+ *   the host (UNSUPPORTED). reduce_scatter_rmsnorm (PULL) runs it too, with x in nranks
+ *   blocks of n.rows rows: a block stages its rows of every block, and reduces those of this
+ *   rank's block (symcoll_reduce_scatter's bits for them).
  * RmsNorm_TwoShot: the fused call (TWO_SHOT): each round's rows split on row boundaries among
  *   the ranks; every rank stages its rows (unless zero-copy), meets its twins, reduces and
  *   normalises its share into records in its workspace, meets them again and copies every
@@ -343,22 +345,30 @@ __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cud
 
 /* Block b of every rank owns rows b, b + grid, ... of each round, stages them, and reads them
  * from every rank after the barrier that block b of every rank meets: the rule of every kernel
- * here (a block reads only what its twins staged). */
+ * here (a block reads only what its twins staged). The reduce-scatter form (n.scatter): row
+ * position j of a round stands for row j of each of the nranks blocks of x, staged at
+ * q x round + j; the rank reads block `rank` of every rank's copy. */
 template <typename T, int U>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_OneShot(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
   __shared__ float red[33];
   const size_t rb = n.hidden * sizeof(T);
   const size_t round = a.zero_copy ? n.rows : n.rows_per_round;
+  const int blocks = n.scatter ? a.nranks : 1;        /* of x */
+  const size_t mine = n.scatter ? (size_t)a.rank : 0; /* the block this rank reduces */
   for (size_t base = 0; base < n.rows; base += round) {
     const size_t cnt = n.rows - base < round ? n.rows - base : round;
     if (!a.zero_copy)
-      for (size_t j = blockIdx.x; j < cnt; j += gridDim.x)
-        symcoll_impl::block_copy(a.ws[a.rank] + j * rb, n.x + (base + j) * rb, rb);
+      for (int q = 0; q < blocks; q++)
+        for (size_t j = blockIdx.x; j < cnt; j += gridDim.x)
+          symcoll_impl::block_copy(a.ws[a.rank] + ((size_t)q * round + j) * rb,
+                                   n.x + ((size_t)q * n.rows + base + j) * rb, rb);
     BARRIER(a);
     for (size_t j = blockIdx.x; j < cnt; j += gridDim.x) {
-      /* Rank r's copy of row base + j: its staging, or its input (zero-copy). */
-      auto src = [&](int r) -> const char * { return (a.zero_copy ? a.src[r] + base * rb : a.ws[r]) + j * rb; };
+      /* Rank r's copy of row base + j of block `mine`: its staging, or its input (zero-copy). */
+      auto src = [&](int r) -> const char * {
+        return a.zero_copy ? a.src[r] + (mine * n.rows + base + j) * rb : a.ws[r] + (mine * round + j) * rb;
+      };
       norm_row<T, U, true>(
           n, residual_row<T>(n, base + j), caller_row<T>(n, base + j),
           [&](size_t p) { return reduce_at<T, SYMCOLL_SUM, U>(src, a.nranks, p); },
@@ -524,7 +534,12 @@ __global__ void __launch_bounds__(kNormThreads)
 }
 
 template <typename T, int U>
-const void *pick_access(symcoll_algo_t algo) {
+const void *pick_access(symcoll_coll_t coll, symcoll_algo_t algo) {
+  if (coll == SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM) /* the one-shot over this rank's block, or the local pass */
+    return algo == SYMCOLL_ALGO_PULL         ? (const void *)RmsNorm_OneShot<T, U>
+           : algo == SYMCOLL_ALGO_SEQUENTIAL ? (const void *)RmsNorm_Local<T, U>
+                                             : nullptr;
+  if (coll != SYMCOLL_COLL_ALL_REDUCE_RMSNORM) return nullptr;
   switch (algo) {
     case SYMCOLL_ALGO_SEQUENTIAL:
       return (const void *)RmsNorm_Local<T, U>;
@@ -540,7 +555,7 @@ const void *pick_access(symcoll_algo_t algo) {
 }
 template <typename T>
 const void *pick(const symcoll__cuda_launch_t *l) {
-  return l->vec ? pick_access<T, VECTOR>(l->algo) : pick_access<T, UNIT>(l->algo);
+  return l->vec ? pick_access<T, VECTOR>(l->coll, l->algo) : pick_access<T, UNIT>(l->coll, l->algo);
 }
 
 }  // namespace

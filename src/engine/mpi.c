@@ -286,6 +286,7 @@ static symcoll_status_t mpi_coll(mpi_engine_t *e, symcoll_coll_t coll, const voi
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
     case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
+    case SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM:
     case SYMCOLL_NUM_COLL_KINDS:
       break;
   }

@@ -21,6 +21,7 @@ static symcoll_status_t sc_coll(void *ctx, symcoll_coll_t coll, const void *send
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
     case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
+    case SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM:
     case SYMCOLL_NUM_COLL_KINDS:
       break;
   }

@@ -314,6 +314,7 @@ static symcoll_status_t hier_coll(symcoll_comm_t c, const symcoll__coll_args_t *
       case SYMCOLL_COLL_ALL_GATHER_MATMUL:
       case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
       case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
+      case SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM:
       case SYMCOLL_NUM_COLL_KINDS:
         s = SYMCOLL_NO_ENTRY("the hierarchical transport", a->coll);
         break;

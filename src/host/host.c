@@ -288,6 +288,7 @@ static symcoll_status_t host_coll(symcoll_comm_t comm, const symcoll__coll_args_
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER: /* through the transport's matmul entry */
     case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:    /* through its norm entry */
+    case SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM:
     case SYMCOLL_NUM_COLL_KINDS:
       s = SYMCOLL_NO_ENTRY("the CPU transport's collective entry", a->coll);
       break;
@@ -356,6 +357,9 @@ static bool host_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo
       break;
     case SYMCOLL_COLL_ALL_REDUCE_RMSNORM: /* LAMPORT: the one-shot */
       runs = B(SYMCOLL_ALGO_ONE_SHOT) | B(SYMCOLL_ALGO_TWO_SHOT) | B(SYMCOLL_ALGO_LAMPORT) | B(SYMCOLL_ALGO_SEQUENTIAL);
+      break;
+    case SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM:
+      runs = B(SYMCOLL_ALGO_PULL) | B(SYMCOLL_ALGO_SEQUENTIAL);
       break;
     case SYMCOLL_NUM_COLL_KINDS:
       break;

@@ -1,7 +1,9 @@
 /* All-reduce + residual add + RMSNorm on CPU ranks (symcoll.h): the local pass over a sum,
  * one-shot (every rank reduces every row, then normalises it) and two-shot (each rank reduces
  * and normalises its share of the rows into its workspace, then every rank copies the others'
- * results), in chunks of whole rows that fit a workspace half, one epoch per chunk. */
+ * results), in chunks of whole rows that fit a workspace half, one epoch per chunk; and the
+ * reduce-scatter form's pull (each rank reduces and normalises its own block of rows, read from
+ * every rank's x as reduce_scatter's pull reads it). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,12 +260,8 @@ static symcoll_status_t local_pass(host_state_t *hs, const symcoll__norm_args_t 
 
 /* The epoch record of the call (host_internal.h): peers compare sig at the first wait. */
 static symcoll__coll_args_t call_record(const symcoll__norm_args_t *a) {
-  return (symcoll__coll_args_t){.coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM,
-                                .count = a->rows,
-                                .dtype = a->dtype,
-                                .op = SYMCOLL_SUM,
-                                .algo = a->algo,
-                                .sig = a->sig};
+  return (symcoll__coll_args_t){
+      .coll = a->coll, .count = a->rows, .dtype = a->dtype, .op = SYMCOLL_SUM, .algo = a->algo, .sig = a->sig};
 }
 
 static symcoll_status_t one_shot(symcoll_comm_t comm, host_state_t *hs, const symcoll__norm_args_t *a) {
@@ -392,9 +390,65 @@ static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const sy
   return SYMCOLL_OK;
 }
 
+/* reduce_scatter_rmsnorm (PULL): x holds n blocks of a->rows rows; this rank reduces block me
+ * from every rank, a chunk of `per` rows of every block an epoch (a chunk of every block fills a
+ * half), staged at q x per rows in the half unless x is symmetric (then peers read whole blocks
+ * of a->rows rows where x lies), as reduce_scatter's pull. Peers never read block me of x, so
+ * out may lie there (in place). */
+static symcoll_status_t scatter_pull(symcoll_comm_t comm, host_state_t *hs, const symcoll__norm_args_t *a) {
+  const int me = comm->rank, n = comm->nranks;
+  const size_t h = a->hidden, rb = h * symcoll_dtype_size(a->dtype);
+  const size_t per = hs->half / rb / (size_t)n,
+               per_sub = hs->sub_bytes / rb / (size_t)n ? hs->sub_bytes / rb / (size_t)n : 1;
+  if (per == 0) { /* the same on every rank, before anything moves: core runs SEQUENTIAL */
+    SYMCOLL_INFO(SYMCOLL_SUBSYS_COLL,
+                 "reduce_scatter_rmsnorm: %d rows of %zu bytes exceed the %zu-byte workspace half "
+                 "(SYMCOLL_WORKSPACE_BYTES)",
+                 n, rb, hs->half);
+    return SYMCOLL_ERR_UNSUPPORTED;
+  }
+  float *w32, *r32;
+  SYMCOLL_CHECK(scratch(hs, a, &w32, &r32));
+  const symcoll__coll_args_t rec = call_record(a);
+  const char *x = a->x, *base[SYMCOLL_MAX_RANKS];
+  const void *srcs[SYMCOLL_MAX_RANKS];
+  for (size_t lo = 0; lo < a->rows; lo += per) {
+    const size_t rows = host_min(a->rows - lo, per);
+    const host_epoch_t ep = symcoll__host_epoch_begin(comm, hs, &rec, lo == 0, a->x_mem, a->x_off + lo * rb);
+    char *mine = hs->data[me] + ep.half_off;
+    for (size_t k = 0, r0 = 0; r0 < rows; k++, r0 += per_sub) {
+      const size_t cnt = host_min(rows - r0, per_sub);
+      if (!a->x_mem)
+        for (int q = 0; q < n; q++)
+          if (q != me) memcpy(mine + ((size_t)q * per + r0) * rb, x + ((size_t)q * a->rows + lo + r0) * rb, cnt * rb);
+      symcoll__host_publish(&hs->pad[me]->ready, (ep.e << EPOCH_SHIFT) | (k + 1));
+      SYMCOLL_CHECK(symcoll__host_wait_ready(comm, hs, &ep, k));
+      if (k == 0)
+        for (int p = 0; p < n; p++)
+          if (p != me) { /* where block me's chunk starts in p's staging (q x per) or input (q x rows) */
+            const size_t stride = hs->pad[p]->src_mem[ep.e & 1] < 0 ? per : a->rows;
+            if (!(base[p] = symcoll__host_peer_input(comm, hs, &ep, p, ((size_t)(n - 1) * stride + rows) * rb)))
+              return SYMCOLL_ERR_MISMATCH;
+            base[p] += (size_t)me * stride * rb;
+          }
+      base[me] = x + ((size_t)me * a->rows + lo) * rb;
+      for (size_t r = r0; r < r0 + cnt; r++) {
+        for (int p = 0; p < n; p++) srcs[p] = base[p] + r * rb;
+        fused_row(a, srcs, n, residual_row(a, lo + r), w32, r32, dst_of(a, lo + r));
+      }
+    }
+    SYMCOLL_CHECK(symcoll__host_epoch_end(comm, hs, &ep, a->x_mem != NULL));
+  }
+  return SYMCOLL_OK;
+}
+
 symcoll_status_t symcoll__host_rmsnorm(symcoll_comm_t comm, host_state_t *hs, const symcoll__norm_args_t *a) {
   const size_t rb = a->hidden * symcoll_dtype_size(a->dtype);
   if (a->algo == SYMCOLL_ALGO_SEQUENTIAL) return local_pass(hs, a);
+  if (a->coll == SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM) {
+    if (a->algo != SYMCOLL_ALGO_PULL) return SYMCOLL_NO_ENTRY("the CPU transport's reduce_scatter_rmsnorm", a->coll);
+    return scatter_pull(comm, hs, a);
+  }
   if (a->algo == SYMCOLL_ALGO_TWO_SHOT) return two_shot(comm, hs, a);
   if (a->algo != SYMCOLL_ALGO_ONE_SHOT && a->algo != SYMCOLL_ALGO_LAMPORT) /* LAMPORT: the one-shot on CPU ranks */
     return SYMCOLL_NO_ENTRY("the CPU transport's all_reduce_rmsnorm", SYMCOLL_COLL_ALL_REDUCE_RMSNORM);

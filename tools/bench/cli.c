@@ -84,6 +84,7 @@ static const char *default_algos(symcoll_coll_t coll, bool gpu) {
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
     case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
+    case SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM:
     case SYMCOLL_NUM_COLL_KINDS:
       break;
   }

@@ -119,6 +119,7 @@ static int mpi_run(bctx_t *c, column_t *col, const bench_coll_t *coll, const voi
     case SYMCOLL_COLL_ALL_GATHER_MATMUL:
     case SYMCOLL_COLL_MATMUL_REDUCE_SCATTER:
     case SYMCOLL_COLL_ALL_REDUCE_RMSNORM:
+    case SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM:
     case SYMCOLL_NUM_COLL_KINDS:
       break;
   }
