@@ -70,7 +70,8 @@ enum {
   K_ALL_TO_ALL,
   K_AG_MATMUL, /* the GEMM operations, then the fused norm: kinds before them are plain collectives */
   K_MATMUL_RS,
-  K_NORM, /* all_reduce_rmsnorm */
+  K_NORM,    /* all_reduce_rmsnorm */
+  K_NORM_RS, /* reduce_scatter_rmsnorm */
   NUM_KINDS
 };
 static const symcoll_coll_t kind_coll[NUM_KINDS] = {SYMCOLL_COLL_ALL_REDUCE,
@@ -81,7 +82,11 @@ static const symcoll_coll_t kind_coll[NUM_KINDS] = {SYMCOLL_COLL_ALL_REDUCE,
                                                     SYMCOLL_COLL_ALL_TO_ALL,
                                                     SYMCOLL_COLL_ALL_GATHER_MATMUL,
                                                     SYMCOLL_COLL_MATMUL_REDUCE_SCATTER,
-                                                    SYMCOLL_COLL_ALL_REDUCE_RMSNORM};
+                                                    SYMCOLL_COLL_ALL_REDUCE_RMSNORM,
+                                                    SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM};
+static bool is_norm(int kind) {
+  return kind == K_NORM || kind == K_NORM_RS;
+}
 enum { P_PLAIN, P_SYMMETRIC, P_IN_PLACE };
 static const char *const place_names[] = {"plain", "symmetric", "in place"};
 /* all_reduce_rmsnorm: out and residual_out (O_IN_PLACE: over x, over residual); the fp8 output. */
@@ -110,14 +115,16 @@ typedef struct {
   size_t m, n, k;   /* GEMM operations: m per rank (all_gather_matmul) or in all (matmul_reduce_scatter) */
   int send_place, recv_place, a_out;
   uint32_t seed;
-  /* all_reduce_rmsnorm: send_place is x's region, recv_place the outputs' */
+  /* the fused norms: send_place is x's region, recv_place the outputs' */
   size_t rows, hidden;
+  size_t blocks; /* x holds blocks x rows rows: the group's size for reduce_scatter_rmsnorm, else 1 */
   bool residual;
   int out_mode, ro_mode, fp8; /* O_*, O_*, F_* */
   float eps, scale;           /* scale: the static one (F_STATIC) */
   /* this rank: */
   char *send, *recv, *a_out_p, *b;
   size_t recv_elems; /* the output checked */
+  size_t x_first;    /* reduce_scatter_rmsnorm: this rank's first element of x's rows (its block) */
   norm_layout_t L;   /* all_reduce_rmsnorm */
 } call_t;
 
@@ -196,7 +203,7 @@ static norm_layout_t norm_layout(const call_t *c, uint32_t *own) {
     L.field = at + (GUARD + off) * (unit);                                   \
     at = up256(L.field + ((elems) + GUARD) * (unit));                        \
   } while (0)
-  NORM_PUT(x, all, es);
+  NORM_PUT(x, c->blocks * all, es);
   NORM_PUT(res, all, es);
   L.send_end = at;
   at = 0, plain = c->recv_place != P_SYMMETRIC;
@@ -221,7 +228,9 @@ static norm_ptrs_t norm_ptrs(const call_t *c) {
   p.x = c->send + c->L.x;
   p.res = c->residual ? c->send + c->L.res : NULL;
   p.w = c->recv + c->L.w;
-  p.out = c->out_mode == O_SEPARATE ? c->recv + c->L.out : c->out_mode == O_IN_PLACE ? p.x : NULL;
+  p.out = c->out_mode == O_SEPARATE   ? c->recv + c->L.out
+          : c->out_mode == O_IN_PLACE ? p.x + c->x_first * esz(c->dt) /* this rank's block of x */
+                                      : NULL;
   p.ro = c->ro_mode == O_SEPARATE ? c->recv + c->L.ro : c->ro_mode == O_IN_PLACE ? p.res : NULL;
   p.q = c->fp8 != F_NONE ? c->recv + c->L.q : NULL;
   p.sc = c->fp8 == F_DYNAMIC ? c->recv + c->L.sc : NULL;
@@ -240,15 +249,17 @@ static char *sym_ptr(rank_t *R, symcoll_mem_t m, int level) {
 static void prepare_norm(rank_t *R, call_t *c, int i) {
   const int me = symcoll_comm_rank(R->comm[c->level]);
   const size_t all = c->rows * c->hidden, at = (size_t)i * R->slot;
+  c->x_first = c->kind == K_NORM_RS ? (size_t)me * all : 0;
   const uint32_t seed = c->seed ^ R->group_tag[c->level];
   c->L = norm_layout(c, &R->own);
   c->send = c->send_place == P_SYMMETRIC ? sym_ptr(R, R->sym_send[c->level], c->level) + at : R->plain_send + at;
   c->recv = c->recv_place == P_SYMMETRIC ? sym_ptr(R, R->sym_recv[c->level], c->level) + at : R->plain_recv + at;
   memset(R->h_in, TH_POISON, c->L.send_end);
   memset(R->h_out, TH_POISON, c->L.recv_end);
-  for (size_t e = 0; e < all; e++) exact_store(R->h_in + c->L.x, c->dt, e, norm_x(c->dt, me, e, c->hidden, seed));
-  for (size_t e = 0; c->residual && e < all; e++)
-    exact_store(R->h_in + c->L.res, c->dt, e, norm_res(c->dt, e, c->hidden, seed));
+  for (size_t e = 0; e < c->blocks * all; e++)
+    exact_store(R->h_in + c->L.x, c->dt, e, norm_x(c->dt, me, e, c->hidden, seed));
+  for (size_t e = 0; c->residual && e < all; e++) /* reduce_scatter_rmsnorm: this rank's rows of it */
+    exact_store(R->h_in + c->L.res, c->dt, e, norm_res(c->dt, c->x_first + e, c->hidden, seed));
   for (size_t j = 0; j < c->hidden; j++) exact_store(R->h_out + c->L.w, c->dt, j, norm_w(c->dt, j, seed));
   memcpy(R->h_out + c->L.scale, &c->scale, sizeof c->scale);
   R->ops->to_dev(c->send, R->h_in, c->L.send_end);
@@ -258,7 +269,7 @@ static void prepare_norm(rank_t *R, call_t *c, int i) {
 /* Puts call c (index i of its batch) in this rank's buffers, uploads its input and poisons
  * its outputs and the guards around them. */
 static void prepare(rank_t *R, call_t *c, int i) {
-  if (c->kind == K_NORM) {
+  if (is_norm(c->kind)) {
     prepare_norm(R, c, i);
     return;
   }
@@ -380,7 +391,8 @@ static symcoll_status_t issue(rank_t *R, const call_t *c) {
                                st, &o);
     case K_ALL_TO_ALL:
       return symcoll_all_to_all_ex(comm, c->send, c->recv, c->count, c->dt, st, &o);
-    case K_NORM: {
+    case K_NORM:
+    case K_NORM_RS: {
       const norm_ptrs_t p = norm_ptrs(c);
       symcoll_norm_opts_t no;
       symcoll_norm_opts_init(&no);
@@ -388,7 +400,8 @@ static symcoll_status_t issue(rank_t *R, const call_t *c) {
       no.fp8_out = p.q;
       no.fp8_scale = (const float *)(const void *)p.scale;
       no.fp8_row_scales = (float *)(void *)p.sc;
-      return symcoll_all_reduce_rmsnorm(comm, p.x, p.res, p.w, c->eps, p.out, p.ro, c->rows, c->hidden, c->dt, &no, st);
+      return (c->kind == K_NORM_RS ? symcoll_reduce_scatter_rmsnorm : symcoll_all_reduce_rmsnorm)(
+          comm, p.x, p.res, p.w, c->eps, p.out, p.ro, c->rows, c->hidden, c->dt, &no, st);
     }
     default: {
       symcoll_matmul_opts_t mo;
@@ -412,7 +425,7 @@ static void describe(rank_t *R, const call_t *c, long index, char *buf, size_t n
   const bool plain = c->kind < K_AG_MATMUL;
   const bool takes_op = c->kind == K_ALL_REDUCE || c->kind == K_REDUCE_SCATTER || c->kind == K_REDUCE;
   if (used == SYMCOLL_ALGO_AUTO && plain) symcoll_coll_algo(comm, kind_coll[c->kind], c->count, c->dt, &used);
-  if (c->kind == K_NORM) {
+  if (is_norm(c->kind)) {
     if (used == SYMCOLL_ALGO_AUTO) symcoll_coll_algo(comm, kind_coll[c->kind], c->rows * c->hidden, c->dt, &used);
     char fp8[48] = "no fp8";
     if (c->fp8 == F_STATIC) snprintf(fp8, sizeof fp8, "fp8 static scale %g", (double)c->scale);
@@ -471,13 +484,14 @@ static int verify_range(rank_t *R, const call_t *c, long index, const char *out,
   return 1;
 }
 
-/* all_reduce_rmsnorm: both regions fetched whole; each output against its reference, each
- * input unchanged, then every other byte (guards, padding, buffers not asked for) still poison. */
+/* The fused norms: both regions fetched whole; each output against its reference, each input
+ * unchanged, then every other byte (guards, padding, buffers not asked for) still poison.
+ * reduce_scatter_rmsnorm's results are this rank's rows of the sum (x_first ...). */
 static int verify_norm(rank_t *R, const call_t *c, long index) {
   symcoll_comm_t comm = R->comm[c->level];
   const int n = symcoll_comm_nranks(comm), me = symcoll_comm_rank(comm);
   const symcoll_dtype_t dt = c->dt;
-  const size_t es = esz(dt), h = c->hidden, all = c->rows * h;
+  const size_t es = esz(dt), h = c->hidden, all = c->rows * h, first = c->x_first;
   const uint32_t seed = c->seed ^ R->group_tag[c->level];
   const norm_layout_t L = c->L;
   char *rg = R->h_out, *sg = R->h_out + R->slot; /* the recv and send regions as fetched */
@@ -487,22 +501,24 @@ static int verify_norm(rank_t *R, const call_t *c, long index) {
   float *r = (float *)(void *)R->h_want;
   for (size_t e = 0; e < all; e++) {
     double s = 0;
-    for (int p = 0; p < n; p++) s += norm_x(dt, p, e, h, seed);
+    for (int p = 0; p < n; p++) s += norm_x(dt, p, first + e, h, seed);
     s = as_dtype(dt, s);
-    r[e] = (float)(c->residual ? as_dtype(dt, s + norm_res(dt, e, h, seed)) : s);
+    r[e] = (float)(c->residual ? as_dtype(dt, s + norm_res(dt, first + e, h, seed)) : s);
   }
   char what[512], msg[256] = "";
   char *const ro = c->ro_mode == O_SEPARATE ? rg + L.ro : c->ro_mode == O_IN_PLACE ? sg + L.res : NULL;
-  char *const out = c->out_mode == O_SEPARATE ? rg + L.out : c->out_mode == O_IN_PLACE ? sg + L.x : NULL;
+  char *const out = c->out_mode == O_SEPARATE ? rg + L.out : c->out_mode == O_IN_PLACE ? sg + L.x + first * es : NULL;
   char *const q = c->fp8 != F_NONE ? rg + L.q : NULL;
   float *const sc = c->fp8 == F_DYNAMIC ? (float *)(void *)(rg + L.sc) : NULL;
   char tmp[8];
-  /* inputs not written over: as they were put there */
-  for (size_t e = 0; !msg[0] && c->out_mode != O_IN_PLACE && e < all; e++)
+  /* inputs not written over: as they were put there (out in place: the rows it takes) */
+  for (size_t e = 0; !msg[0] && e < c->blocks * all; e++) {
+    if (c->out_mode == O_IN_PLACE && e >= first && e < first + all) continue;
     if (exact_store(tmp, dt, 0, norm_x(dt, me, e, h, seed)), memcmp(sg + L.x + e * es, tmp, es))
       snprintf(msg, sizeof msg, "x[%zu] changed to %g (x is an input here)", e, exact_load(sg + L.x, dt, e));
+  }
   for (size_t e = 0; !msg[0] && c->residual && c->ro_mode != O_IN_PLACE && e < all; e++)
-    if (exact_store(tmp, dt, 0, norm_res(dt, e, h, seed)), memcmp(sg + L.res + e * es, tmp, es))
+    if (exact_store(tmp, dt, 0, norm_res(dt, first + e, h, seed)), memcmp(sg + L.res + e * es, tmp, es))
       snprintf(msg, sizeof msg, "residual[%zu] changed to %g", e, exact_load(sg + L.res, dt, e));
   for (size_t j = 0; !msg[0] && j < h; j++)
     if (exact_store(tmp, dt, 0, norm_w(dt, j, seed)), memcmp(rg + L.w + j * es, tmp, es))
@@ -571,7 +587,7 @@ static int verify_norm(rank_t *R, const call_t *c, long index) {
       char *p;
       size_t bytes;
     } content[] = {
-        {"x", sg + L.x, all * es},
+        {"x", sg + L.x, c->blocks * all * es},
         {"residual", c->residual ? sg + L.res : NULL, all * es},
         {"out", c->out_mode == O_SEPARATE ? rg + L.out : NULL, all * es},
         {"residual_out", c->ro_mode == O_SEPARATE ? rg + L.ro : NULL, all * es},
@@ -587,7 +603,7 @@ static int verify_norm(rank_t *R, const call_t *c, long index) {
       const char *region;
       size_t at, elems, unit; /* the buffer; GUARD units either side are its guards */
     } spans[] = {
-        {"x", sg, L.x, all, es},
+        {"x", sg, L.x, c->blocks * all, es},
         {"residual", sg, L.res, all, es},
         {"out", rg, L.out, all, es},
         {"residual_out", rg, L.ro, all, es},
@@ -624,7 +640,7 @@ static int verify_norm(rank_t *R, const call_t *c, long index) {
 }
 
 static int verify(rank_t *R, const call_t *c, long index) {
-  if (c->kind == K_NORM) return verify_norm(R, c, index);
+  if (is_norm(c->kind)) return verify_norm(R, c, index);
   reference(R, c);
   int bad = verify_range(R, c, index, c->recv, c->recv_elems, R->h_want, "output");
   if (!bad && c->a_out_p)
@@ -657,9 +673,10 @@ static bool draw(rank_t *R, call_t *c) {
   uint32_t *g = &R->shared;
   memset(c, 0, sizeof *c);
   c->level = (int)below(g, (uint32_t)R->levels);
-  /* 16 plain, 2 GEMM, 2 norm (without the GEMMs, the norm takes their numbers: a stream without
-   * the norm draws what it drew before the norm was added) */
-  c->kind = (int)below(g, 16u + (R->gemm ? 2u : 0u) + (R->norm ? 2u : 0u));
+  /* 16 plain, 2 GEMM, 3 norm: 2 all_reduce_rmsnorm, 1 reduce_scatter_rmsnorm (without the
+   * GEMMs, the norms take their numbers: a stream without the norms draws what it drew before
+   * they were added) */
+  c->kind = (int)below(g, 16u + (R->gemm ? 2u : 0u) + (R->norm ? 3u : 0u));
   if (!R->gemm && c->kind >= 16) c->kind += 2;
   c->kind = c->kind < 4     ? K_ALL_REDUCE
             : c->kind < 7   ? K_ALL_GATHER
@@ -669,7 +686,8 @@ static bool draw(rank_t *R, call_t *c) {
             : c->kind < 16  ? K_ALL_TO_ALL
             : c->kind == 16 ? K_AG_MATMUL
             : c->kind == 17 ? K_MATMUL_RS
-                            : K_NORM;
+            : c->kind < 20  ? K_NORM
+                            : K_NORM_RS;
   /* GEMM operations on the world only: the first launch of a GEMM shape waits for the GPU, and
    * on a GPU shared by groups a group beside this rank's could be waiting for it (README,
    * "Ranks that share a GPU"). */
@@ -677,7 +695,7 @@ static bool draw(rank_t *R, call_t *c) {
   /* Groups differ in size: what is drawn, and whether it fits, depends on the world's. */
   const int n = symcoll_comm_nranks(R->comm[0]), gn = symcoll_comm_nranks(R->comm[c->level]);
   c->seed = next(g);
-  if (c->kind == K_NORM) {
+  if (is_norm(c->kind)) {
     static const symcoll_dtype_t nm_dt[] = {SYMCOLL_FLOAT32, SYMCOLL_FLOAT16, SYMCOLL_BFLOAT16};
     /* every algorithm of the norm's row twice (settle_algo: auto where the communicator does
      * not run it), auto twice */
@@ -691,6 +709,11 @@ static bool draw(rank_t *R, call_t *c) {
     static const float epss[] = {1e-6f, 1e-5f, 0.25f, 64.0f};
     c->dt = nm_dt[below(g, 3)];
     c->algo = nm_algo[below(g, sizeof nm_algo / sizeof nm_algo[0])];
+    c->blocks = 1;
+    if (c->kind == K_NORM_RS) { /* its fused algorithm where the other draws a fused one */
+      c->blocks = (size_t)gn;
+      if (c->algo != SYMCOLL_ALGO_AUTO && c->algo != SYMCOLL_ALGO_SEQUENTIAL) c->algo = SYMCOLL_ALGO_PULL;
+    }
     /* A workspace made small on purpose (SYMCOLL_WORKSPACE_BYTES) may not hold a row and its
      * results: oneshot and twoshot asked for are then refused (auto runs the chain); ask auto. */
     if (getenv("SYMCOLL_WORKSPACE_BYTES") && c->algo != SYMCOLL_ALGO_SEQUENTIAL) c->algo = SYMCOLL_ALGO_AUTO;
@@ -712,7 +735,8 @@ static bool draw(rank_t *R, call_t *c) {
     const size_t es = esz(c->dt);
     for (;;) {
       const norm_layout_t L = norm_layout(c, NULL);
-      if (c->rows * c->hidden * es <= max_bytes && L.send_end <= R->slot && L.recv_end <= R->slot) return true;
+      if (c->blocks * c->rows * c->hidden * es <= max_bytes && L.send_end <= R->slot && L.recv_end <= R->slot)
+        return true;
       if (c->rows <= 1) return false;
       c->rows /= 2;
     }
@@ -861,7 +885,7 @@ static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg)
       }
       settle_algo(&R, &batch[i]);
       R.kinds[batch[i].kind]++;
-      if (batch[i].kind == K_NORM) R.norm_algos[batch[i].algo]++;
+      if (is_norm(batch[i].kind)) R.norm_algos[batch[i].algo]++;
       prepare(&R, &batch[i], i);
     }
     /* Back to back: no wait, no barrier. */
@@ -902,14 +926,14 @@ static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg)
     size_t at = 0;
     for (int k = 0; k < NUM_KINDS && at < sizeof counts; k++)
       at += (size_t)snprintf(counts + at, sizeof counts - at, "%s%s %ld", k ? ", " : "", kind_name(k), R.kinds[k]);
-    const char *sep = " ("; /* all_reduce_rmsnorm's by algorithm */
+    const char *sep = " ("; /* the fused norms' by algorithm */
     for (int a = 0; a < SYMCOLL_NUM_ALGOS && at < sizeof counts; a++)
       if (R.norm_algos[a]) {
         at += (size_t)snprintf(counts + at, sizeof counts - at, "%s%s %ld", sep, symcoll_algo_name((symcoll_algo_t)a),
                                R.norm_algos[a]);
         sep = ", ";
       }
-    if (at < sizeof counts && R.kinds[K_NORM]) snprintf(counts + at, sizeof counts - at, ")");
+    if (at < sizeof counts && (R.kinds[K_NORM] || R.kinds[K_NORM_RS])) snprintf(counts + at, sizeof counts - at, ")");
     printf("rank %d: %ld calls%s; %s\n", R.world_rank, R.done, failed ? ", FAILED" : ", all right", counts);
   }
   ops->free(R.plain_send);

@@ -1,7 +1,7 @@
 // symcoll's collectives as compiled PyTorch operators, on PyTorch's stable ABI (torch >= 2.10:
 // one binary across later versions). The schemas are defined in python/symcoll/_torch.py; this
 // library registers CPU and CUDA kernels for every op there (the plain collectives, the GEMM
-// operations, all_reduce_rmsnorm and its forms), checking their arguments as the package's
+// operations, all_reduce_rmsnorm and its forms, reduce_scatter_rmsnorm), checking their arguments as the package's
 // methods do (python/symcoll/__init__.py). Calls go straight to libsymcoll on
 // PyTorch's current stream; a failing status raises RuntimeError with symcoll's message.
 #include <dlfcn.h>
@@ -304,22 +304,34 @@ Tensor matmul_reduce_scatter(Tensor a, Tensor b, int64_t comm, StrArg algo) {
   return out;
 }
 
-// ---- all_reduce_rmsnorm ---------------------------------------------------------------------
+// ---- all_reduce_rmsnorm, reduce_scatter_rmsnorm -----------------------------------------------
 
-// x's rows x hidden, and the checks every other buffer of the call must pass against it.
+// The results' rows x hidden (x's; the reduce-scatter form: this rank's shard of x's first
+// dimension), and the checks every other buffer of the call must pass against them.
 struct Rows {
   const char *what;
   Tensor x;
   Buf xb;
   int64_t rows, hidden;
+  bool scatter;
+  std::vector<int64_t> shape;  // the results'
 
-  Rows(const Tensor &x_in, const char *w) : what(w), x(torch::stable::contiguous(x_in)), xb{}, rows(1), hidden(0) {
-    SC_CHECK(x.dim() > 0, what, ": x is a scalar, not rows x hidden");
+  // nranks > 0: the reduce-scatter form over that many ranks.
+  Rows(const Tensor &x_in, const char *w, int64_t nranks = 0)
+      : what(w), x(torch::stable::contiguous(x_in)), xb{}, rows(1), hidden(0), scatter(nranks > 0) {
+    SC_CHECK(x.dim() > (scatter ? 1 : 0), what, ": x has ", x.dim(), " dimensions, not rows x hidden",
+             scatter ? " (S, ..., hidden)" : "");
     xb = buf_of(x, what);
     SC_CHECK(xb.dt == SYMCOLL_FLOAT32 || xb.dt == SYMCOLL_FLOAT16 || xb.dt == SYMCOLL_BFLOAT16, what,
              ": x must be float32, float16 or bfloat16");
-    hidden = x.size(x.dim() - 1);
-    for (int64_t d = 0; d + 1 < x.dim(); d++) rows *= x.size(d);
+    shape.assign(x.sizes().begin(), x.sizes().end());
+    if (scatter) {
+      SC_CHECK(shape[0] % nranks == 0, what, ": x's first dimension ", shape[0], " is not a multiple of ", nranks,
+               " ranks");
+      shape[0] /= nranks;
+    }
+    hidden = shape.back();
+    for (size_t d = 0; d + 1 < shape.size(); d++) rows *= shape[d];
   }
   // t's pointer after checking its dtype, device and size (count elements; last: its last
   // dimension, where > 0).
@@ -340,9 +352,10 @@ struct Rows {
   void run(symcoll_comm_t c, const void *residual, const Tensor &weight, double eps, void *out, void *residual_out,
            symcoll_norm_opts_t &o) const {
     const void *w = like(weight, "weight", xb.dt, hidden, 0);
-    check(symcoll_all_reduce_rmsnorm(c, xb.ptr, residual, w, (float)eps, out, residual_out, (size_t)rows,
-                                     (size_t)hidden, xb.dt, &o, xb.stream),
-          what);
+    check(
+        (scatter ? symcoll_reduce_scatter_rmsnorm : symcoll_all_reduce_rmsnorm)(
+            c, xb.ptr, residual, w, (float)eps, out, residual_out, (size_t)rows, (size_t)hidden, xb.dt, &o, xb.stream),
+        what);
   }
 };
 
@@ -403,6 +416,18 @@ std::tuple<Tensor, Tensor, Tensor> all_reduce_rmsnorm_fp8(Tensor x, std::optiona
   return std::make_tuple(q, scales, residual_out);
 }
 
+std::tuple<Tensor, Tensor> reduce_scatter_rmsnorm(Tensor x, std::optional<Tensor> residual, Tensor weight, double eps,
+                                                  int64_t comm, StrArg algo) {
+  symcoll_comm_t c = comm_of(comm);
+  const Rows r(x, "reduce_scatter_rmsnorm", symcoll_comm_nranks(c));
+  Tensor rc = r.x;
+  const void *res = r.residual(residual, rc);
+  Tensor out = torch::stable::new_empty(r.x, r.shape), residual_out = torch::stable::new_empty(r.x, r.shape);
+  symcoll_norm_opts_t o = norm_opts(algo, r.what);
+  r.run(c, res, torch::stable::contiguous(weight), eps, out.data_ptr(), residual_out.data_ptr(), o);
+  return std::make_tuple(out, residual_out);
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) void symcoll_torch_bind(int64_t handle, void *comm) {
@@ -417,7 +442,7 @@ extern "C" __attribute__((visibility("default"))) void symcoll_torch_bind(int64_
 extern "C" __attribute__((visibility("default"))) const char *symcoll_torch_ops(void) {
   return "all_reduce_ all_reduce all_gather_into_tensor reduce_scatter_tensor broadcast_ broadcast reduce_ "
          "all_to_all_single all_to_all all_gather_matmul matmul_reduce_scatter all_reduce_rmsnorm "
-         "all_reduce_rmsnorm_ all_reduce_rmsnorm_fp8";
+         "all_reduce_rmsnorm_ all_reduce_rmsnorm_fp8 reduce_scatter_rmsnorm";
 }
 
 #define SYMCOLL_IMPLS(m)                                                \
@@ -434,7 +459,8 @@ extern "C" __attribute__((visibility("default"))) const char *symcoll_torch_ops(
   m.impl("matmul_reduce_scatter", TORCH_BOX(&matmul_reduce_scatter));   \
   m.impl("all_reduce_rmsnorm", TORCH_BOX(&all_reduce_rmsnorm));         \
   m.impl("all_reduce_rmsnorm_", TORCH_BOX(&all_reduce_rmsnorm_));       \
-  m.impl("all_reduce_rmsnorm_fp8", TORCH_BOX(&all_reduce_rmsnorm_fp8))
+  m.impl("all_reduce_rmsnorm_fp8", TORCH_BOX(&all_reduce_rmsnorm_fp8)); \
+  m.impl("reduce_scatter_rmsnorm", TORCH_BOX(&reduce_scatter_rmsnorm))
 
 STABLE_TORCH_LIBRARY_IMPL(symcoll, CPU, m) {
   SYMCOLL_IMPLS(m);

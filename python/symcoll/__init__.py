@@ -120,6 +120,17 @@ def _empty_like(x):
     return np.empty_like(x, order="C")
 
 
+def _empty(shape, like):
+    """A new contiguous array or tensor of `shape` with like's dtype and device."""
+    if _is_torch(like):
+        import torch
+
+        return torch.empty(shape, dtype=like.dtype, device=like.device)
+    import numpy as np
+
+    return np.empty(shape, dtype=like.dtype)
+
+
 def _where(is_cuda, device):
     return f"cuda:{device}" if is_cuda else "the CPU"
 
@@ -600,18 +611,50 @@ class Comm:
         (the library refuses an algorithm that is not all_reduce_rmsnorm's).
         Every rank passes the same shapes, dtype, eps, options and set of buffers.
         Returns out (None when only fp8_out was asked for)."""
-        what = "all_reduce_rmsnorm"
-        if len(x.shape) == 0:
-            raise InvalidArgumentError(f"{what}: x is a scalar, not rows x hidden (leading dimensions are rows)")
+        return self._rmsnorm("all_reduce_rmsnorm", x, residual, weight, eps, out, residual_out, fp8_out, fp8_scale,
+                             fp8_row_scales, algo)
+
+    def reduce_scatter_rmsnorm(self, x, residual, weight, eps, out=None, residual_out=None, fp8_out=None,
+                               fp8_scale=None, fp8_row_scales=None, algo=None):
+        """The same on a reduce-scatter, the sequence-parallel form (symcoll_reduce_scatter_rmsnorm):
+        x (S, ..., hidden) holds this rank's partial sums of every rank's rows, S a multiple of
+        nranks, split on its first dimension as reduce_scatter_tensor splits it: rank p's shard
+        is x[p * S / nranks : (p + 1) * S / nranks]. This rank's results are its shard of
+
+            r = reduce_scatter_sum(x) + residual,   then residual_out, out and fp8_out as
+                                                    all_reduce_rmsnorm's (the same bits)
+
+        so residual, out, residual_out and fp8_out have the shard's shape (S / nranks, ...,
+        hidden) and fp8_row_scales its rows; residual is this rank's shard of the residual (as
+        sequence parallelism holds it), weight the hidden elements every rank has.
+        out: None gives a new array of the shard's shape, unless fp8_out is given; out may be
+        x's own shard (in place). algo: None or "auto", "pull" (the fused pass) or "sequential"
+        (reduce_scatter, then the add and the norm). An all_gather of out afterwards gives every
+        rank all the rows. Returns out (None when only fp8_out was asked for)."""
+        return self._rmsnorm("reduce_scatter_rmsnorm", x, residual, weight, eps, out, residual_out, fp8_out,
+                             fp8_scale, fp8_row_scales, algo)
+
+    def _rmsnorm(self, what, x, residual, weight, eps, out, residual_out, fp8_out, fp8_scale, fp8_row_scales, algo):
+        scatter = what == "reduce_scatter_rmsnorm"
+        if len(x.shape) < (2 if scatter else 1):
+            raise InvalidArgumentError(f"{what}: x has shape {tuple(x.shape)}, not rows x hidden "
+                                       f"({'(S, ..., hidden) with S a multiple of nranks' if scatter else 'leading dimensions are rows'})")
         hidden = int(x.shape[-1])
         px, n, dt, cuda, dev = _describe(x)
+        shape = tuple(int(d) for d in x.shape)  # of the results
+        if scatter:
+            if shape[0] % self.nranks:
+                raise InvalidArgumentError(f"{what}: x has shape {shape}: its first dimension is not a multiple of "
+                                           f"nranks = {self.nranks}")
+            shape = (shape[0] // self.nranks,) + shape[1:]
         rows = 1
-        for d in x.shape[:-1]:
-            rows *= int(d)
+        for d in shape[:-1]:
+            rows *= d
+        count = rows * hidden  # elements of each result
         if DTYPES[dt] not in ("fp32", "fp16", "bf16"):
             raise InvalidArgumentError(f"{what}: x is {DTYPES[dt]}: float32, float16 or bfloat16")
         if out is None and fp8_out is None:
-            out = _empty_like(x)
+            out = _empty_like(x) if not scatter else _empty(shape, x)
 
         def buf(name, t, dtypes, count, last=None, want=None):
             """t's pointer, after checking its dtype (one of dtypes), device and size."""
@@ -623,21 +666,21 @@ class Comm:
                                            (" (x's dtype: the dtypes must agree)" if dtypes == (DTYPES[dt],) else ""))
             if (c, di) != (cuda, dev):
                 raise InvalidArgumentError(f"{what}: {name} is on {_where(c, di)}, x on {_where(cuda, dev)}")
-            shape = tuple(t.shape)
-            if m != count or (last is not None and (not shape or shape[-1] != last)):
+            tshape = tuple(t.shape)
+            if m != count or (last is not None and (not tshape or tshape[-1] != last)):
                 if want is None:
-                    want = (f"rows x hidden = {rows} x {hidden} (x's shape {tuple(x.shape)})" if last
-                            else f"{count} element{'s' if count != 1 else ''}")
-                raise InvalidArgumentError(f"{what}: {name} has shape {shape}, not {want}")
+                    want = (f"rows x hidden = {rows} x {hidden} ({'the shard of ' if scatter else ''}x's shape "
+                            f"{shape})" if last else f"{count} element{'s' if count != 1 else ''}")
+                raise InvalidArgumentError(f"{what}: {name} has shape {tshape}, not {want}")
             return p
 
         same = (DTYPES[dt],)
-        pr = buf("residual", residual, same, n, hidden)
+        pr = buf("residual", residual, same, count, hidden)
         if weight is None:
             raise InvalidArgumentError(f"{what}: weight is None")
         pw = buf("weight", weight, same, hidden, want=f"({hidden},): hidden = x.shape[-1] = {hidden} elements")
-        po = buf("out", out, same, n, hidden)
-        pro = buf("residual_out", residual_out, same, n, hidden)
+        po = buf("out", out, same, count, hidden)
+        pro = buf("residual_out", residual_out, same, count, hidden)
         o = NormOpts()
         lib.symcoll_norm_opts_init(ctypes.byref(o))
         if algo is not None:
@@ -647,7 +690,7 @@ class Comm:
             if (fp8_scale is None) == (fp8_row_scales is None):
                 raise InvalidArgumentError(f"{what}: fp8_out takes exactly one of fp8_scale (static) and "
                                            "fp8_row_scales (dynamic, per row)")
-            o.fp8_out = buf("fp8_out", fp8_out, ("fp8_e4m3", "uint8"), n, hidden)
+            o.fp8_out = buf("fp8_out", fp8_out, ("fp8_e4m3", "uint8"), count, hidden)
             if fp8_row_scales is not None:
                 o.fp8_row_scales = buf("fp8_row_scales", fp8_row_scales, ("fp32",), rows)
             elif isinstance(fp8_scale, numbers.Real):
@@ -663,8 +706,9 @@ class Comm:
                 o.fp8_scale = buf("fp8_scale", fp8_scale, ("fp32",), 1)
         elif fp8_scale is not None or fp8_row_scales is not None:
             raise InvalidArgumentError(f"{what}: fp8_scale or fp8_row_scales without fp8_out")
-        check(lib.symcoll_all_reduce_rmsnorm(self._c, px, pr, pw, float(eps), po, pro, rows, hidden, dt,
-                                             ctypes.byref(o), _stream_of(self, cuda)), what)
+        fn = lib.symcoll_reduce_scatter_rmsnorm if scatter else lib.symcoll_all_reduce_rmsnorm
+        check(fn(self._c, px, pr, pw, float(eps), po, pro, rows, hidden, dt, ctypes.byref(o), _stream_of(self, cuda)),
+              what)
         del keep
         return out
 

@@ -136,7 +136,7 @@ class MatmulOpts(ctypes.Structure):
 
 
 class NormOpts(ctypes.Structure):
-    """symcoll_norm_opts_t: the options of symcoll_all_reduce_rmsnorm."""
+    """symcoll_norm_opts_t: the options of symcoll_all_reduce_rmsnorm and symcoll_reduce_scatter_rmsnorm."""
     _fields_ = [("struct_size", ctypes.c_size_t), ("algo", ctypes.c_int), ("fp8_out", ctypes.c_void_p),
                 ("fp8_scale", ctypes.c_void_p), ("fp8_row_scales", ctypes.c_void_p)]
 
@@ -191,6 +191,8 @@ _SIG = {
     "symcoll_norm_opts_init": (None, [_c.POINTER(NormOpts)]),
     "symcoll_all_reduce_rmsnorm": (_c.c_int, [_P, _P, _P, _P, _c.c_float, _P, _P, _c.c_size_t, _c.c_size_t, _c.c_int,
                                               _c.POINTER(NormOpts), _P]),
+    "symcoll_reduce_scatter_rmsnorm": (_c.c_int, [_P, _P, _P, _P, _c.c_float, _P, _P, _c.c_size_t, _c.c_size_t,
+                                                  _c.c_int, _c.POINTER(NormOpts), _P]),
     "symcoll_coll_algo": (_c.c_int, [_P, _c.c_int, _c.c_size_t, _c.c_int, _c.POINTER(_c.c_int)]),
     "symcoll_dtype_name": (_c.c_char_p, [_c.c_int]),
     "symcoll_op_name": (_c.c_char_p, [_c.c_int]),

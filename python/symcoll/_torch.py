@@ -31,9 +31,15 @@ torch.compile(fullgraph=True) traces them without graph breaks:
                                                                         None: dynamic, scales per row,
                                                                         shape x.shape[:-1] + (1,);
                                                                         q.float() * scales dequantises
+    reduce_scatter_rmsnorm(Tensor x, Tensor? residual, Tensor weight, float eps, int comm, str algo="auto")
+        -> (Tensor out, Tensor residual_out)                            this rank's shard of x's first
+                                                                        dimension: r = reduce_scatter(x)
+                                                                        + residual (the shard's), out =
+                                                                        RMSNorm(r) * weight
 The all_reduce_rmsnorm ops take x of any shape (..., hidden), residual of x's shape, weight of
 hidden elements, all of one dtype (float32, float16, bfloat16); Comm.all_reduce_rmsnorm says
-what they compute.
+what they compute. reduce_scatter_rmsnorm takes x (S, ..., hidden), S a multiple of nranks, and
+residual of the shard's shape (S / nranks, ..., hidden); Comm.reduce_scatter_rmsnorm says more.
 """
 import contextlib
 import ctypes
@@ -386,3 +392,23 @@ def _(x, residual, weight, eps, scale, comm, algo="auto"):
     shape = x.shape[:-1] + (1,) if scale is None else (1,)
     return q, torch.empty(shape, dtype=torch.float32, device=x.device), torch.empty_like(
         x, memory_format=torch.contiguous_format)
+
+
+@_op('reduce_scatter_rmsnorm(Tensor x, Tensor? residual, Tensor weight, float eps, int comm, str algo="auto") -> (Tensor, Tensor)')
+def reduce_scatter_rmsnorm(x: torch.Tensor, residual: Optional[torch.Tensor], weight: torch.Tensor, eps: float,
+                           comm: int, algo: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
+    x, residual, weight = _norm_args(x, residual, weight)
+    c = _comm(comm)
+    if x.dim() < 2 or x.shape[0] % c.nranks:
+        raise _lib.InvalidArgumentError(f"reduce_scatter_rmsnorm: x has shape {tuple(x.shape)}, not (S, ..., hidden) "
+                                        f"with S a multiple of {c.nranks} ranks")
+    shape = (x.shape[0] // c.nranks,) + tuple(x.shape[1:])
+    out, residual_out = x.new_empty(shape), x.new_empty(shape)
+    c.reduce_scatter_rmsnorm(x, residual, weight, eps, out=out, residual_out=residual_out, algo=algo)
+    return out, residual_out
+
+
+@reduce_scatter_rmsnorm.register_fake
+def _(x, residual, weight, eps, comm, algo="auto"):
+    shape = (x.shape[0] // _comm(comm).nranks,) + tuple(x.shape[1:])
+    return x.new_empty(shape), x.new_empty(shape)

@@ -1,4 +1,5 @@
-"""all_reduce_rmsnorm through the package: Comm.all_reduce_rmsnorm with numpy arrays (always) and
+"""all_reduce_rmsnorm (and reduce_scatter_rmsnorm) through the package: Comm.all_reduce_rmsnorm and
+Comm.reduce_scatter_rmsnorm with numpy arrays (always) and
 torch CPU tensors, and the torch ops all_reduce_rmsnorm, all_reduce_rmsnorm_ and
 all_reduce_rmsnorm_fp8 (eager, opcheck, torch.compile(fullgraph=True)), on CPU ranks, against a
 reference computed here: the sum over ranks in fp32 in rank order rounded to the dtype, plus the
@@ -175,6 +176,90 @@ def _norm_numpy_rank(rank, n):
     return failures
 
 
+def _scatter_numpy_rank(rank, n):
+    """reduce_scatter_rmsnorm: this rank's shard of all_reduce_rmsnorm's rows, bit for bit."""
+    failures = []
+    with _comm(n) as comm:
+        for dt in ("float32", "float16"):
+            for rows, hidden in ((3, 67), (20, 256)):  # per rank; 20 x 256 x 3: several chunks at 16K
+                xs, res, w = np_inputs(dt, n, n * rows, hidden)
+                r_ref, out_ref = np_reference(xs, res, w, EPS)
+                mine = slice(rank * rows, (rank + 1) * rows)
+                x, res_mine = xs[rank], res[mine].copy()
+                full = comm.all_reduce_rmsnorm(x, res, w, EPS, algo="oneshot")
+                for algo in (None, "pull", "sequential"):
+                    tag = f"scatter {dt} {rows}x{hidden} {algo}"
+                    ro = np.full((rows, hidden), np.nan, dt)
+                    out = comm.reduce_scatter_rmsnorm(x, res_mine, w, EPS, residual_out=ro, algo=algo)
+                    if out.shape != (rows, hidden) or out.dtype != x.dtype:
+                        failures.append(f"{tag}: out is {out.shape} {out.dtype}")
+                        continue
+                    if not np.array_equal(ro, r_ref[mine]):
+                        failures.append(f"{tag}: residual_out")
+                    if not np.array_equal(out, full[mine]) or not close(out, out_ref[mine], dt):
+                        failures.append(f"{tag}: out (against all_reduce_rmsnorm's rows and fp64)")
+                    # in place: out over x's own shard, residual_out over residual; the other shards untouched
+                    xi, ri = x.copy(), res_mine.copy()
+                    comm.reduce_scatter_rmsnorm(xi, ri, w, EPS, out=xi[mine], residual_out=ri, algo=algo)
+                    rest = np.ones(n * rows, bool)
+                    rest[mine] = False
+                    if (not np.array_equal(xi[mine], out) or not np.array_equal(ri, r_ref[mine])
+                            or not np.array_equal(xi[rest], x[rest])):
+                        failures.append(f"{tag}: in place")
+                    # fp8 with per-row scales alone
+                    q, sc = np.empty((rows, hidden), np.uint8), np.empty(rows, np.float32)
+                    if comm.reduce_scatter_rmsnorm(x, res_mine, w, EPS, fp8_out=q, fp8_row_scales=sc,
+                                                   algo=algo) is not None:
+                        failures.append(f"{tag}: fp8 alone returned an out")
+                    if not np.array_equal(sc, np_row_scales(out)) or not fp8_nearest(q, out, sc[:, None]):
+                        failures.append(f"{tag}: fp8 per row")
+        # zero-copy: x in a symmetric array, out of place and in place over its own shard
+        xs, res, w = np_inputs("float32", n, n * 9, 128, seed=2)
+        r_ref, out_ref = np_reference(xs, res, w, EPS)
+        mine = slice(rank * 9, (rank + 1) * 9)
+        sym = comm.empty((n * 9, 128), "float32")
+        for algo in (None, "pull", "sequential"):
+            sym[:] = xs[rank]
+            comm.barrier()
+            ro = np.empty((9, 128), np.float32)
+            out = comm.reduce_scatter_rmsnorm(sym, res[mine], w, EPS, residual_out=ro, algo=algo)
+            if not np.array_equal(ro, r_ref[mine]) or not close(out, out_ref[mine], "float32"):
+                failures.append(f"scatter symmetric x {algo}")
+            comm.barrier()
+            comm.reduce_scatter_rmsnorm(sym, res[mine], w, EPS, out=sym[mine], algo=algo)
+            if not np.array_equal(sym[mine], out):
+                failures.append(f"scatter symmetric x in place {algo}")
+            comm.barrier()
+        # refusals (every rank alike): shapes before C, algorithms of the other form from C
+        x = xs[rank]
+        bad = [dict(x=x[:, 0].copy()), dict(residual=res[:8]), dict(algo="twoshot"), dict(algo="oneshot"),
+               dict(fp8_out=np.empty((9, 128), np.uint8), fp8_row_scales=np.empty(10, np.float32))]
+        if n > 1:  # the whole rows where the shard's are wanted; rows that do not split
+            bad += [dict(residual=res), dict(out=np.empty_like(x)), dict(x=x[:-1], residual=res[:8])]
+        for kw in bad:
+            args = dict(x=x, residual=res[mine], weight=w, eps=EPS)
+            args.update(kw)
+            try:
+                comm.reduce_scatter_rmsnorm(**args)
+                failures.append(f"scatter not refused: {sorted(kw)}")
+            except symcoll.InvalidArgumentError:
+                pass
+        ro = np.empty((9, 128), np.float32)  # still in step
+        comm.reduce_scatter_rmsnorm(x, res[mine], w, EPS, residual_out=ro)
+        if not np.array_equal(ro, r_ref[mine]):
+            failures.append("scatter after the refusals")
+    return failures
+
+
+@pytest.mark.parametrize("n,workspace", [(1, None), (2, None), (3, "16K")])
+def test_reduce_scatter_rmsnorm_numpy(n, workspace):
+    if n == 1:
+        assert _scatter_numpy_rank(0, 1) == []
+        return
+    env = {"SYMCOLL_WORKSPACE_BYTES": workspace} if workspace else {}
+    assert run_ranks(_scatter_numpy_rank, n, timeout=120, env=env) == [[]] * n
+
+
 @pytest.mark.parametrize("n,workspace", [(1, None), (2, None), (3, "16K")])
 def test_rmsnorm_numpy(n, workspace):
     if n == 1:
@@ -263,6 +348,14 @@ def _norm_torch_rank(rank, n):
             got = comm.all_reduce_rmsnorm(xi, res, w, EPS, out=xi, fp8_out=q3, fp8_scale=scale, algo="twoshot")
             assert got is xi and torch.equal(xi, out), name
             assert torch.equal(bits(q3), bits(_t_fp8(torch, out, torch.tensor(scale, dtype=torch.float32)))), name
+            # reduce_scatter_rmsnorm: this rank's shard of the first dimension, all_reduce_rmsnorm's bits
+            xs2, res2, w2 = _t_inputs(torch, dt, n, (2 * n, 3, 40))
+            full, full_ro = ops.all_reduce_rmsnorm(xs2[rank], res2, w2, EPS, h, "oneshot")
+            mine = slice(2 * rank, 2 * rank + 2)
+            for algo in ("auto", "pull", "sequential"):
+                out_s, ro_s = ops.reduce_scatter_rmsnorm(xs2[rank], res2[mine], w2, EPS, h, algo)
+                assert out_s.shape == (2, 3, 40) and out_s.dtype == dt, (name, algo)
+                assert torch.equal(out_s, full[mine]) and torch.equal(ro_s, full_ro[mine]), (name, algo)
         # refusals: the wrong weight, residual or scale (the compiled kernels raise RuntimeError
         # with symcoll's message, the Python ones the package's exceptions)
         refused = (RuntimeError if "all_reduce_rmsnorm" in symcoll.ops.COMPILED else symcoll.InvalidArgumentError,)
@@ -272,13 +365,23 @@ def _norm_torch_rank(rank, n):
                 ops.all_reduce_rmsnorm(*args, EPS, h)
         with pytest.raises(refused, match="all_reduce_rmsnorm_fp8"):
             ops.all_reduce_rmsnorm_fp8(x, res, w, EPS, torch.ones(2), h)
+        refused_rs = (RuntimeError if "reduce_scatter_rmsnorm" in symcoll.ops.COMPILED
+                      else symcoll.InvalidArgumentError,)
+        xr = torch.ones((2 * n, 8), dtype=torch.bfloat16)
+        bad = [(xr, xr[:1], xr[0]), (xr[:, 0].contiguous(), None, xr[0, :1])]  # residual not the shard's; 1-D x
+        if n > 1:
+            bad.append((xr[:-1], None, xr[0]))  # rows that do not split
+        for args in bad:
+            with pytest.raises(refused_rs, match="reduce_scatter_rmsnorm"):
+                ops.reduce_scatter_rmsnorm(*args, EPS, h)
 
         # torch.compile(fullgraph=True): the three ops in one graph, against eager
         def block(x, res, w, scale):
             out, ro = ops.all_reduce_rmsnorm(x, res, w, EPS, h)
             out2 = ops.all_reduce_rmsnorm_(x, res, w, EPS, h)  # res <- r
             q, sc, _ = ops.all_reduce_rmsnorm_fp8(out2, ro, w, EPS, scale, h)
-            return out, out2, q.view(torch.uint8), sc, res
+            out3, ro3 = ops.reduce_scatter_rmsnorm(out2, ro[:6 // n], w, EPS, h)
+            return out, out2, q.view(torch.uint8), sc, res, out3, ro3
 
         backend = "eager" if os.environ.get("SYMCOLL_TEST_EAGER_COMPILE") else "inductor"
         compiled = torch.compile(block, fullgraph=True, backend=backend)
@@ -294,6 +397,8 @@ def _norm_torch_rank(rank, n):
             torch.library.opcheck(ops.all_reduce_rmsnorm_, (x[0], res.clone(), w, EPS, h))
             torch.library.opcheck(ops.all_reduce_rmsnorm_fp8, (x[0], res, w, EPS, None, h))
             torch.library.opcheck(ops.all_reduce_rmsnorm_fp8, (x[0], res, w, EPS, torch.tensor([0.01]), h))
+            torch.library.opcheck(ops.reduce_scatter_rmsnorm, (x[0], res, w, EPS, h, "pull"))
+            torch.library.opcheck(ops.reduce_scatter_rmsnorm, (x[0], None, w, EPS, h))
     return True
 
 

@@ -123,12 +123,13 @@ static void run_matmul(bctx_t *c) {
                               .dtype = o->dtype,
                               .shapes = o->shapes,
                               .fp8 = o->fp8,
+                              .scatter = o->mm == 5,
                               .reps = o->reps_set ? o->reps : 20,
                               .csv = o->csv,
                               .mode = o->mode,
                               .machine = bench_report_machine(c->gpu)};
   const int wrong = o->mm == 4   ? bench_barrier_rank(c, &mo)
-                    : o->mm == 3 ? bench_norm_rank(c, &mo)
+                    : o->mm >= 3 ? bench_norm_rank(c, &mo)
                                  : bench_matmul_rank(c, &mo);
   if (wrong != 0) total_wrong += 1;
 }

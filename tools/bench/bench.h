@@ -96,12 +96,14 @@ typedef struct {
   symcoll_dtype_t dtype;
   const char *shapes; /* helion, kraken, all, small, or M,N,K */
   const char *fp8;    /* all_reduce_rmsnorm's quantised output: NULL, "static" or "rows" */
+  bool scatter;       /* the norm's reduce-scatter form (reduce_scatter_rmsnorm) */
   int reps;
   const char *csv, *mode, *machine;
 } bench_mm_opts_t;
 /* Runs the table on this rank; 0, or non-zero when a result was wrong. */
 int bench_matmul_rank(bctx_t *c, const bench_mm_opts_t *o);
-/* all_reduce_rmsnorm (coll_rmsnorm.c): the same options (all_gather unused), rows x hidden shapes. */
+/* all_reduce_rmsnorm and reduce_scatter_rmsnorm (coll_rmsnorm.c): the same options (all_gather
+ * unused), rows x hidden shapes. */
 int bench_norm_rank(bctx_t *c, const bench_mm_opts_t *o);
 /* --coll barrier (coll_barrier.c): a GPU barrier's round latency per grid, the collectives'
  * posted-epoch barrier against the device API's CAS barrier; reps and csv of the same options. */
@@ -140,7 +142,7 @@ typedef struct {
   bool bind;           /* pin rank r to the r-th allowed CPU */
   const char *tune;    /* write the fastest symcoll column per size as a tuning table */
   int mm; /* 1: all_gather_matmul, 2: matmul_reduce_scatter (coll_matmul.c), 3: all_reduce_rmsnorm (coll_rmsnorm.c),
-            4: barrier (coll_barrier.c) */
+            4: barrier (coll_barrier.c), 5: reduce_scatter_rmsnorm (coll_rmsnorm.c) */
   const char *shapes;
   const char *fp8; /* --fp8 static|rows (all_reduce_rmsnorm) */
   bool reps_set;

@@ -44,6 +44,7 @@ static void usage(const char *argv0) {
       "                     the fused GEMM operations over shapes (per-rank M; default all on GPUs)\n"
       "  --coll all_reduce_rmsnorm --shapes all|small|ROWS,HIDDEN\n"
       "                     the fused all-reduce + add + RMSNorm against the unfused chain (default all)\n"
+      "  --coll reduce_scatter_rmsnorm --shapes ...   its reduce-scatter form (ROWS per rank)\n"
       "  --fp8 static|rows  all_reduce_rmsnorm's FP8 (e4m3) output, with one static scale or a scale per\n"
       "                     row, against the chain with a separate quantisation pass\n"
       "  --coll barrier     GPU: the kernels' barrier round latency (posted epochs against the CAS barrier)\n"
@@ -122,18 +123,19 @@ static bool parse_op(const char *o) {
 }
 static bool parse_coll(const char *c) {
   bench_opts_t *o = &bench_opts;
-  o->mm = !strcmp(c, "all_gather_matmul")       ? 1
-          : !strcmp(c, "matmul_reduce_scatter") ? 2
-          : !strcmp(c, "all_reduce_rmsnorm")    ? 3
-          : !strcmp(c, "barrier")               ? 4
-                                                : 0;
+  o->mm = !strcmp(c, "all_gather_matmul")        ? 1
+          : !strcmp(c, "matmul_reduce_scatter")  ? 2
+          : !strcmp(c, "all_reduce_rmsnorm")     ? 3
+          : !strcmp(c, "barrier")                ? 4
+          : !strcmp(c, "reduce_scatter_rmsnorm") ? 5
+                                                 : 0;
   o->coll = o->mm ? &bench_all_gather : NULL;
   for (size_t k = 0; k < NUM_BENCH_COLLS; k++)
     if (!strcmp(c, symcoll_coll_name(bench_colls[k]->kind))) o->coll = bench_colls[k];
   if (o->coll) return true;
   fprintf(stderr, "unknown collective %s (", c);
   for (size_t k = 0; k < NUM_BENCH_COLLS; k++) fprintf(stderr, "%s, ", symcoll_coll_name(bench_colls[k]->kind));
-  fprintf(stderr, "all_gather_matmul, matmul_reduce_scatter, all_reduce_rmsnorm, barrier)\n");
+  fprintf(stderr, "all_gather_matmul, matmul_reduce_scatter, all_reduce_rmsnorm, reduce_scatter_rmsnorm, barrier)\n");
   return false;
 }
 static bool parse_root(const char *r) {

@@ -1,7 +1,10 @@
 /*
  * symcoll-bench --coll all_reduce_rmsnorm: the fused all-reduce + residual add + RMSNorm against
  * the unfused chain. Rows are shapes (rows x hidden: --shapes all = hidden 4096 and 8192, rows 1,
- * 8, 32, 128, 512, 2048; small; or R,H). Columns, in the same processes, taking turns rep by rep:
+ * 8, 32, 128, 512, 2048; small; or R,H). --coll reduce_scatter_rmsnorm: its reduce-scatter form,
+ * rows per rank (x: nranks x rows), with the columns pull (fused), auto, sequential
+ * (symcoll_reduce_scatter, then the pass), nccl+norm (ncclReduceScatter, then the pass) and
+ * reduce_scatter (the floor). Columns, in the same processes, taking turns rep by rep:
  *   oneshot, twoshot,        symcoll_all_reduce_rmsnorm, fused
  *   lamport, auto
  *   sequential               symcoll_all_reduce, then symcoll's add + norm pass (the unfused
@@ -36,6 +39,10 @@ static const char *const col_names[NORM_COLS] = {"oneshot",    "twoshot",   "lam
                                                  "sequential", "nccl+norm", "all_reduce"};
 static const symcoll_algo_t col_algo[NORM_COLS] = {SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_LAMPORT,
                                                    SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_SEQUENTIAL};
+/* The reduce-scatter form's columns: its fused algorithm where one-shot's column is; two-shot and
+ * lamport are not among its algorithms (the columns are left out); its floor is reduce_scatter. */
+static const char *const scatter_col_names[NORM_COLS] = {"pull",          "-", "-", "auto", "sequential", "nccl+norm",
+                                                         "reduce_scatter"};
 #define EPS 1e-6f
 #define FP8_STATIC_SCALE (1.0f / 64) /* |out| up to ~3.5: most of e4m3's range, a few saturate */
 #define FP8_MAX 448.0f
@@ -54,6 +61,8 @@ typedef struct {
 
 typedef struct {
   bctx_t *c;
+  bool scatter;        /* reduce_scatter_rmsnorm: x holds nranks x rows rows */
+  symcoll_coll_t coll; /* SYMCOLL_COLL_ALL_REDUCE_RMSNORM or SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM */
   symcoll_comm_t self; /* this rank alone: the add + norm pass after NCCL's all-reduce */
   symcoll_dtype_t dt;
   void *stream;
@@ -68,6 +77,21 @@ typedef struct {
   column_t nccl;
   bool nccl_ok;
 } nx_t;
+
+static const char *col_name(const nx_t *x, int k) {
+  return x->scatter ? scatter_col_names[k] : col_names[k];
+}
+static symcoll_algo_t algo_of(const nx_t *x, int k) {
+  return x->scatter && k == COL_ONESHOT ? SYMCOLL_ALGO_PULL : col_algo[k];
+}
+/* Whether column k belongs to the table (the reduce-scatter form has no two-shot or lamport). */
+static bool in_table(const nx_t *x, int k) {
+  return !x->scatter || (k != COL_TWOSHOT && k != COL_LAMPORT);
+}
+/* Rows of x: every rank's (the reduce-scatter form), or the call's. */
+static size_t x_rows(const nx_t *x) {
+  return x->scatter ? x->sh.rows * (size_t)x->c->nranks : x->sh.rows;
+}
 
 /* The chain's separate quantisation: out[col] to q[col] (and qs[col]). */
 static symcoll_status_t quantise(nx_t *x, int col) {
@@ -104,9 +128,12 @@ static int norm_call(nx_t *x, int col, char *err, size_t errn) {
   const norm_shape_t s = x->sh;
   symcoll_status_t st;
   if (col == COL_ALL_REDUCE) {
-    st = symcoll_all_reduce(c->comm, x->x, x->out[col], s.rows * s.hidden, x->dt, SYMCOLL_SUM, x->stream);
+    st = x->scatter
+             ? symcoll_reduce_scatter(c->comm, x->x, x->out[col], s.rows * s.hidden, x->dt, SYMCOLL_SUM, x->stream)
+             : symcoll_all_reduce(c->comm, x->x, x->out[col], s.rows * s.hidden, x->dt, SYMCOLL_SUM, x->stream);
   } else if (col == COL_NCCL) {
-    if (x->nccl.run(c, &x->nccl, &bench_all_reduce, x->x, x->out[col], s.rows * s.hidden, x->dt, SYMCOLL_SUM))
+    if (x->nccl.run(c, &x->nccl, x->scatter ? &bench_reduce_scatter : &bench_all_reduce, x->x, x->out[col],
+                    s.rows * s.hidden, x->dt, SYMCOLL_SUM))
       return snprintf(err, errn, "%.*s", (int)(errn > 0 ? errn - 1 : 0), x->nccl.err), 1;
     st = symcoll_all_reduce_rmsnorm(x->self, x->out[col], x->res, x->w, EPS, x->out[col], x->ro[col], s.rows, s.hidden,
                                     x->dt, NULL, x->stream);
@@ -116,7 +143,7 @@ static int norm_call(nx_t *x, int col, char *err, size_t errn) {
     const bool fused_fp8 = x->fp8 && col != COL_SEQUENTIAL;
     symcoll_norm_opts_t o;
     symcoll_norm_opts_init(&o);
-    o.algo = col_algo[col];
+    o.algo = algo_of(x, col);
     if (fused_fp8) {
       o.fp8_out = x->q[col];
       if (x->fp8 == FP8_ROWS)
@@ -124,8 +151,9 @@ static int norm_call(nx_t *x, int col, char *err, size_t errn) {
       else
         o.fp8_scale = x->scale;
     }
-    st = symcoll_all_reduce_rmsnorm(c->comm, x->x, x->res, x->w, EPS, fused_fp8 ? NULL : x->out[col], x->ro[col],
-                                    s.rows, s.hidden, x->dt, &o, x->stream);
+    st = (x->scatter ? symcoll_reduce_scatter_rmsnorm : symcoll_all_reduce_rmsnorm)(
+        c->comm, x->x, x->res, x->w, EPS, fused_fp8 ? NULL : x->out[col], x->ro[col], s.rows, s.hidden, x->dt, &o,
+        x->stream);
     if (st == SYMCOLL_OK && x->fp8 && !fused_fp8) st = quantise(x, col);
   }
   if (st != SYMCOLL_OK) snprintf(err, errn, "%.*s", (int)(errn > 0 ? errn - 1 : 0), bench_status(st));
@@ -144,11 +172,11 @@ typedef struct {
  * every rank, x different. */
 static void fill_inputs(nx_t *x) {
   bctx_t *c = x->c;
-  const size_t count = x->sh.rows * x->sh.hidden;
-  char *h = malloc(count * x->es);
-  for (size_t i = 0; i < count; i++)
+  const size_t count = x->sh.rows * x->sh.hidden, xcount = x_rows(x) * x->sh.hidden;
+  char *h = malloc(xcount * x->es);
+  for (size_t i = 0; i < xcount; i++)
     exact_store(h, x->dt, i, (double)((int)((i * 2654435761u + (uint32_t)c->rank * 97u) % 17) - 8) / 8);
-  bench_dev_copy(x->c, x->x, h, count * x->es, 1);
+  bench_dev_copy(x->c, x->x, h, xcount * x->es, 1);
   for (size_t i = 0; i < count; i++) exact_store(h, x->dt, i, (double)((int)((i * 40503u) % 9) - 4) / 4);
   bench_dev_copy(x->c, x->res, h, count * x->es, 1);
   for (size_t i = 0; i < x->sh.hidden; i++) exact_store(h, x->dt, i, 0.75 + (double)(i % 5) / 8);
@@ -162,7 +190,8 @@ static void warm_up(nx_t *x, const bool *usable) {
   for (int k = 0; k < NORM_COLS; k++)
     for (int i = 0; usable[k] && i < 2; i++) {
       bench_barrier(c);
-      snprintf(what, sizeof what, "%s all_reduce_rmsnorm %zux%zu", col_names[k], x->sh.rows, x->sh.hidden);
+      snprintf(what, sizeof what, "%s %s %zux%zu", col_name(x, k), symcoll_coll_name(x->coll), x->sh.rows,
+               x->sh.hidden);
       if (norm_call(x, k, err, sizeof err)) bench_fail(c, what, err);
 #ifdef SYMCOLL_BENCH_CUDA
       if (c->gpu) {
@@ -204,12 +233,12 @@ static void time_reps(nx_t *x, const bool *usable, int reps, int iters, double *
         if (exec[k])
           cudaGraphLaunch(exec[k], s);
         else if (norm_call(x, k, err, sizeof err))
-          bench_fail(c, col_names[k], err);
+          bench_fail(c, col_name(x, k), err);
         cudaEventRecord(e1, s);
         const cudaError_t e = cudaEventSynchronize(e1);
-        if (e != cudaSuccess) bench_fail(c, col_names[k], cudaGetErrorString(e));
+        if (e != cudaSuccess) bench_fail(c, col_name(x, k), cudaGetErrorString(e));
         if (symcoll_comm_check(c->comm) != SYMCOLL_OK)
-          bench_fail(c, col_names[k], bench_status(symcoll_comm_check(c->comm)));
+          bench_fail(c, col_name(x, k), bench_status(symcoll_comm_check(c->comm)));
         float ms = 0;
         cudaEventElapsedTime(&ms, e0, e1);
         us[(size_t)k * (size_t)reps + (size_t)r] = 1e3 * ms;
@@ -226,7 +255,7 @@ static void time_reps(nx_t *x, const bool *usable, int reps, int iters, double *
       bench_barrier(c);
       const double t0 = bench_now();
       for (int i = 0; i < iters; i++)
-        if (norm_call(x, k, err, sizeof err)) bench_fail(c, col_names[k], err);
+        if (norm_call(x, k, err, sizeof err)) bench_fail(c, col_name(x, k), err);
       us[(size_t)k * (size_t)reps + (size_t)r] = 1e6 * (bench_now() - t0) / iters;
     }
 }
@@ -272,7 +301,8 @@ static void run_shape(nx_t *x, norm_shape_t sh, int reps, norm_row_t *row) {
   x->es = symcoll_dtype_size(x->dt);
   const size_t bytes = sh.rows * sh.hidden * x->es;
   memset(row, 0, sizeof *row);
-  x->x = bench_dev_alloc(c, bytes), x->res = bench_dev_alloc(c, bytes), x->w = bench_dev_alloc(c, sh.hidden * x->es);
+  x->x = bench_dev_alloc(c, x_rows(x) * sh.hidden * x->es), x->res = bench_dev_alloc(c, bytes),
+  x->w = bench_dev_alloc(c, sh.hidden * x->es);
   for (int k = 0; k < NORM_COLS; k++) {
     x->out[k] = bench_dev_alloc(c, bytes), x->ro[k] = bench_dev_alloc(c, bytes);
     x->q[k] = x->fp8 ? bench_dev_alloc(c, sh.rows * sh.hidden) : NULL;
@@ -282,13 +312,13 @@ static void run_shape(nx_t *x, norm_shape_t sh, int reps, norm_row_t *row) {
   fill_inputs(x);
   for (int k = 0; k < NORM_COLS; k++)
     row->usable[k] = k == COL_NCCL   ? x->nccl_ok
-                     : k <= COL_AUTO ? col_algo[k] == SYMCOLL_ALGO_AUTO ||
-                                           symcoll_coll_algo_supported(c->comm, SYMCOLL_COLL_ALL_REDUCE_RMSNORM,
-                                                                       col_algo[k]) == SYMCOLL_OK
+                     : k <= COL_AUTO ? algo_of(x, k) == SYMCOLL_ALGO_AUTO ||
+                                           symcoll_coll_algo_supported(c->comm, x->coll, algo_of(x, k)) == SYMCOLL_OK
                                      : true;
   warm_up(x, row->usable);
   /* CPU: enough calls per rep to pass ~2 ms (a call of 1 row is a few microseconds). */
-  const int iters = c->gpu ? 1 : (int)(bytes >= (1u << 20) ? 1 : bytes >= (64u << 10) ? 5 : 50);
+  const size_t xbytes = x_rows(x) * sh.hidden * x->es;
+  const int iters = c->gpu ? 1 : (int)(xbytes >= (1u << 20) ? 1 : xbytes >= (64u << 10) ? 5 : 50);
   double *t = malloc(sizeof(double) * (size_t)reps * NORM_COLS);
   time_reps(x, row->usable, reps, iters, t);
   for (int k = 0; k < NORM_COLS; k++) {
@@ -325,26 +355,33 @@ static int parse_shapes(const char *what, norm_shape_t *out, int max) {
 
 static void print_header(const nx_t *x, const bench_mm_opts_t *o, const bool *shown, FILE *csv) {
   const bctx_t *c = x->c;
-  printf("# all_reduce_rmsnorm, %s, %d ranks (%s), %s\n# us per call (median of %d)\n", symcoll_dtype_name(x->dt),
-         c->nranks, o->mode, o->machine, o->reps);
+  printf("# %s, %s, %d ranks (%s), %s%s\n# us per call (median of %d)\n", symcoll_coll_name(x->coll),
+         symcoll_dtype_name(x->dt), c->nranks, o->mode, o->machine, x->scatter ? ", rows per rank" : "", o->reps);
   if (x->fp8)
     printf(
         "# fp8 output (e4m3), %s: the fused columns quantise in the call (out not written); sequential and nccl+norm "
         "write out, then a separate pass quantises it\n",
         x->fp8 == FP8_STATIC ? "one static scale" : "a scale per row");
-  printf(
-      "# oneshot / twoshot / lamport / auto: fused; sequential: symcoll all_reduce, then its add + norm pass; "
-      "all_reduce: the all-reduce alone%s\n",
-      x->nccl_ok ? "; nccl+norm: ncclAllReduce, then the same pass" : "");
+  if (x->scatter)
+    printf(
+        "# pull / auto: fused; sequential: symcoll reduce_scatter, then its add + norm pass; reduce_scatter: the "
+        "reduce-scatter alone%s\n",
+        x->nccl_ok ? "; nccl+norm: ncclReduceScatter, then the same pass" : "");
+  else
+    printf(
+        "# oneshot / twoshot / lamport / auto: fused; sequential: symcoll all_reduce, then its add + norm pass; "
+        "all_reduce: the all-reduce alone%s\n",
+        x->nccl_ok ? "; nccl+norm: ncclAllReduce, then the same pass" : "");
   printf(
       "# fused/seq: auto over sequential (below 1: the fusion pays); #wrong: symcoll columns' bits vs sequential's\n");
   printf("%6s %6s", "rows", "hidden");
   for (int k = 0; k < NORM_COLS; k++)
-    if (shown[k]) printf(" %11s", col_names[k]);
+    if (shown[k]) printf(" %11s", col_name(x, k));
   printf(" %9s %6s\n", "fused/seq", "#wrong");
   if (csv) {
     fprintf(csv, "coll,dtype,nranks,rows,hidden");
-    for (int k = 0; k < NORM_COLS; k++) fprintf(csv, ",%s_us", col_names[k]);
+    for (int k = 0; k < NORM_COLS; k++)
+      if (in_table(x, k)) fprintf(csv, ",%s_us", col_name(x, k));
     fprintf(csv, ",wrong\n");
   }
 }
@@ -363,16 +400,21 @@ static size_t print_row(const nx_t *x, norm_shape_t sh, const norm_row_t *row, c
   printf(" %9.3f %6zu\n", row->us[COL_AUTO] / row->us[COL_SEQUENTIAL], wrong);
   fflush(stdout);
   if (csv) {
-    fprintf(csv, "all_reduce_rmsnorm%s%s,%s,%d,%zu,%zu", x->fp8 ? "+fp8_" : "", fp8_names[x->fp8],
+    fprintf(csv, "%s%s%s,%s,%d,%zu,%zu", symcoll_coll_name(x->coll), x->fp8 ? "+fp8_" : "", fp8_names[x->fp8],
             symcoll_dtype_name(x->dt), x->c->nranks, sh.rows, sh.hidden);
-    for (int k = 0; k < NORM_COLS; k++) fprintf(csv, row->usable[k] ? ",%.2f" : ",", row->us[k]);
+    for (int k = 0; k < NORM_COLS; k++)
+      if (in_table(x, k)) fprintf(csv, row->usable[k] ? ",%.2f" : ",", row->us[k]);
     fprintf(csv, ",%zu\n", wrong);
   }
   return wrong;
 }
 
 int bench_norm_rank(bctx_t *c, const bench_mm_opts_t *o) {
-  nx_t x = {.c = c, .dt = o->dtype, .stream = c->stream};
+  nx_t x = {.c = c,
+            .scatter = o->scatter,
+            .coll = o->scatter ? SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM : SYMCOLL_COLL_ALL_REDUCE_RMSNORM,
+            .dt = o->dtype,
+            .stream = c->stream};
   norm_shape_t shapes[16];
   const int ns = parse_shapes(o->shapes, shapes, 16);
   if (ns == 0) {
@@ -380,7 +422,7 @@ int bench_norm_rank(bctx_t *c, const bench_mm_opts_t *o) {
     return 2;
   }
   if (x.dt != SYMCOLL_FLOAT32 && x.dt != SYMCOLL_FLOAT16 && x.dt != SYMCOLL_BFLOAT16) {
-    if (c->rank == 0) fprintf(stderr, "all_reduce_rmsnorm takes fp32, fp16 or bf16 (-d)\n");
+    if (c->rank == 0) fprintf(stderr, "%s takes fp32, fp16 or bf16 (-d)\n", symcoll_coll_name(x.coll));
     return 2;
   }
   x.fp8 = !o->fp8 ? FP8_NONE : !strcmp(o->fp8, "static") ? FP8_STATIC : !strcmp(o->fp8, "rows") ? FP8_ROWS : -1;
@@ -394,10 +436,11 @@ int bench_norm_rank(bctx_t *c, const bench_mm_opts_t *o) {
     bench_dev_copy(c, x.scale, &scale, sizeof scale, 1);
   }
   if (symcoll_comm_split(c->comm, c->rank, 0, &x.self) != SYMCOLL_OK) bench_fail(c, "split", "one-rank groups");
-  x.nccl_ok = c->gpu && peer_nccl_column(&x.nccl) && x.nccl.init(c, &x.nccl, &bench_all_reduce) == 0;
+  x.nccl_ok = c->gpu && peer_nccl_column(&x.nccl) &&
+              x.nccl.init(c, &x.nccl, x.scatter ? &bench_reduce_scatter : &bench_all_reduce) == 0;
   FILE *csv = c->rank == 0 && o->csv ? fopen(o->csv, "w") : NULL;
   bool shown[NORM_COLS];
-  for (int k = 0; k < NORM_COLS; k++) shown[k] = k != COL_NCCL || x.nccl_ok;
+  for (int k = 0; k < NORM_COLS; k++) shown[k] = in_table(&x, k) && (k != COL_NCCL || x.nccl_ok);
   if (c->rank == 0) print_header(&x, o, shown, csv);
   size_t wrong_total = 0;
   for (int i = 0; i < ns; i++) {
