@@ -12,7 +12,9 @@ column-parallel then row-parallel layers), two ways:
     y_r = matmul_reduce_scatter(h, W2_r): the gather and the scatter overlap the GEMMs.
 Then what a transformer block does next, fused into the all-reduce: the residual add and the
 RMSNorm (torch.ops.symcoll.all_reduce_rmsnorm_: the residual updated in place, as vLLM's
-fused_add_rms_norm does), against torch's own rms_norm of the reference.
+fused_add_rms_norm does), and its sequence-parallel form fused into the reduce-scatter
+(torch.ops.symcoll.reduce_scatter_rmsnorm: each rank normalises its own tokens, with its shard
+of the residual), against torch's own rms_norm of the reference.
 Every rank builds the same full weights from one seed, so it can compute the reference itself.
 """
 import argparse
@@ -67,10 +69,15 @@ def main():
         norm_w = (1 + 0.1 * torch.randn(a.hidden, generator=g)).to(dev)
         ref_res = residual + ref
         ref_norm = F.rms_norm(ref_res, (a.hidden,), norm_w, eps=1e-6)
+        residual_r = residual[r * t:(r + 1) * t].clone()  # sequence parallel's shard, before the update
         normed = ops.all_reduce_rmsnorm_(F.gelu(x @ w1_r) @ w2_r, residual, norm_w, 1e-6, h, "auto")
+        # Sequence parallel: reduce-scatter + residual add + RMSNorm of this rank's tokens in one call.
+        normed_r, res_r = ops.reduce_scatter_rmsnorm(F.gelu(x @ w1_r) @ w2_r, residual_r, norm_w, 1e-6, h, "auto")
 
         tol = dict(rtol=1e-4, atol=1e-4)
         ok_norm = torch.allclose(normed, ref_norm, **tol) and torch.allclose(residual, ref_res, **tol)
+        mine = slice(r * t, (r + 1) * t)
+        ok_norm_sp = torch.allclose(normed_r, ref_norm[mine], **tol) and torch.allclose(res_r, ref_res[mine], **tol)
         ok_tp = torch.allclose(y, ref, **tol)
         ok_sp = torch.allclose(y_r, ref[r * t:(r + 1) * t], **tol)
         comm.barrier()
@@ -79,9 +86,11 @@ def main():
               f"(max error {(y - ref).abs().max().item():.2e}); sequence parallel "
               f"{'matches' if ok_sp else 'DIFFERS FROM'} it (max error {(y_r - ref[r * t:(r + 1) * t]).abs().max().item():.2e}); "
               f"all-reduce + residual + RMSNorm {'matches' if ok_norm else 'DIFFERS FROM'} torch's "
-              f"(max error {(normed - ref_norm).abs().max().item():.2e})",
+              f"(max error {(normed - ref_norm).abs().max().item():.2e}), and its sequence-parallel form "
+              f"{'matches' if ok_norm_sp else 'DIFFERS FROM'} them (max error "
+              f"{(normed_r - ref_norm[mine]).abs().max().item():.2e})",
               flush=True)
-        if not (ok_tp and ok_sp and ok_norm):
+        if not (ok_tp and ok_sp and ok_norm and ok_norm_sp):
             raise SystemExit(1)
 
 
