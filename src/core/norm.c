@@ -128,6 +128,28 @@ static symcoll_status_t check_args(symcoll_comm_t comm, const symcoll__norm_args
   return SYMCOLL_OK;
 }
 
+/* SYMCOLL_CHECK=1: every rank compares the call's signature (shape, dtype, algorithm, buffer
+ * set, eps) with every peer's before anything moves. Without it the kernels and epochs compare
+ * it where they meet; an engine between nodes (MPI, NCCL) carries none, so across nodes a
+ * disagreement beyond the all-reduce's own arguments (a residual on one rank only, another eps)
+ * is caught only here. */
+static symcoll_status_t check_agreement(symcoll_comm_t comm, const symcoll__norm_args_t *a) {
+  const uint64_t mine[4] = {a->sig, a->rows, a->hidden, (uint64_t)a->coll};
+  uint64_t all[SYMCOLL_MAX_RANKS][4];
+  SYMCOLL_CHECK(comm->oob->allgather(comm, mine, all, sizeof mine));
+  for (int r = 0; r < comm->nranks; r++)
+    if (memcmp(all[r], mine, sizeof mine) != 0) {
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+                   "call %llu: rank %d is in %s %zu x %zu (signature %08x), rank %d in %s %llu x %llu "
+                   "(signature %08llx): nothing written",
+                   (unsigned long long)comm->coll_seq, comm->rank, symcoll_coll_name(a->coll), a->rows, a->hidden,
+                   a->sig, r, symcoll_coll_name((symcoll_coll_t)all[r][3]), (unsigned long long)all[r][1],
+                   (unsigned long long)all[r][2], (unsigned long long)all[r][0]);
+      return SYMCOLL_ERR_MISMATCH;
+    }
+  return SYMCOLL_OK;
+}
+
 /* The add + norm pass over x as the sum, no peer involved. */
 static symcoll_status_t local_pass(symcoll_comm_t comm, const symcoll__norm_args_t *a) {
   symcoll__norm_args_t l = *a;
@@ -199,6 +221,7 @@ static symcoll_status_t run_norm(symcoll_comm_t comm, symcoll__norm_args_t a, co
     a.algo = SYMCOLL_ALGO_SEQUENTIAL; /* a table row for another machine: the chain runs anywhere */
   }
   a.sig = signature(&a);
+  if (comm->check_args && comm->nranks > 1) SYMCOLL_CHECK(check_agreement(comm, &a));
   /* Zero-copy: peers read x where it lies, unless this rank writes out over what they read
    * (all_reduce_rmsnorm in place; reduce_scatter_rmsnorm's out lies in the block only this
    * rank reads). */
