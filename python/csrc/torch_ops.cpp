@@ -428,6 +428,16 @@ std::tuple<Tensor, Tensor> reduce_scatter_rmsnorm(Tensor x, std::optional<Tensor
   return std::make_tuple(out, residual_out);
 }
 
+Tensor reduce_scatter_rmsnorm_(Tensor x, Tensor residual, Tensor weight, double eps, int64_t comm, StrArg algo) {
+  symcoll_comm_t c = comm_of(comm);
+  const Rows r(x, "reduce_scatter_rmsnorm_", symcoll_comm_nranks(c));
+  void *res = r.like(residual, "residual", r.xb.dt, r.rows * r.hidden, r.hidden);
+  Tensor out = torch::stable::new_empty(r.x, r.shape);
+  symcoll_norm_opts_t o = norm_opts(algo, r.what);
+  r.run(c, res, torch::stable::contiguous(weight), eps, out.data_ptr(), res, o);
+  return out;
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) void symcoll_torch_bind(int64_t handle, void *comm) {
@@ -442,7 +452,7 @@ extern "C" __attribute__((visibility("default"))) void symcoll_torch_bind(int64_
 extern "C" __attribute__((visibility("default"))) const char *symcoll_torch_ops(void) {
   return "all_reduce_ all_reduce all_gather_into_tensor reduce_scatter_tensor broadcast_ broadcast reduce_ "
          "all_to_all_single all_to_all all_gather_matmul matmul_reduce_scatter all_reduce_rmsnorm "
-         "all_reduce_rmsnorm_ all_reduce_rmsnorm_fp8 reduce_scatter_rmsnorm";
+         "all_reduce_rmsnorm_ all_reduce_rmsnorm_fp8 reduce_scatter_rmsnorm reduce_scatter_rmsnorm_";
 }
 
 #define SYMCOLL_IMPLS(m)                                                \
@@ -460,7 +470,8 @@ extern "C" __attribute__((visibility("default"))) const char *symcoll_torch_ops(
   m.impl("all_reduce_rmsnorm", TORCH_BOX(&all_reduce_rmsnorm));         \
   m.impl("all_reduce_rmsnorm_", TORCH_BOX(&all_reduce_rmsnorm_));       \
   m.impl("all_reduce_rmsnorm_fp8", TORCH_BOX(&all_reduce_rmsnorm_fp8)); \
-  m.impl("reduce_scatter_rmsnorm", TORCH_BOX(&reduce_scatter_rmsnorm))
+  m.impl("reduce_scatter_rmsnorm", TORCH_BOX(&reduce_scatter_rmsnorm)); \
+  m.impl("reduce_scatter_rmsnorm_", TORCH_BOX(&reduce_scatter_rmsnorm_))
 
 STABLE_TORCH_LIBRARY_IMPL(symcoll, CPU, m) {
   SYMCOLL_IMPLS(m);

@@ -36,6 +36,8 @@ torch.compile(fullgraph=True) traces them without graph breaks:
                                                                         dimension: r = reduce_scatter(x)
                                                                         + residual (the shard's), out =
                                                                         RMSNorm(r) * weight
+    reduce_scatter_rmsnorm_(Tensor x, Tensor(a!) residual, Tensor weight, float eps, int comm,
+        str algo="auto") -> Tensor out                                  residual (the shard) <- r in place
 The all_reduce_rmsnorm ops take x of any shape (..., hidden), residual of x's shape, weight of
 hidden elements, all of one dtype (float32, float16, bfloat16); Comm.all_reduce_rmsnorm says
 what they compute. reduce_scatter_rmsnorm takes x (S, ..., hidden), S a multiple of nranks, and
@@ -412,3 +414,17 @@ def reduce_scatter_rmsnorm(x: torch.Tensor, residual: Optional[torch.Tensor], we
 def _(x, residual, weight, eps, comm, algo="auto"):
     shape = (x.shape[0] // _comm(comm).nranks,) + tuple(x.shape[1:])
     return x.new_empty(shape), x.new_empty(shape)
+
+
+@_op('reduce_scatter_rmsnorm_(Tensor x, Tensor(a!) residual, Tensor weight, float eps, int comm, str algo="auto") -> Tensor')
+def reduce_scatter_rmsnorm_(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, comm: int,
+                            algo: str = "auto") -> torch.Tensor:
+    x, _, weight = _norm_args(x, None, weight)
+    out = residual.new_empty(residual.shape)
+    _comm(comm).reduce_scatter_rmsnorm(x, residual, weight, eps, out=out, residual_out=residual, algo=algo)
+    return out
+
+
+@reduce_scatter_rmsnorm_.register_fake
+def _(x, residual, weight, eps, comm, algo="auto"):
+    return residual.new_empty(residual.shape)

@@ -251,22 +251,15 @@ def _scatter_numpy_rank(rank, n):
     return failures
 
 
+@pytest.mark.parametrize("form", ["all_reduce", "reduce_scatter"])
 @pytest.mark.parametrize("n,workspace", [(1, None), (2, None), (3, "16K")])
-def test_reduce_scatter_rmsnorm_numpy(n, workspace):
+def test_rmsnorm_numpy(form, n, workspace):
+    rank_fn = _norm_numpy_rank if form == "all_reduce" else _scatter_numpy_rank
     if n == 1:
-        assert _scatter_numpy_rank(0, 1) == []
+        assert rank_fn(0, 1) == []
         return
     env = {"SYMCOLL_WORKSPACE_BYTES": workspace} if workspace else {}
-    assert run_ranks(_scatter_numpy_rank, n, timeout=120, env=env) == [[]] * n
-
-
-@pytest.mark.parametrize("n,workspace", [(1, None), (2, None), (3, "16K")])
-def test_rmsnorm_numpy(n, workspace):
-    if n == 1:
-        assert _norm_numpy_rank(0, 1) == []
-        return
-    env = {"SYMCOLL_WORKSPACE_BYTES": workspace} if workspace else {}
-    assert run_ranks(_norm_numpy_rank, n, timeout=120, env=env) == [[]] * n
+    assert run_ranks(rank_fn, n, timeout=120, env=env) == [[]] * n
 
 
 # ---- torch: the method with tensors, the ops ---------------------------------------------------------
@@ -356,6 +349,9 @@ def _norm_torch_rank(rank, n):
                 out_s, ro_s = ops.reduce_scatter_rmsnorm(xs2[rank], res2[mine], w2, EPS, h, algo)
                 assert out_s.shape == (2, 3, 40) and out_s.dtype == dt, (name, algo)
                 assert torch.equal(out_s, full[mine]) and torch.equal(ro_s, full_ro[mine]), (name, algo)
+                r_in = res2[mine].clone()
+                out_i = ops.reduce_scatter_rmsnorm_(xs2[rank], r_in, w2, EPS, h, algo)  # the shard in place
+                assert torch.equal(out_i, full[mine]) and torch.equal(r_in, full_ro[mine]), (name, algo)
         # refusals: the wrong weight, residual or scale (the compiled kernels raise RuntimeError
         # with symcoll's message, the Python ones the package's exceptions)
         refused = (RuntimeError if "all_reduce_rmsnorm" in symcoll.ops.COMPILED else symcoll.InvalidArgumentError,)
@@ -381,7 +377,9 @@ def _norm_torch_rank(rank, n):
             out2 = ops.all_reduce_rmsnorm_(x, res, w, EPS, h)  # res <- r
             q, sc, _ = ops.all_reduce_rmsnorm_fp8(out2, ro, w, EPS, scale, h)
             out3, ro3 = ops.reduce_scatter_rmsnorm(out2, ro[:6 // n], w, EPS, h)
-            return out, out2, q.view(torch.uint8), sc, res, out3, ro3
+            r4 = ro3.clone()
+            out4 = ops.reduce_scatter_rmsnorm_(out, r4, w, EPS, h)  # r4 <- r
+            return out, out2, q.view(torch.uint8), sc, res, out3, ro3, out4, r4
 
         backend = "eager" if os.environ.get("SYMCOLL_TEST_EAGER_COMPILE") else "inductor"
         compiled = torch.compile(block, fullgraph=True, backend=backend)
@@ -399,6 +397,7 @@ def _norm_torch_rank(rank, n):
             torch.library.opcheck(ops.all_reduce_rmsnorm_fp8, (x[0], res, w, EPS, torch.tensor([0.01]), h))
             torch.library.opcheck(ops.reduce_scatter_rmsnorm, (x[0], res, w, EPS, h, "pull"))
             torch.library.opcheck(ops.reduce_scatter_rmsnorm, (x[0], None, w, EPS, h))
+            torch.library.opcheck(ops.reduce_scatter_rmsnorm_, (x[0], res.clone(), w, EPS, h))
     return True
 
 

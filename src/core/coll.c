@@ -98,6 +98,14 @@ static uint32_t call_signature(const symcoll__coll_args_t *a) {
   return symcoll__call_signature(a->coll, a->count, (size_t)a->root, 0, a->dtype, a->op, a->algo);
 }
 
+symcoll_status_t symcoll__agree(symcoll_comm_t comm, const void *mine, void *all, size_t bytes, int *differs) {
+  SYMCOLL_CHECK(comm->oob->allgather(comm, mine, all, bytes));
+  *differs = -1;
+  for (int r = 0; r < comm->nranks && *differs < 0; r++)
+    if (memcmp((const char *)all + (size_t)r * bytes, mine, bytes) != 0) *differs = r;
+  return SYMCOLL_OK;
+}
+
 /* SYMCOLL_CHECK=1: every rank compares the call's arguments with every peer's. */
 static symcoll_status_t check_agreement(symcoll_comm_t comm, const symcoll__coll_args_t *a) {
   /* The launch shape too: ranks whose grids or rounds differ would wait at different slots. */
@@ -105,26 +113,25 @@ static symcoll_status_t check_agreement(symcoll_comm_t comm, const symcoll__coll
                       (uint64_t)a->algo, (uint64_t)a->blocks, (uint64_t)a->threads,
                       a->round_bytes,    (uint64_t)a->coll,   (uint64_t)a->root};
   uint64_t all[SYMCOLL_MAX_RANKS][9];
-  SYMCOLL_CHECK(comm->oob->allgather(comm, mine, all, sizeof mine));
-  for (int r = 0; r < comm->nranks; r++)
-    if (memcmp(all[r], mine, sizeof mine) != 0) {
+  int r;
+  SYMCOLL_CHECK(symcoll__agree(comm, mine, all, sizeof mine, &r));
+  if (r >= 0) {
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+                 "call %llu: rank %d is in %s count %llu %s %s %s root %llu, rank %d in %s count %llu %s %s %s "
+                 "root %llu",
+                 (unsigned long long)comm->coll_seq, comm->rank, symcoll_coll_name(a->coll),
+                 (unsigned long long)mine[0], symcoll_dtype_name(a->dtype), symcoll_op_name(a->op),
+                 symcoll_algo_name(a->algo), (unsigned long long)mine[8], r,
+                 symcoll_coll_name((symcoll_coll_t)all[r][7]), (unsigned long long)all[r][0],
+                 symcoll_dtype_name((symcoll_dtype_t)all[r][1]), symcoll_op_name((symcoll_op_t)all[r][2]),
+                 symcoll_algo_name((symcoll_algo_t)all[r][3]), (unsigned long long)all[r][8]);
+    if (!memcmp(all[r], mine, 4 * sizeof mine[0]))
       SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
-                   "call %llu: rank %d is in %s count %llu %s %s %s root %llu, rank %d in %s count %llu %s %s %s "
-                   "root %llu",
-                   (unsigned long long)comm->coll_seq, comm->rank, symcoll_coll_name(a->coll),
-                   (unsigned long long)mine[0], symcoll_dtype_name(a->dtype), symcoll_op_name(a->op),
-                   symcoll_algo_name(a->algo), (unsigned long long)mine[8], r,
-                   symcoll_coll_name((symcoll_coll_t)all[r][7]), (unsigned long long)all[r][0],
-                   symcoll_dtype_name((symcoll_dtype_t)all[r][1]), symcoll_op_name((symcoll_op_t)all[r][2]),
-                   symcoll_algo_name((symcoll_algo_t)all[r][3]), (unsigned long long)all[r][8]);
-      if (!memcmp(all[r], mine, 4 * sizeof mine[0]))
-        SYMCOLL_WARN(
-            SYMCOLL_SUBSYS_COLL,
-            "... and launch shapes differ: rank %d blocks %llu threads %llu round %llu, rank %d %llu %llu %llu",
-            comm->rank, (unsigned long long)mine[4], (unsigned long long)mine[5], (unsigned long long)mine[6], r,
-            (unsigned long long)all[r][4], (unsigned long long)all[r][5], (unsigned long long)all[r][6]);
-      return SYMCOLL_ERR_MISMATCH;
-    }
+                   "... and launch shapes differ: rank %d blocks %llu threads %llu round %llu, rank %d %llu %llu %llu",
+                   comm->rank, (unsigned long long)mine[4], (unsigned long long)mine[5], (unsigned long long)mine[6], r,
+                   (unsigned long long)all[r][4], (unsigned long long)all[r][5], (unsigned long long)all[r][6]);
+    return SYMCOLL_ERR_MISMATCH;
+  }
   return SYMCOLL_OK;
 }
 

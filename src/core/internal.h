@@ -216,6 +216,10 @@ SYMCOLL_HIDDEN symcoll_algo_t symcoll__coll_auto(symcoll_comm_t comm, symcoll_co
  * send, recv, count, dtype, op, stream and the outer call's signature; the algorithm, launch
  * shape and zero-copy placement are chosen as for a call of its own. */
 SYMCOLL_HIDDEN symcoll_status_t symcoll__coll_inner(symcoll_comm_t comm, symcoll__coll_args_t *a);
+/* SYMCOLL_CHECK=1's exchange (coll.c): every rank's `bytes` at mine into all (nranks x bytes, in
+ * rank order); *differs: the first rank whose bytes differ from this rank's, or -1. */
+SYMCOLL_HIDDEN symcoll_status_t symcoll__agree(symcoll_comm_t comm, const void *mine, void *all, size_t bytes,
+                                               int *differs);
 /* A 64-bit finaliser (MurmurHash3's fmix64): every input bit moves about half the output's. */
 static inline uint64_t symcoll__mix64(uint64_t z) {
   z ^= z >> 33;

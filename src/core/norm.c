@@ -136,18 +136,16 @@ static symcoll_status_t check_args(symcoll_comm_t comm, const symcoll__norm_args
 static symcoll_status_t check_agreement(symcoll_comm_t comm, const symcoll__norm_args_t *a) {
   const uint64_t mine[4] = {a->sig, a->rows, a->hidden, (uint64_t)a->coll};
   uint64_t all[SYMCOLL_MAX_RANKS][4];
-  SYMCOLL_CHECK(comm->oob->allgather(comm, mine, all, sizeof mine));
-  for (int r = 0; r < comm->nranks; r++)
-    if (memcmp(all[r], mine, sizeof mine) != 0) {
-      SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
-                   "call %llu: rank %d is in %s %zu x %zu (signature %08x), rank %d in %s %llu x %llu "
-                   "(signature %08llx): nothing written",
-                   (unsigned long long)comm->coll_seq, comm->rank, symcoll_coll_name(a->coll), a->rows, a->hidden,
-                   a->sig, r, symcoll_coll_name((symcoll_coll_t)all[r][3]), (unsigned long long)all[r][1],
-                   (unsigned long long)all[r][2], (unsigned long long)all[r][0]);
-      return SYMCOLL_ERR_MISMATCH;
-    }
-  return SYMCOLL_OK;
+  int r;
+  SYMCOLL_CHECK(symcoll__agree(comm, mine, all, sizeof mine, &r));
+  if (r < 0) return SYMCOLL_OK;
+  SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
+               "call %llu: rank %d is in %s %zu x %zu (signature %08x), rank %d in %s %llu x %llu (signature %08llx): "
+               "nothing written",
+               (unsigned long long)comm->coll_seq + 1, comm->rank, symcoll_coll_name(a->coll), a->rows, a->hidden,
+               a->sig, r, symcoll_coll_name((symcoll_coll_t)all[r][3]), (unsigned long long)all[r][1],
+               (unsigned long long)all[r][2], (unsigned long long)all[r][0]);
+  return SYMCOLL_ERR_MISMATCH;
 }
 
 /* The add + norm pass over x as the sum, no peer involved. */
@@ -190,11 +188,26 @@ static symcoll_status_t sequential(symcoll_comm_t comm, const symcoll__norm_args
   return s;
 }
 
-/* Both entry points: a holds the call's buffers, shape and dtype. */
-static symcoll_status_t run_norm(symcoll_comm_t comm, symcoll__norm_args_t a, const symcoll_norm_opts_t *opts) {
-  const symcoll_coll_t coll = a.coll;
+/* Both entry points, `coll` telling which. */
+static symcoll_status_t run_norm(symcoll_comm_t comm, symcoll_coll_t coll, const void *x, const void *residual,
+                                 const void *weight, float eps, void *out, void *residual_out, size_t rows,
+                                 size_t hidden, symcoll_dtype_t dtype, const symcoll_norm_opts_t *opts, void *stream) {
+  if (!comm) SYMCOLL_REFUSE("%s: comm is NULL", symcoll_coll_name(coll));
   const bool has_opts = opts && opts->struct_size == sizeof *opts;
-  if (has_opts) a.fp8_out = opts->fp8_out, a.fp8_scale = opts->fp8_scale, a.fp8_row_scales = opts->fp8_row_scales;
+  symcoll__norm_args_t a = {.coll = coll,
+                            .x = x,
+                            .residual = residual,
+                            .weight = weight,
+                            .out = out,
+                            .residual_out = residual_out,
+                            .fp8_out = has_opts ? opts->fp8_out : NULL,
+                            .fp8_scale = has_opts ? opts->fp8_scale : NULL,
+                            .fp8_row_scales = has_opts ? opts->fp8_row_scales : NULL,
+                            .eps = eps,
+                            .rows = rows,
+                            .hidden = hidden,
+                            .dtype = dtype,
+                            .stream = stream};
   SYMCOLL_CHECK(check_args(comm, &a, opts));
   if (a.rows == 0) return SYMCOLL_OK;
   SYMCOLL_CHECK(symcoll__comm_status(comm));
@@ -253,38 +266,14 @@ symcoll_status_t symcoll_all_reduce_rmsnorm(symcoll_comm_t comm, const void *x, 
                                             const void *weight, float eps, void *out, void *residual_out, size_t rows,
                                             size_t hidden, symcoll_dtype_t dtype, const symcoll_norm_opts_t *opts,
                                             void *stream) {
-  if (!comm) SYMCOLL_REFUSE("all_reduce_rmsnorm: comm is NULL");
-  return run_norm(comm,
-                  (symcoll__norm_args_t){.coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM,
-                                         .x = x,
-                                         .residual = residual,
-                                         .weight = weight,
-                                         .out = out,
-                                         .residual_out = residual_out,
-                                         .eps = eps,
-                                         .rows = rows,
-                                         .hidden = hidden,
-                                         .dtype = dtype,
-                                         .stream = stream},
-                  opts);
+  return run_norm(comm, SYMCOLL_COLL_ALL_REDUCE_RMSNORM, x, residual, weight, eps, out, residual_out, rows, hidden,
+                  dtype, opts, stream);
 }
 
 symcoll_status_t symcoll_reduce_scatter_rmsnorm(symcoll_comm_t comm, const void *x, const void *residual,
                                                 const void *weight, float eps, void *out, void *residual_out,
                                                 size_t rows, size_t hidden, symcoll_dtype_t dtype,
                                                 const symcoll_norm_opts_t *opts, void *stream) {
-  if (!comm) SYMCOLL_REFUSE("reduce_scatter_rmsnorm: comm is NULL");
-  return run_norm(comm,
-                  (symcoll__norm_args_t){.coll = SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM,
-                                         .x = x,
-                                         .residual = residual,
-                                         .weight = weight,
-                                         .out = out,
-                                         .residual_out = residual_out,
-                                         .eps = eps,
-                                         .rows = rows,
-                                         .hidden = hidden,
-                                         .dtype = dtype,
-                                         .stream = stream},
-                  opts);
+  return run_norm(comm, SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM, x, residual, weight, eps, out, residual_out, rows, hidden,
+                  dtype, opts, stream);
 }
