@@ -388,15 +388,16 @@ Tensor all_reduce_rmsnorm_(Tensor x, Tensor residual, Tensor weight, double eps,
   return out;
 }
 
-std::tuple<Tensor, Tensor, Tensor> all_reduce_rmsnorm_fp8(Tensor x, std::optional<Tensor> residual, Tensor weight,
-                                                          double eps, std::optional<Tensor> scale, int64_t comm,
-                                                          StrArg algo) {
-  const Rows r(x, "all_reduce_rmsnorm_fp8");
-  symcoll_comm_t c = comm_of(comm);
+// The fp8 forms (nranks > 0: the reduce-scatter form): (q, scales, residual_out) of the results'
+// shape; scales the row scales (shape[:-1] + (1,)) without scale, else the static scale's copy.
+std::tuple<Tensor, Tensor, Tensor> norm_fp8(const char *what, symcoll_comm_t c, int64_t nranks, Tensor x,
+                                            std::optional<Tensor> residual, Tensor weight, double eps,
+                                            std::optional<Tensor> scale, const std::string &algo) {
+  const Rows r(x, what, nranks);
   Tensor rc = r.x;
   const void *res = r.residual(residual, rc);
-  Tensor q = torch::stable::new_empty(r.x, r.x.sizes(), ScalarType::Float8_e4m3fn);
-  Tensor residual_out = torch::stable::empty_like(r.x);
+  Tensor q = torch::stable::new_empty(r.x, r.shape, ScalarType::Float8_e4m3fn);
+  Tensor residual_out = torch::stable::new_empty(r.x, r.shape);
   symcoll_norm_opts_t o = norm_opts(algo, r.what);
   o.fp8_out = q.data_ptr();
   Tensor scales = r.x;
@@ -407,13 +408,26 @@ std::tuple<Tensor, Tensor, Tensor> all_reduce_rmsnorm_fp8(Tensor x, std::optiona
     torch::stable::copy_(scales, torch::stable::reshape(*scale, {1}));
     o.fp8_scale = (const float *)scales.data_ptr();
   } else {
-    std::vector<int64_t> shape(r.x.sizes().begin(), r.x.sizes().end());
+    std::vector<int64_t> shape = r.shape;
     shape.back() = 1;
     scales = torch::stable::new_empty(r.x, shape, ScalarType::Float);
     o.fp8_row_scales = (float *)scales.data_ptr();
   }
   r.run(c, res, torch::stable::contiguous(weight), eps, nullptr, residual_out.data_ptr(), o);
   return std::make_tuple(q, scales, residual_out);
+}
+
+std::tuple<Tensor, Tensor, Tensor> all_reduce_rmsnorm_fp8(Tensor x, std::optional<Tensor> residual, Tensor weight,
+                                                          double eps, std::optional<Tensor> scale, int64_t comm,
+                                                          StrArg algo) {
+  return norm_fp8("all_reduce_rmsnorm_fp8", comm_of(comm), 0, x, residual, weight, eps, scale, algo);
+}
+
+std::tuple<Tensor, Tensor, Tensor> reduce_scatter_rmsnorm_fp8(Tensor x, std::optional<Tensor> residual, Tensor weight,
+                                                              double eps, std::optional<Tensor> scale, int64_t comm,
+                                                              StrArg algo) {
+  symcoll_comm_t c = comm_of(comm);
+  return norm_fp8("reduce_scatter_rmsnorm_fp8", c, symcoll_comm_nranks(c), x, residual, weight, eps, scale, algo);
 }
 
 std::tuple<Tensor, Tensor> reduce_scatter_rmsnorm(Tensor x, std::optional<Tensor> residual, Tensor weight, double eps,
@@ -452,26 +466,28 @@ extern "C" __attribute__((visibility("default"))) void symcoll_torch_bind(int64_
 extern "C" __attribute__((visibility("default"))) const char *symcoll_torch_ops(void) {
   return "all_reduce_ all_reduce all_gather_into_tensor reduce_scatter_tensor broadcast_ broadcast reduce_ "
          "all_to_all_single all_to_all all_gather_matmul matmul_reduce_scatter all_reduce_rmsnorm "
-         "all_reduce_rmsnorm_ all_reduce_rmsnorm_fp8 reduce_scatter_rmsnorm reduce_scatter_rmsnorm_";
+         "all_reduce_rmsnorm_ all_reduce_rmsnorm_fp8 reduce_scatter_rmsnorm reduce_scatter_rmsnorm_ "
+         "reduce_scatter_rmsnorm_fp8";
 }
 
-#define SYMCOLL_IMPLS(m)                                                \
-  m.impl("all_reduce_", TORCH_BOX(&all_reduce_));                       \
-  m.impl("all_reduce", TORCH_BOX(&all_reduce));                         \
-  m.impl("all_gather_into_tensor", TORCH_BOX(&all_gather_into_tensor)); \
-  m.impl("reduce_scatter_tensor", TORCH_BOX(&reduce_scatter_tensor));   \
-  m.impl("broadcast_", TORCH_BOX(&broadcast_));                         \
-  m.impl("broadcast", TORCH_BOX(&broadcast));                           \
-  m.impl("reduce_", TORCH_BOX(&reduce_));                               \
-  m.impl("all_to_all_single", TORCH_BOX(&all_to_all_single));           \
-  m.impl("all_to_all", TORCH_BOX(&all_to_all));                         \
-  m.impl("all_gather_matmul", TORCH_BOX(&all_gather_matmul));           \
-  m.impl("matmul_reduce_scatter", TORCH_BOX(&matmul_reduce_scatter));   \
-  m.impl("all_reduce_rmsnorm", TORCH_BOX(&all_reduce_rmsnorm));         \
-  m.impl("all_reduce_rmsnorm_", TORCH_BOX(&all_reduce_rmsnorm_));       \
-  m.impl("all_reduce_rmsnorm_fp8", TORCH_BOX(&all_reduce_rmsnorm_fp8)); \
-  m.impl("reduce_scatter_rmsnorm", TORCH_BOX(&reduce_scatter_rmsnorm)); \
-  m.impl("reduce_scatter_rmsnorm_", TORCH_BOX(&reduce_scatter_rmsnorm_))
+#define SYMCOLL_IMPLS(m)                                                  \
+  m.impl("all_reduce_", TORCH_BOX(&all_reduce_));                         \
+  m.impl("all_reduce", TORCH_BOX(&all_reduce));                           \
+  m.impl("all_gather_into_tensor", TORCH_BOX(&all_gather_into_tensor));   \
+  m.impl("reduce_scatter_tensor", TORCH_BOX(&reduce_scatter_tensor));     \
+  m.impl("broadcast_", TORCH_BOX(&broadcast_));                           \
+  m.impl("broadcast", TORCH_BOX(&broadcast));                             \
+  m.impl("reduce_", TORCH_BOX(&reduce_));                                 \
+  m.impl("all_to_all_single", TORCH_BOX(&all_to_all_single));             \
+  m.impl("all_to_all", TORCH_BOX(&all_to_all));                           \
+  m.impl("all_gather_matmul", TORCH_BOX(&all_gather_matmul));             \
+  m.impl("matmul_reduce_scatter", TORCH_BOX(&matmul_reduce_scatter));     \
+  m.impl("all_reduce_rmsnorm", TORCH_BOX(&all_reduce_rmsnorm));           \
+  m.impl("all_reduce_rmsnorm_", TORCH_BOX(&all_reduce_rmsnorm_));         \
+  m.impl("all_reduce_rmsnorm_fp8", TORCH_BOX(&all_reduce_rmsnorm_fp8));   \
+  m.impl("reduce_scatter_rmsnorm", TORCH_BOX(&reduce_scatter_rmsnorm));   \
+  m.impl("reduce_scatter_rmsnorm_", TORCH_BOX(&reduce_scatter_rmsnorm_)); \
+  m.impl("reduce_scatter_rmsnorm_fp8", TORCH_BOX(&reduce_scatter_rmsnorm_fp8))
 
 STABLE_TORCH_LIBRARY_IMPL(symcoll, CPU, m) {
   SYMCOLL_IMPLS(m);

@@ -38,6 +38,10 @@ torch.compile(fullgraph=True) traces them without graph breaks:
                                                                         RMSNorm(r) * weight
     reduce_scatter_rmsnorm_(Tensor x, Tensor(a!) residual, Tensor weight, float eps, int comm,
         str algo="auto") -> Tensor out                                  residual (the shard) <- r in place
+    reduce_scatter_rmsnorm_fp8(Tensor x, Tensor? residual, Tensor weight, float eps, Tensor? scale, int comm,
+        str algo="auto") -> (Tensor q, Tensor scales, Tensor residual_out)
+                                                                        all_reduce_rmsnorm_fp8's outputs
+                                                                        for this rank's shard
 The all_reduce_rmsnorm ops take x of any shape (..., hidden), residual of x's shape, weight of
 hidden elements, all of one dtype (float32, float16, bfloat16); Comm.all_reduce_rmsnorm says
 what they compute. reduce_scatter_rmsnorm takes x (S, ..., hidden), S a multiple of nranks, and
@@ -367,33 +371,50 @@ def _(x, residual, weight, eps, comm, algo="auto"):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
+def _norm_fp8(what, run, x, shape, residual, weight, eps, scale, algo):
+    """The fp8 forms' kernel: (q, scales, residual_out) of the results' shape, q float8_e4m3fn;
+    scales the row scales (shape[:-1] + (1,)) when scale is None, else the static scale's copy.
+    run: the Comm method."""
+    q = torch.empty(shape, dtype=torch.float8_e4m3fn, device=x.device)
+    residual_out = x.new_empty(shape)
+    if scale is None:
+        scales = torch.empty(tuple(shape[:-1]) + (1,), dtype=torch.float32, device=x.device)
+        run(x, residual, weight, eps, residual_out=residual_out, fp8_out=q, fp8_row_scales=scales, algo=algo)
+    else:
+        if scale.numel() != 1:
+            raise _lib.InvalidArgumentError(f"{what}: scale has shape {tuple(scale.shape)}, not one element "
+                                            "(None: dynamic per-row scales)")
+        scales = scale.reshape(1).to(torch.float32, copy=True)
+        run(x, residual, weight, eps, residual_out=residual_out, fp8_out=q, fp8_scale=scales, algo=algo)
+    return q, scales, residual_out
+
+
+def _norm_fp8_fake(x, shape, scale):
+    q = torch.empty(shape, dtype=torch.float8_e4m3fn, device=x.device)
+    scales = tuple(shape[:-1]) + (1,) if scale is None else (1,)
+    return q, torch.empty(scales, dtype=torch.float32, device=x.device), x.new_empty(shape)
+
+
 @_op('all_reduce_rmsnorm_fp8(Tensor x, Tensor? residual, Tensor weight, float eps, Tensor? scale, int comm, str algo="auto") -> (Tensor, Tensor, Tensor)')
 def all_reduce_rmsnorm_fp8(x: torch.Tensor, residual: Optional[torch.Tensor], weight: torch.Tensor, eps: float,
                            scale: Optional[torch.Tensor], comm: int,
                            algo: str = "auto") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     x, residual, weight = _norm_args(x, residual, weight)
-    q = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
-    residual_out = torch.empty_like(x)
-    if scale is None:
-        scales = torch.empty(x.shape[:-1] + (1,), dtype=torch.float32, device=x.device)
-        _comm(comm).all_reduce_rmsnorm(x, residual, weight, eps, residual_out=residual_out, fp8_out=q,
-                                       fp8_row_scales=scales, algo=algo)
-    else:
-        if scale.numel() != 1:
-            raise _lib.InvalidArgumentError(f"all_reduce_rmsnorm_fp8: scale has shape {tuple(scale.shape)}, not one "
-                                            "element (None: dynamic per-row scales)")
-        scales = scale.reshape(1).to(torch.float32, copy=True)
-        _comm(comm).all_reduce_rmsnorm(x, residual, weight, eps, residual_out=residual_out, fp8_out=q,
-                                       fp8_scale=scales, algo=algo)
-    return q, scales, residual_out
+    return _norm_fp8("all_reduce_rmsnorm_fp8", _comm(comm).all_reduce_rmsnorm, x, x.shape, residual, weight, eps,
+                     scale, algo)
 
 
 @all_reduce_rmsnorm_fp8.register_fake
 def _(x, residual, weight, eps, scale, comm, algo="auto"):
-    q = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
-    shape = x.shape[:-1] + (1,) if scale is None else (1,)
-    return q, torch.empty(shape, dtype=torch.float32, device=x.device), torch.empty_like(
-        x, memory_format=torch.contiguous_format)
+    return _norm_fp8_fake(x, x.shape, scale)
+
+
+def _shard_shape(x, nranks, what):
+    """The reduce-scatter form's results: this rank's shard of x's first dimension."""
+    if x.dim() < 2 or x.shape[0] % nranks:
+        raise _lib.InvalidArgumentError(f"{what}: x has shape {tuple(x.shape)}, not (S, ..., hidden) with S a "
+                                        f"multiple of {nranks} ranks")
+    return (x.shape[0] // nranks,) + tuple(x.shape[1:])
 
 
 @_op('reduce_scatter_rmsnorm(Tensor x, Tensor? residual, Tensor weight, float eps, int comm, str algo="auto") -> (Tensor, Tensor)')
@@ -401,10 +422,7 @@ def reduce_scatter_rmsnorm(x: torch.Tensor, residual: Optional[torch.Tensor], we
                            comm: int, algo: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
     x, residual, weight = _norm_args(x, residual, weight)
     c = _comm(comm)
-    if x.dim() < 2 or x.shape[0] % c.nranks:
-        raise _lib.InvalidArgumentError(f"reduce_scatter_rmsnorm: x has shape {tuple(x.shape)}, not (S, ..., hidden) "
-                                        f"with S a multiple of {c.nranks} ranks")
-    shape = (x.shape[0] // c.nranks,) + tuple(x.shape[1:])
+    shape = _shard_shape(x, c.nranks, "reduce_scatter_rmsnorm")
     out, residual_out = x.new_empty(shape), x.new_empty(shape)
     c.reduce_scatter_rmsnorm(x, residual, weight, eps, out=out, residual_out=residual_out, algo=algo)
     return out, residual_out
@@ -412,7 +430,7 @@ def reduce_scatter_rmsnorm(x: torch.Tensor, residual: Optional[torch.Tensor], we
 
 @reduce_scatter_rmsnorm.register_fake
 def _(x, residual, weight, eps, comm, algo="auto"):
-    shape = (x.shape[0] // _comm(comm).nranks,) + tuple(x.shape[1:])
+    shape = _shard_shape(x, _comm(comm).nranks, "reduce_scatter_rmsnorm")
     return x.new_empty(shape), x.new_empty(shape)
 
 
@@ -428,3 +446,18 @@ def reduce_scatter_rmsnorm_(x: torch.Tensor, residual: torch.Tensor, weight: tor
 @reduce_scatter_rmsnorm_.register_fake
 def _(x, residual, weight, eps, comm, algo="auto"):
     return residual.new_empty(residual.shape)
+
+
+@_op('reduce_scatter_rmsnorm_fp8(Tensor x, Tensor? residual, Tensor weight, float eps, Tensor? scale, int comm, str algo="auto") -> (Tensor, Tensor, Tensor)')
+def reduce_scatter_rmsnorm_fp8(x: torch.Tensor, residual: Optional[torch.Tensor], weight: torch.Tensor, eps: float,
+                               scale: Optional[torch.Tensor], comm: int,
+                               algo: str = "auto") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    x, residual, weight = _norm_args(x, residual, weight)
+    c = _comm(comm)
+    return _norm_fp8("reduce_scatter_rmsnorm_fp8", c.reduce_scatter_rmsnorm, x,
+                     _shard_shape(x, c.nranks, "reduce_scatter_rmsnorm_fp8"), residual, weight, eps, scale, algo)
+
+
+@reduce_scatter_rmsnorm_fp8.register_fake
+def _(x, residual, weight, eps, scale, comm, algo="auto"):
+    return _norm_fp8_fake(x, _shard_shape(x, _comm(comm).nranks, "reduce_scatter_rmsnorm_fp8"), scale)

@@ -85,6 +85,18 @@ def np_row_scales(out):
 
 # ---- numpy arrays ----------------------------------------------------------------------------------
 
+def _not_refused(call, base, cases, tag=""):
+    """The cases (changes to the keyword arguments base) that call did not refuse."""
+    failures = []
+    for kw in cases:
+        try:
+            call(**dict(base, **kw))
+            failures.append(f"{tag}not refused: {sorted(kw)}")
+        except symcoll.InvalidArgumentError:
+            pass
+    return failures
+
+
 def _comm(n):
     """One rank runs in the test's own process (no process to start); more, from run_ranks."""
     return symcoll.Comm(0, 1, f"py.norm.{uuid.uuid4().hex[:12]}") if n == 1 else symcoll.Comm.from_env()
@@ -152,23 +164,10 @@ def _norm_numpy_rank(rank, n):
                dict(fp8_out=np.empty(x.shape, np.int8), fp8_scale=1.0),
                dict(fp8_out=np.empty(x.shape, np.uint8), fp8_row_scales=np.empty(8, np.float32)),
                dict(fp8_scale=1.0), dict(algo="nosuch"), dict(x=x.astype(np.float64))]
-        for kw in bad:
-            args = dict(x=x, residual=res, weight=w, eps=EPS)
-            args.update(kw)
-            try:
-                comm.all_reduce_rmsnorm(**args)
-                failures.append(f"not refused: {sorted(kw)}")
-            except symcoll.InvalidArgumentError:
-                pass
+        base = dict(x=x, residual=res, weight=w, eps=EPS)
+        failures += _not_refused(comm.all_reduce_rmsnorm, base, bad)
         # and from C: a negative eps, an algorithm of another collective
-        for kw in (dict(eps=-1.0), dict(algo="pull")):
-            args = dict(x=x, residual=res, weight=w, eps=EPS)
-            args.update(kw)
-            try:
-                comm.all_reduce_rmsnorm(**args)
-                failures.append(f"not refused: {kw}")
-            except symcoll.InvalidArgumentError:
-                pass
+        failures += _not_refused(comm.all_reduce_rmsnorm, base, [dict(eps=-1.0), dict(algo="pull")])
         ro = np.empty_like(res)  # still in step
         comm.all_reduce_rmsnorm(x, res, w, EPS, residual_out=ro)
         if not np.array_equal(ro, r_ref):
@@ -236,14 +235,8 @@ def _scatter_numpy_rank(rank, n):
                dict(fp8_out=np.empty((9, 128), np.uint8), fp8_row_scales=np.empty(10, np.float32))]
         if n > 1:  # the whole rows where the shard's are wanted; rows that do not split
             bad += [dict(residual=res), dict(out=np.empty_like(x)), dict(x=x[:-1], residual=res[:8])]
-        for kw in bad:
-            args = dict(x=x, residual=res[mine], weight=w, eps=EPS)
-            args.update(kw)
-            try:
-                comm.reduce_scatter_rmsnorm(**args)
-                failures.append(f"scatter not refused: {sorted(kw)}")
-            except symcoll.InvalidArgumentError:
-                pass
+        failures += _not_refused(comm.reduce_scatter_rmsnorm, dict(x=x, residual=res[mine], weight=w, eps=EPS), bad,
+                                 "scatter ")
         ro = np.empty((9, 128), np.float32)  # still in step
         comm.reduce_scatter_rmsnorm(x, res[mine], w, EPS, residual_out=ro)
         if not np.array_equal(ro, r_ref[mine]):
@@ -344,6 +337,8 @@ def _norm_torch_rank(rank, n):
             # reduce_scatter_rmsnorm: this rank's shard of the first dimension, all_reduce_rmsnorm's bits
             xs2, res2, w2 = _t_inputs(torch, dt, n, (2 * n, 3, 40))
             full, full_ro = ops.all_reduce_rmsnorm(xs2[rank], res2, w2, EPS, h, "oneshot")
+            scale2 = torch.tensor([full.float().abs().max().item() / 300])
+            full_q = [ops.all_reduce_rmsnorm_fp8(xs2[rank], res2, w2, EPS, s, h, "oneshot") for s in (None, scale2)]
             mine = slice(2 * rank, 2 * rank + 2)
             for algo in ("auto", "pull", "sequential"):
                 out_s, ro_s = ops.reduce_scatter_rmsnorm(xs2[rank], res2[mine], w2, EPS, h, algo)
@@ -352,6 +347,10 @@ def _norm_torch_rank(rank, n):
                 r_in = res2[mine].clone()
                 out_i = ops.reduce_scatter_rmsnorm_(xs2[rank], r_in, w2, EPS, h, algo)  # the shard in place
                 assert torch.equal(out_i, full[mine]) and torch.equal(r_in, full_ro[mine]), (name, algo)
+                for s, (fq, fsc, _) in zip((None, scale2), full_q):  # the fp8 outputs, per row and static
+                    q, sc, ro_q = ops.reduce_scatter_rmsnorm_fp8(xs2[rank], res2[mine], w2, EPS, s, h, algo)
+                    assert q.shape == (2, 3, 40) and torch.equal(bits(q), bits(fq[mine])), (name, algo, s)
+                    assert torch.equal(sc, fsc[mine] if s is None else fsc) and torch.equal(ro_q, full_ro[mine])
         # refusals: the wrong weight, residual or scale (the compiled kernels raise RuntimeError
         # with symcoll's message, the Python ones the package's exceptions)
         refused = (RuntimeError if "all_reduce_rmsnorm" in symcoll.ops.COMPILED else symcoll.InvalidArgumentError,)
@@ -398,6 +397,8 @@ def _norm_torch_rank(rank, n):
             torch.library.opcheck(ops.reduce_scatter_rmsnorm, (x[0], res, w, EPS, h, "pull"))
             torch.library.opcheck(ops.reduce_scatter_rmsnorm, (x[0], None, w, EPS, h))
             torch.library.opcheck(ops.reduce_scatter_rmsnorm_, (x[0], res.clone(), w, EPS, h))
+            torch.library.opcheck(ops.reduce_scatter_rmsnorm_fp8, (x[0], res, w, EPS, None, h))
+            torch.library.opcheck(ops.reduce_scatter_rmsnorm_fp8, (x[0], res, w, EPS, torch.tensor([0.01]), h))
     return True
 
 
