@@ -12,7 +12,8 @@
  * RMSNorm of that residual within a stated tolerance per dtype (the fp32 sum of squares and
  * one rounding); FP8 bit for bit against the quantisation of the out the call wrote (and its
  * per-row scales), or, when out is not asked for, dequantised against the fp64 reference.
- * Outputs are poisoned first and guard elements around them must stay untouched. On CPU ranks
+ * TH_SMALL=1 (the sanitizer runs) takes --quick. Outputs are poisoned first and guard elements
+ * around them must stay untouched. On CPU ranks
  * also: bad arguments refused on every rank with nothing written, and ranks that disagree on
  * the call (MISMATCH on every rank, nothing written, then in step again). --contract-only: those
  * alone (across emulated nodes, where sums are per node first and so not in rank order's bits,
@@ -450,6 +451,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  if (getenv("TH_SMALL")) quick = true;              /* sanitizer runs: the quick matrix */
   if (!strcmp(launch.mode, "thread")) th_cuda_env(); /* before anything starts CUDA */
   if (!strcmp(launch.backend, "cuda")) {
     const char *why = NULL;

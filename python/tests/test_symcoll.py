@@ -374,10 +374,12 @@ def _torch_ops_heap_rank(rank, n):
     with symcoll.Comm.from_env() as comm:
         h = comm.handle
         x, out = torch.ones(8), torch.empty(8)
+        x8, w8 = torch.ones(2, 8), torch.ones(8)
         cases = {"all_reduce_": lambda: ops.all_reduce_(x, "max", h),
                  "all_reduce": lambda: ops.all_reduce(x, "max", h),
                  "reduce_scatter_tensor": lambda: ops.reduce_scatter_tensor(out, x, "max", h),
-                 "reduce_": lambda: ops.reduce_(x, "max", 0, h)}
+                 "reduce_": lambda: ops.reduce_(x, "max", 0, h),
+                 "reduce_scatter_rmsnorm": lambda: ops.reduce_scatter_rmsnorm(x8, None, w8, 1e-6, h, "pull")}
         grown = {}
         for name, call in cases.items():
             for _ in range(100):
@@ -398,6 +400,34 @@ def test_torch_ops_keep_the_heap():
     if isinstance(result, str):
         pytest.skip(result)
     assert result is True
+
+
+def _torch_cuda_norms(comm, rank, n):
+    """The fused norms on CUDA tensors: reduce_scatter_rmsnorm's rows equal all_reduce_rmsnorm's
+    (the same kernels' epilogue), eager with both algorithms and replayed from a CUDA graph."""
+    import torch
+
+    ops, h, hid = torch.ops.symcoll, comm.handle, 1024
+    i = torch.arange(4 * n * hid, device="cuda")
+    x = ((i % 7) - 3 + rank).to(torch.bfloat16).reshape(4 * n, hid)  # small integers: exact sums
+    res = (i % 5).to(torch.bfloat16).reshape(4 * n, hid)
+    w = torch.linspace(0.5, 1.5, hid, device="cuda").to(torch.bfloat16)
+    full, full_ro = ops.all_reduce_rmsnorm(x, res, w, 1e-6, h, "oneshot")
+    mine = slice(4 * rank, 4 * rank + 4)
+    for algo in ("pull", "sequential"):
+        out, ro = ops.reduce_scatter_rmsnorm(x, res[mine], w, 1e-6, h, algo)
+        assert torch.equal(out, full[mine]) and torch.equal(ro, full_ro[mine]), algo
+    torch.cuda.synchronize()
+    comm.barrier()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out_g, ro_g = ops.reduce_scatter_rmsnorm(x, res[mine], w, 1e-6, h, "pull")
+    for _ in range(2):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out_g, full[mine]) and torch.equal(ro_g, full_ro[mine])
+    del graph
+    comm.check()
 
 
 def _torch_cuda_rank(rank, n):
@@ -446,6 +476,7 @@ def _torch_cuda_rank(rank, n):
         torch.cuda.synchronize()
         assert torch.equal(o, torch.full_like(o, 2.0 * n + 1))
         comm.check()
+        _torch_cuda_norms(comm, rank, n)
         torch.cuda.synchronize()
         comm.barrier()  # the fused ops' first use sets up cuBLASLt: no peer kernel waits meanwhile
         _torch_matmul(comm, rank, n, "cuda")
