@@ -762,7 +762,7 @@ SYMCOLL_API symcoll_status_t symcoll_all_reduce_rmsnorm(symcoll_comm_t comm, con
  * (or of fp8_out) afterwards gives every rank all the rows.
  *
  * In place: out may be this rank's block of x (x + rank * rows * hidden, NCCL's in-place
- * reduce-scatter), residual_out may be residual. x in a symmetric allocation is read by peers
+ * reduce-scatter; x itself only on rank 0), residual_out may be residual. x in a symmetric allocation is read by peers
  * where it lies (zero-copy; peers never read this rank's own block, so in place too).
  * Signature, refusals, dtypes, fp8 options and eps as symcoll_all_reduce_rmsnorm.
  *

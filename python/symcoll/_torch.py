@@ -438,14 +438,15 @@ def _(x, residual, weight, eps, comm, algo="auto"):
 def reduce_scatter_rmsnorm_(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, comm: int,
                             algo: str = "auto") -> torch.Tensor:
     x, _, weight = _norm_args(x, None, weight)
-    out = residual.new_empty(residual.shape)
-    _comm(comm).reduce_scatter_rmsnorm(x, residual, weight, eps, out=out, residual_out=residual, algo=algo)
+    c = _comm(comm)
+    out = x.new_empty(_shard_shape(x, c.nranks, "reduce_scatter_rmsnorm_"))  # as the compiled kernel's
+    c.reduce_scatter_rmsnorm(x, residual, weight, eps, out=out, residual_out=residual, algo=algo)
     return out
 
 
 @reduce_scatter_rmsnorm_.register_fake
 def _(x, residual, weight, eps, comm, algo="auto"):
-    return residual.new_empty(residual.shape)
+    return x.new_empty(_shard_shape(x, _comm(comm).nranks, "reduce_scatter_rmsnorm_"))
 
 
 @_op('reduce_scatter_rmsnorm_fp8(Tensor x, Tensor? residual, Tensor weight, float eps, Tensor? scale, int comm, str algo="auto") -> (Tensor, Tensor, Tensor)')

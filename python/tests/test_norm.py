@@ -347,6 +347,9 @@ def _norm_torch_rank(rank, n):
                 r_in = res2[mine].clone()
                 out_i = ops.reduce_scatter_rmsnorm_(xs2[rank], r_in, w2, EPS, h, algo)  # the shard in place
                 assert torch.equal(out_i, full[mine]) and torch.equal(r_in, full_ro[mine]), (name, algo)
+                r_flat = res2[mine].reshape(-1, 40).clone()  # a residual of the shard's elements, other shape
+                out_f = ops.reduce_scatter_rmsnorm_(xs2[rank], r_flat, w2, EPS, h, algo)
+                assert out_f.shape == (2, 3, 40) and torch.equal(out_f, full[mine]), (name, algo)
                 for s, (fq, fsc, _) in zip((None, scale2), full_q):  # the fp8 outputs, per row and static
                     q, sc, ro_q = ops.reduce_scatter_rmsnorm_fp8(xs2[rank], res2[mine], w2, EPS, s, h, algo)
                     assert q.shape == (2, 3, 40) and torch.equal(bits(q), bits(fq[mine])), (name, algo, s)
