@@ -62,7 +62,6 @@ typedef struct {
 typedef struct {
   bctx_t *c;
   bool scatter;        /* reduce_scatter_rmsnorm: x holds nranks x rows rows */
-  symcoll_coll_t coll; /* SYMCOLL_COLL_ALL_REDUCE_RMSNORM or SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM */
   symcoll_comm_t self; /* this rank alone: the add + norm pass after NCCL's all-reduce */
   symcoll_dtype_t dt;
   void *stream;
@@ -78,6 +77,9 @@ typedef struct {
   bool nccl_ok;
 } nx_t;
 
+static symcoll_coll_t coll_of(const nx_t *x) {
+  return x->scatter ? SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM : SYMCOLL_COLL_ALL_REDUCE_RMSNORM;
+}
 static const char *col_name(const nx_t *x, int k) {
   return x->scatter ? scatter_col_names[k] : col_names[k];
 }
@@ -190,7 +192,7 @@ static void warm_up(nx_t *x, const bool *usable) {
   for (int k = 0; k < NORM_COLS; k++)
     for (int i = 0; usable[k] && i < 2; i++) {
       bench_barrier(c);
-      snprintf(what, sizeof what, "%s %s %zux%zu", col_name(x, k), symcoll_coll_name(x->coll), x->sh.rows,
+      snprintf(what, sizeof what, "%s %s %zux%zu", col_name(x, k), symcoll_coll_name(coll_of(x)), x->sh.rows,
                x->sh.hidden);
       if (norm_call(x, k, err, sizeof err)) bench_fail(c, what, err);
 #ifdef SYMCOLL_BENCH_CUDA
@@ -313,7 +315,7 @@ static void run_shape(nx_t *x, norm_shape_t sh, int reps, norm_row_t *row) {
   for (int k = 0; k < NORM_COLS; k++)
     row->usable[k] = k == COL_NCCL   ? x->nccl_ok
                      : k <= COL_AUTO ? algo_of(x, k) == SYMCOLL_ALGO_AUTO ||
-                                           symcoll_coll_algo_supported(c->comm, x->coll, algo_of(x, k)) == SYMCOLL_OK
+                                           symcoll_coll_algo_supported(c->comm, coll_of(x), algo_of(x, k)) == SYMCOLL_OK
                                      : true;
   warm_up(x, row->usable);
   /* CPU: enough calls per rep to pass ~2 ms (a call of 1 row is a few microseconds). */
@@ -355,7 +357,7 @@ static int parse_shapes(const char *what, norm_shape_t *out, int max) {
 
 static void print_header(const nx_t *x, const bench_mm_opts_t *o, const bool *shown, FILE *csv) {
   const bctx_t *c = x->c;
-  printf("# %s, %s, %d ranks (%s), %s%s\n# us per call (median of %d)\n", symcoll_coll_name(x->coll),
+  printf("# %s, %s, %d ranks (%s), %s%s\n# us per call (median of %d)\n", symcoll_coll_name(coll_of(x)),
          symcoll_dtype_name(x->dt), c->nranks, o->mode, o->machine, x->scatter ? ", rows per rank" : "", o->reps);
   if (x->fp8)
     printf(
@@ -400,7 +402,7 @@ static size_t print_row(const nx_t *x, norm_shape_t sh, const norm_row_t *row, c
   printf(" %9.3f %6zu\n", row->us[COL_AUTO] / row->us[COL_SEQUENTIAL], wrong);
   fflush(stdout);
   if (csv) {
-    fprintf(csv, "%s%s%s,%s,%d,%zu,%zu", symcoll_coll_name(x->coll), x->fp8 ? "+fp8_" : "", fp8_names[x->fp8],
+    fprintf(csv, "%s%s%s,%s,%d,%zu,%zu", symcoll_coll_name(coll_of(x)), x->fp8 ? "+fp8_" : "", fp8_names[x->fp8],
             symcoll_dtype_name(x->dt), x->c->nranks, sh.rows, sh.hidden);
     for (int k = 0; k < NORM_COLS; k++)
       if (in_table(x, k)) fprintf(csv, row->usable[k] ? ",%.2f" : ",", row->us[k]);
@@ -410,11 +412,7 @@ static size_t print_row(const nx_t *x, norm_shape_t sh, const norm_row_t *row, c
 }
 
 int bench_norm_rank(bctx_t *c, const bench_mm_opts_t *o) {
-  nx_t x = {.c = c,
-            .scatter = o->scatter,
-            .coll = o->scatter ? SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM : SYMCOLL_COLL_ALL_REDUCE_RMSNORM,
-            .dt = o->dtype,
-            .stream = c->stream};
+  nx_t x = {.c = c, .scatter = o->scatter, .dt = o->dtype, .stream = c->stream};
   norm_shape_t shapes[16];
   const int ns = parse_shapes(o->shapes, shapes, 16);
   if (ns == 0) {
@@ -422,7 +420,7 @@ int bench_norm_rank(bctx_t *c, const bench_mm_opts_t *o) {
     return 2;
   }
   if (x.dt != SYMCOLL_FLOAT32 && x.dt != SYMCOLL_FLOAT16 && x.dt != SYMCOLL_BFLOAT16) {
-    if (c->rank == 0) fprintf(stderr, "%s takes fp32, fp16 or bf16 (-d)\n", symcoll_coll_name(x.coll));
+    if (c->rank == 0) fprintf(stderr, "%s takes fp32, fp16 or bf16 (-d)\n", symcoll_coll_name(coll_of(&x)));
     return 2;
   }
   x.fp8 = !o->fp8 ? FP8_NONE : !strcmp(o->fp8, "static") ? FP8_STATIC : !strcmp(o->fp8, "rows") ? FP8_ROWS : -1;
