@@ -57,6 +57,9 @@ int bench_barrier_rank(bctx_t *c, const bench_mm_opts_t *o) {
   if (s == SYMCOLL_OK) s = symcoll_mem_device_view(mem, &v);
   if (s != SYMCOLL_OK) bench_fail(c, "barrier: a symmetric allocation", bench_status(s));
   if (bench_barrier_preload() != cudaSuccess) bench_fail(c, "barrier", "loading the kernels failed");
+  /* Every rank loads before any launches: in thread mode a lazy load waits for the GPU to go idle,
+   * which a peer's spinning barrier never lets happen. */
+  bench_barrier(c);
   FILE *csv = c->rank == 0 && o->csv ? fopen(o->csv, "w") : NULL;
   if (c->rank == 0) {
     printf("# barrier round latency, %d ranks (%s), %s\n# us per round: median of %d launches of %d rounds\n",
