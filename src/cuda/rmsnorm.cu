@@ -46,6 +46,7 @@
  *   does: a -0.0 half becomes +0.0). One launch holds the rows a slot holds (the host launches
  *   one per slot's worth of whole rows).
  */
+#include "fp8.cuh"
 #include "lamport.cuh"
 
 namespace symcoll_cuda {
@@ -80,8 +81,31 @@ struct Max {
   __device__ float operator()(float x, float y) const { return fmaxf(x, y); }
 };
 
-__device__ __forceinline__ unsigned char to_e4m3(float v, float scale) {
-  return (unsigned char)__nv_cvt_float_to_fp8(__fdiv_rn(v, scale), __NV_SATFINITE, __NV_E4M3);
+/* A pack's fp8 bytes: one store of E bytes where whole and aligned (the fp8 row starts at
+ * row x hidden, so only whole-pack rows with an aligned fp8_out get there), else byte stores. */
+template <int E>
+__device__ __forceinline__ void store_fp8(unsigned char *dst, const float (&f)[E], int valid, float scale, float rcp) {
+  unsigned char q[E];
+#pragma unroll
+  for (int e = 0; e < E; e++) q[e] = e < valid ? to_e4m3(f[e], scale, rcp) : 0;
+  if (valid == E && E >= 2 && (reinterpret_cast<uintptr_t>(dst) & (E - 1)) == 0) {
+    unsigned long long w = 0;
+#pragma unroll
+    for (int e = 0; e < E; e++) w |= (unsigned long long)q[e] << (8 * e);
+    if constexpr (E == 8)
+      *reinterpret_cast<unsigned long long *>(dst) = w;
+    else if constexpr (E == 4)
+      *reinterpret_cast<unsigned *>(dst) = (unsigned)w;
+    else if constexpr (E == 2)
+      *reinterpret_cast<unsigned short *>(dst) = (unsigned short)w;
+    else
+#pragma unroll
+      for (int e = 0; e < E; e++) dst[e] = q[e];
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < E; e++)
+    if (e < valid) dst[e] = q[e];
 }
 
 /* Where one row's results go: the caller's rows (local pass, one-shot) or a record in the
@@ -249,10 +273,11 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
         if (e < valid) ss = __fadd_rn(ss, __fmul_rn(f[e], f[e]));
     }
   }
+  const bool dynamic = fp8 && d.scale;
+  const float fixed = fp8 && !dynamic ? __ldg(n.fp8_scale) : 1.0f; /* loaded while the block reduces */
+  const float fixed_rcp = __frcp_rn(fixed);
   const float sumsq = block_reduce(ss, red, Add{});
   const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sumsq, (float)h), n.eps)));
-  const bool dynamic = fp8 && d.scale;
-  const float fixed = fp8 && !dynamic ? *n.fp8_scale : 1.0f;
   float amax = 0.0f;
   /* out of pack p from its r in f (f then holds out, as floats). */
   auto out_pack = [&](size_t p, int valid, float(&f)[E], const Pack<T, U> *w_at = nullptr) {
@@ -269,13 +294,12 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
         f[e] = C::load(o[e]);
       }
     if (out) row_store<T, U>(out, p, valid, o);
+    if (dynamic) {
 #pragma unroll
-    for (int e = 0; e < E; e++) {
-      if (e >= valid) break;
-      if (dynamic)
-        amax = fmaxf(amax, fabsf(f[e]));
-      else if (fp8)
-        fp8[p * E + e] = to_e4m3(f[e], fixed);
+      for (int e = 0; e < E; e++)
+        if (e < valid) amax = fmaxf(amax, fabsf(f[e]));
+    } else if (fp8) {
+      store_fp8<E>(fp8 + p * E, f, valid, fixed, fixed_rcp);
     }
   };
   {
@@ -296,15 +320,13 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
   if (!dynamic) return;
   amax = block_reduce(amax, red, Max{});
   const float scale = fmaxf(__fdiv_rn(amax, kFp8Max), 1.0f / (kFp8Max * 512.0f));
+  const float rcp = __frcp_rn(scale);
   if (threadIdx.x == 0) *d.scale = scale;
   size_t p = threadIdx.x;
 #pragma unroll
   for (int k = 0; k < kRowPacks; k++, p += nt)
     if (p < npacks) {
-      const int valid = valid_of(p);
-#pragma unroll
-      for (int e = 0; e < E; e++)
-        if (e < valid) fp8[p * E + e] = to_e4m3(keep[k][e], scale);
+      store_fp8<E>(fp8 + p * E, keep[k], valid_of(p), scale, rcp);
     }
   for (; p < npacks; p += nt) {
     const int valid = valid_of(p);
@@ -319,9 +341,7 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
       for (int e = 0; e < E; e++)
         if (e < valid) f[e] = C::load(C::store(__fmul_rn(__fmul_rn(f[e], inv), wf[e])));
     }
-#pragma unroll
-    for (int e = 0; e < E; e++)
-      if (e < valid) fp8[p * E + e] = to_e4m3(f[e], scale);
+    store_fp8<E>(fp8 + p * E, f, valid, scale, rcp);
   }
 }
 
