@@ -181,6 +181,28 @@ static void test_fp8_quotient(void **state) {
   assert_int_equal(symcoll__f32_to_fp8(quotient_as_gpu(INFINITY, 0.5f), 0), 0x7e);
 }
 
+/* AVG's float division on GPUs (src/cuda/device_common.cuh div_by_count, IEEE single
+ * operations, here the host's): the bits of acc / n for every acc (random bits: zeros,
+ * subnormals, infinities, NaN) and every count of ranks. */
+static float avg_as_gpu(float acc, float n) {
+  const float rcp = 1.0f / n, q = acc * rcp, m = fabsf(q);
+  return m >= 0x1p-96f && m <= 0x1p+96f ? fmaf(fmaf(-q, n, acc), rcp, q) : acc / n;
+}
+static void test_avg_quotient(void **state) {
+  (void)state;
+  long differ = 0;
+  for (long i = 0; i < 4000000; i++) {
+    uint32_t u = (uint32_t)rnd();
+    if (i % 3 == 0) u = (u & 0x807fffffu) | (uint32_t)(100 + rnd() % 56) << 23; /* ordinary values */
+    float acc, n = (float)(1 + i % 64);
+    memcpy(&acc, &u, sizeof acc);
+    const float got = avg_as_gpu(acc, n), want = acc / n;
+    if (memcmp(&got, &want, sizeof got) != 0 && !(isnan(got) && isnan(want)) && differ++ < 5)
+      print_error("%a / %g: %a against %a\n", (double)acc, (double)n, (double)got, (double)want);
+  }
+  assert_int_equal(differ, 0);
+}
+
 /* Environment knobs: units, ranges, malformed values. */
 static void test_env_parsing(void **state) {
   (void)state;
@@ -265,7 +287,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reduce_builds_agree), cmocka_unit_test(test_half_conversions),
       cmocka_unit_test(test_fp8_conversions),     cmocka_unit_test(test_fp8_quotient),
-      cmocka_unit_test(test_env_parsing),         cmocka_unit_test(test_coll_table),
+      cmocka_unit_test(test_avg_quotient),        cmocka_unit_test(test_env_parsing),
+      cmocka_unit_test(test_coll_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

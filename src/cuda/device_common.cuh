@@ -91,10 +91,21 @@ __device__ __forceinline__ A combine(A acc, A x) {
   }
 }
 
+/* acc / n correctly rounded for a float quotient well inside the normal range: q = acc x rcp
+ * (rcp = 1 / n correctly rounded) is within an ulp, the residual acc - q x n is exact in an
+ * fma, and one correction rounds it (Markstein). Elsewhere (zeros, subnormals, infinities, NaN,
+ * the edges of the range) the IEEE division, whose fast path costs more than this and whose
+ * slow path (zeros among them) far more. test_internal's `avg_quotient` checks the same
+ * operations against the host's division, bit for bit. */
+__device__ __forceinline__ float div_by_count(float acc, float n, float rcp) {
+  const float q = __fmul_rn(acc, rcp), m = fabsf(q);
+  return m >= 0x1p-96f && m <= 0x1p+96f ? __fmaf_rn(__fmaf_rn(-q, n, acc), rcp, q) : __fdiv_rn(acc, n);
+}
+
 /* After the last combine of `nsrc` sources: AVG divides the sum once, in Acc, as the CPU loops
- * do. Floats: __fdiv_rn / __ddiv_rn, IEEE division rounded to nearest whatever -prec-div says
- * (never a reciprocal multiply; the build sets no fast-math flag: its -ftz would flush
- * subnormals, which the CPU loops keep); integers: C's division of the wrapped
+ * do, correctly rounded: floats by div_by_count (the bits of IEEE division, never a plain
+ * reciprocal multiply; the build sets no fast-math flag: its -ftz would flush subnormals,
+ * which the CPU loops keep), doubles by __ddiv_rn; integers: C's division of the wrapped
  * sum (signed: toward zero; nsrc <= 64 fits every type). Every kernel combines all nranks
  * sources in one go before it calls this (none accumulates partial sums across steps), so
  * nsrc is nranks everywhere. Other ops: acc as it is. */
@@ -106,7 +117,7 @@ __device__ __forceinline__ A finish(A acc, int nsrc) {
     else if constexpr (std::is_same<A, double>::value)
       return __ddiv_rn(acc, (double)nsrc);
     else
-      return __fdiv_rn(acc, (float)nsrc);
+      return div_by_count(acc, (float)nsrc, __frcp_rn((float)nsrc));
   } else {
     return acc;
   }
