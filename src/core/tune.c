@@ -136,8 +136,10 @@ static const char *const builtin_table =
     "all_reduce_rmsnorm cuda 1 * inf oneshot\n"
     "all_reduce_rmsnorm cuda * * inf sequential\n"
     /* reduce_scatter_rmsnorm, by x's bytes (every rank's rows). CPU ranks: the fused pull
-     * (one pass over each row, no scratch; bench/results/host/rmsnorm). GPUs: the chain until
-     * the fused kernel (the one-shot norm kernel over this rank's block) has been measured. */
+     * (one pass over each row, no scratch; bench/results/host/rmsnorm). GPUs: the chain; the
+     * fused kernel (the one-shot norm kernel over this rank's block) was 0.89-1.18x of it at 1-32
+     * rows per rank and up to 2.3x slower from 128 with ranks sharing an H200
+     * (bench/results/h200/norm, run 7); to be measured again on a node of several GPUs. */
     "reduce_scatter_rmsnorm host * * inf pull\n"
     "reduce_scatter_rmsnorm cuda * * inf sequential\n"
     /* Communicators spanning nodes. CPU ranks (2 and 3 network-namespace nodes x 2 ranks
