@@ -92,9 +92,10 @@ def eager_ops(a, dtype, rank, world, group, sc):
     # torch_kernel (one elementwise kernel into an existing tensor) and torch_copy (y.copy_(x)) are
     # the floors of any eager op: a launch, and the copy a one-rank out-of-place call makes.
     # symcoll_method_pool: the method on tensors torch allocated inside comm.mem_pool() (symmetric:
-    # no copy into the workspace), against symcoll_method on plain tensors.
-    cols = ["torch_one_shot", "torch_kernel", "torch_copy", "symcoll_op_", "symcoll_op", "symcoll_method_",
-            "symcoll_method", "symcoll_method_pool"]
+    # no copy into the workspace), against symcoll_method on plain tensors. torch_nccl:
+    # dist.all_reduce in place through ProcessGroupNCCL (where the job's group is NCCL's).
+    cols = ["torch_one_shot", "torch_nccl", "torch_kernel", "torch_copy", "symcoll_op_", "symcoll_op",
+            "symcoll_method_", "symcoll_method", "symcoll_method_pool"]
     if rank == 0:
         print(f"# torch {torch.__version__}, world {world}, {a.d}, eager, host clock over {a.calls} calls + sync, "
               f"best of {a.r}; symcoll torch kernels: {kernels}; op_ and method_ in place, op and method out of place; "
@@ -118,7 +119,9 @@ def eager_ops(a, dtype, rank, world, group, sc):
         except Exception as e:  # noqa: BLE001
             print(f"# mem_pool: {e}", file=sys.stderr)
             xp = yp = None
+        xn = torch.zeros(n, dtype=dtype, device="cuda")
         fns = {"torch_one_shot": lambda: torch.ops.symm_mem.one_shot_all_reduce(inp, "sum", group),
+               "torch_nccl": (lambda: dist.all_reduce(xn)) if dist.get_backend() == "nccl" else None,
                "torch_kernel": lambda: torch.neg(x, out=y),
                "torch_copy": lambda: y.copy_(x),
                "symcoll_op_": lambda: torch.ops.symcoll.all_reduce_(x, "sum", h),
@@ -128,6 +131,9 @@ def eager_ops(a, dtype, rank, world, group, sc):
                "symcoll_method_pool": lambda: sc.all_reduce(xp, out=yp)}
         res = {}
         for c, fn in fns.items():
+            if fn is None:
+                res[c] = None
+                continue
             try:
                 for _ in range(50):
                     fn()
