@@ -93,13 +93,14 @@ __device__ __forceinline__ A combine(A acc, A x) {
 
 /* acc / n correctly rounded for a float quotient well inside the normal range: q = acc x rcp
  * (rcp = 1 / n correctly rounded) is within an ulp, the residual acc - q x n is exact in an
- * fma, and one correction rounds it (Markstein). Elsewhere (zeros, subnormals, infinities, NaN,
- * the edges of the range) the IEEE division, whose fast path costs more than this and whose
- * slow path (zeros among them) far more. test_internal's `avg_quotient` checks the same
- * operations against the host's division, bit for bit. */
+ * fma, and one correction rounds it (Markstein); zeros stay as they are. Elsewhere
+ * (subnormals, infinities, NaN, the edges of the range) the IEEE division, whose fast path
+ * costs more than this and whose slow path far more. test_internal's `avg_quotient` checks the
+ * same operations against the host's division, bit for bit. */
 __device__ __forceinline__ float div_by_count(float acc, float n, float rcp) {
   const float q = __fmul_rn(acc, rcp), m = fabsf(q);
-  return m >= 0x1p-96f && m <= 0x1p+96f ? __fmaf_rn(__fmaf_rn(-q, n, acc), rcp, q) : __fdiv_rn(acc, n);
+  if (m >= 0x1p-96f && m <= 0x1p+96f) return __fmaf_rn(__fmaf_rn(-q, n, acc), rcp, q);
+  return acc == 0.0f ? q : __fdiv_rn(acc, n); /* a zero of acc's sign, as the division's */
 }
 
 /* After the last combine of `nsrc` sources: AVG divides the sum once, in Acc, as the CPU loops
