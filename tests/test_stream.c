@@ -690,8 +690,8 @@ static bool draw(rank_t *R, call_t *c) {
                             : K_NORM_RS;
   /* GEMM operations on the world only: the first launch of a GEMM shape waits for the GPU, and
    * on a GPU shared by groups a group beside this rank's could be waiting for it (README,
-   * "Ranks that share a GPU"). */
-  if (c->kind >= K_AG_MATMUL) c->level = 0;
+   * "Ranks that share a GPU"). The fused norms (kernels loaded at creation) run on any level. */
+  if (c->kind == K_AG_MATMUL || c->kind == K_MATMUL_RS) c->level = 0;
   /* Groups differ in size: what is drawn, and whether it fits, depends on the world's. */
   const int n = symcoll_comm_nranks(R->comm[0]), gn = symcoll_comm_nranks(R->comm[c->level]);
   c->seed = next(g);
