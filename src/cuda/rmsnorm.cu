@@ -85,22 +85,16 @@ struct Max {
  * row x hidden, so only whole-pack rows with an aligned fp8_out get there), else byte stores. */
 template <int E>
 __device__ __forceinline__ void store_fp8(unsigned char *dst, const float (&f)[E], int valid, float scale, float rcp) {
+  static_assert(E == 4 || E == 8, "a pack is 16 bytes of fp32, fp16 or bf16");
+  using W = typename std::conditional<E == 8, unsigned long long, unsigned>::type;
   unsigned char q[E];
 #pragma unroll
   for (int e = 0; e < E; e++) q[e] = e < valid ? to_e4m3(f[e], scale, rcp) : 0;
-  if (valid == E && E >= 2 && (reinterpret_cast<uintptr_t>(dst) & (E - 1)) == 0) {
-    unsigned long long w = 0;
+  if (valid == E && (reinterpret_cast<uintptr_t>(dst) & (E - 1)) == 0) {
+    W w = 0;
 #pragma unroll
-    for (int e = 0; e < E; e++) w |= (unsigned long long)q[e] << (8 * e);
-    if constexpr (E == 8)
-      *reinterpret_cast<unsigned long long *>(dst) = w;
-    else if constexpr (E == 4)
-      *reinterpret_cast<unsigned *>(dst) = (unsigned)w;
-    else if constexpr (E == 2)
-      *reinterpret_cast<unsigned short *>(dst) = (unsigned short)w;
-    else
-#pragma unroll
-      for (int e = 0; e < E; e++) dst[e] = q[e];
+    for (int e = 0; e < E; e++) w |= (W)q[e] << (8 * e);
+    *reinterpret_cast<W *>(dst) = w;
     return;
   }
 #pragma unroll
