@@ -89,6 +89,136 @@ static void test_reduce_builds_agree(void **state) {
   for (int t = 0; t < nt; t++) free(out[t]);
 }
 
+/* The norm's row loops (row_loops.h) of every build against an element-by-element reference
+ * written from their contract, on random bits (NaNs, infinities, subnormals) and odd lengths:
+ * the sum of ns rows in fp32, rounded to the dtype, + the residual, rounded (and stored); then
+ * r * inv * w rounded (and stored). NaNs compare as NaNs (which NaN a sum of two returns is the
+ * one thing the contract leaves open); every other value bit for bit. */
+static float to_f(const void *p, size_t i, symcoll_dtype_t dt) {
+  if (dt == SYMCOLL_FLOAT32) return ((const float *)p)[i];
+  const uint16_t h = ((const uint16_t *)p)[i];
+  return dt == SYMCOLL_FLOAT16 ? symcoll__f16_to_f32(h) : symcoll__bf16_to_f32(h);
+}
+static uint32_t from_f(float v, symcoll_dtype_t dt) { /* the dtype's bits */
+  if (dt == SYMCOLL_FLOAT32) return symcoll__f32_bits(v);
+  return dt == SYMCOLL_FLOAT16 ? symcoll__f32_to_f16(v) : symcoll__f32_to_bf16(v);
+}
+static float through(float v, symcoll_dtype_t dt) { /* v rounded to the dtype and back */
+  if (dt == SYMCOLL_FLOAT32) return v;
+  const uint16_t h = (uint16_t)from_f(v, dt);
+  return to_f(&h, 0, dt);
+}
+static uint32_t elem_bits(const void *p, size_t i, size_t es) {
+  return es == 4 ? ((const uint32_t *)p)[i] : ((const uint16_t *)p)[i];
+}
+static void same_float(float want, float got, const char *what, const char *build, size_t i) {
+  if (isnan(want) && isnan(got)) return;
+  if (symcoll__f32_bits(want) != symcoll__f32_bits(got))
+    fail_msg("%s, %s: element %zu is %a (%#x), the contract says %a (%#x)", what, build, i, (double)got,
+             symcoll__f32_bits(got), (double)want, symcoll__f32_bits(want));
+}
+static void same_elem(const void *want, const void *got, size_t i, symcoll_dtype_t dt, const char *what,
+                      const char *build) {
+  const size_t es = symcoll_dtype_size(dt);
+  const uint32_t w = elem_bits(want, i, es), g = elem_bits(got, i, es);
+  if (w != g && !(isnan(to_f(want, i, dt)) && isnan(to_f(got, i, dt))))
+    fail_msg("%s, %s: stored element %zu is %#x, the contract says %#x", what, build, i, g, w);
+}
+
+static void test_row_loops_agree(void **state) {
+  (void)state;
+  const symcoll__reduce_table_t *tables[8];
+  const int nt = symcoll__host_reduce_tables(tables, 8);
+  static const size_t lengths[] = {1, 3, 15, 16, 17, 31, 33, 64, 255, 256, 257, 1000, 4099};
+  static const symcoll_dtype_t dts[] = {SYMCOLL_FLOAT32, SYMCOLL_FLOAT16, SYMCOLL_BFLOAT16};
+  const size_t maxn = 4099;
+  uint8_t *src[4], *res = malloc(maxn * 4), *res_out = malloc(maxn * 4 + 64), *want_out = malloc(maxn * 4);
+  float *r = malloc(maxn * 4), *want = malloc(maxn * 4), *w = malloc(maxn * 4);
+  for (int k = 0; k < 4; k++) src[k] = malloc(maxn * 4);
+  long checked = 0;
+  for (size_t di = 0; di < 3; di++) {
+    const symcoll_dtype_t dt = dts[di];
+    const size_t es = symcoll_dtype_size(dt);
+    char what[96];
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+      for (int ns = 1; ns <= 4; ns++)
+        for (int with = 0; with < 4; with++) { /* bit 0: a residual; bit 1: res_out */
+          const size_t n = lengths[li];
+          const bool has_res = with & 1, has_out = with & 2;
+          for (int k = 0; k < ns; k++) random_fill(src[k], n * es, dt);
+          random_fill(res, n * es, dt);
+          for (size_t i = 0; i < n; i++) {
+            float acc = to_f(src[0], i, dt);
+            for (int k = 1; k < ns; k++) acc += to_f(src[k], i, dt);
+            if (has_res) acc = through(acc, dt) + to_f(res, i, dt);
+            const uint32_t bits = from_f(acc, dt);
+            memcpy(want_out + i * es, &bits, es); /* little-endian: the low bytes */
+            want[i] = through(acc, dt);
+          }
+          snprintf(what, sizeof what, "%s sum of %d rows of %zu%s%s", symcoll_dtype_name(dt), ns, n,
+                   has_res ? ", residual" : "", has_out ? ", stored" : "");
+          for (int t = 0; t < nt; t++) {
+            memset(res_out, 0x5a, n * es + 64);
+            tables[t]->rows[dt].sum(r, (const void *const *)src, ns, has_res ? res : NULL, has_out ? res_out : NULL, n);
+            for (size_t i = 0; i < n; i++) {
+              same_float(want[i], r[i], what, tables[t]->name, i);
+              if (has_out) same_elem(want_out, res_out, i, dt, what, tables[t]->name);
+            }
+            if (res_out[has_out ? n * es : 0] != 0x5a) fail_msg("%s, %s: wrote past the end", what, tables[t]->name);
+          }
+          /* then the scale: r * inv * w rounded, from the sum above */
+          const float inv = (float)(rnd() % 1000 + 1) / 256.0f;
+          for (size_t i = 0; i < n; i++) w[i] = (float)((int)(rnd() % 2001) - 1000) / 512.0f;
+          float *r0 = malloc(n * 4);
+          memcpy(r0, want, n * 4);
+          for (size_t i = 0; i < n; i++) {
+            const uint32_t bits = from_f(r0[i] * inv * w[i], dt);
+            memcpy(want_out + i * es, &bits, es);
+            want[i] = through(r0[i] * inv * w[i], dt);
+          }
+          snprintf(what, sizeof what, "%s scale of %zu%s", symcoll_dtype_name(dt), n, has_out ? ", stored" : "");
+          for (int t = 0; t < nt; t++) {
+            memcpy(r, r0, n * 4);
+            memset(res_out, 0x5a, n * es + 64);
+            tables[t]->rows[dt].scale_round(r, inv, w, has_out ? res_out : NULL, n);
+            for (size_t i = 0; i < n; i++) {
+              same_float(want[i], r[i], what, tables[t]->name, i);
+              if (has_out) same_elem(want_out, res_out, i, dt, what, tables[t]->name);
+            }
+          }
+          /* the sum of squares, the largest magnitude and the e4m3 quotients, of finite values of
+           * many magnitudes (so that the order of the additions shows in the bits) */
+          if (di == 0 && !has_res) {
+            for (size_t i = 0; i < n; i++)
+              want[i] = ldexpf((float)((int)(rnd() % 2000001) - 1000000), -(int)(rnd() % 24) - 10);
+            float lane[32] = {0}, amax = 0.0f;
+            for (size_t i = 0; i < n; i++) {
+              lane[i % 32] += want[i] * want[i];
+              amax = fabsf(want[i]) > amax ? fabsf(want[i]) : amax;
+            }
+            float tr[8];
+            for (int l = 0; l < 8; l++) tr[l] = (lane[l] + lane[l + 8]) + (lane[l + 16] + lane[l + 24]);
+            const float ss = ((tr[0] + tr[1]) + (tr[2] + tr[3])) + ((tr[4] + tr[5]) + (tr[6] + tr[7]));
+            const float scale = amax / 448.0f + 1e-6f;
+            uint8_t q[4099];
+            for (int t = 0; t < nt; t++) {
+              same_float(ss, tables[t]->sum_squares(want, n), "sum of squares", tables[t]->name, 0);
+              same_float(amax, tables[t]->abs_max(want, n), "largest magnitude", tables[t]->name, 0);
+              tables[t]->to_e4m3(q, want, scale, n);
+              for (size_t i = 0; i < n; i++)
+                if (q[i] != symcoll__f32_to_fp8(want[i] / scale, 0))
+                  fail_msg("e4m3 of %zu, %s: element %zu", n, tables[t]->name, i);
+            }
+          }
+          free(r0);
+          checked++;
+        }
+  }
+  printf("%ld row cases, every build as the contract\n", checked);
+  for (int k = 0; k < 4; k++) free(src[k]);
+  free(res), free(res_out), free(want_out), free(r), free(want), free(w);
+}
+
 static void test_half_conversions(void **state) {
   (void)state;
   /* fp16 -> fp32 -> fp16 is the identity for every non-NaN half, through the reduce loops
@@ -287,10 +417,10 @@ static void test_coll_table(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_reduce_builds_agree), cmocka_unit_test(test_half_conversions),
-      cmocka_unit_test(test_fp8_conversions),     cmocka_unit_test(test_fp8_quotient),
-      cmocka_unit_test(test_avg_quotient),        cmocka_unit_test(test_env_parsing),
-      cmocka_unit_test(test_coll_table),
+      cmocka_unit_test(test_reduce_builds_agree), cmocka_unit_test(test_row_loops_agree),
+      cmocka_unit_test(test_half_conversions),    cmocka_unit_test(test_fp8_conversions),
+      cmocka_unit_test(test_fp8_quotient),        cmocka_unit_test(test_avg_quotient),
+      cmocka_unit_test(test_env_parsing),         cmocka_unit_test(test_coll_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,156 +14,12 @@
 
 /* ---- one row ------------------------------------------------------------------------------ */
 
-/* Element loops per dtype, branch-free inside so that the compiler vectorises them (this file
- * builds at -O3): load (dtype to fp32), add (fp32 += dtype), and round (fp32 to dtype, stored
- * where dst is given, and kept as the rounded fp32 value). */
-static inline float f32_id(float v) {
-  return v;
+/* The row loops: the reduce loops' build in use (row_loops.h, the widest this CPU runs). */
+static const symcoll__reduce_table_t *loops(void) {
+  return symcoll__host_reduce_table();
 }
-/* Each loop built for AVX-512, AVX2 and the baseline, the widest this CPU runs picked at load
- * time (GCC's function multi-versioning), as the reduce loops are (reduce.h). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define ROW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define ROW_CLONES
-#endif
-/* The fused row loop's block: its steps meet each element while the block is in L1. */
-#define ROW_BLK 256
-#define ROW_LOOPS(SUF, T, TO_F, FROM_F)                                                                                \
-  ROW_CLONES static void load_##SUF(float *d, const void *s, size_t n) {                                               \
-    const T *p = s;                                                                                                    \
-    for (size_t i = 0; i < n; i++) d[i] = TO_F(p[i]);                                                                  \
-  }                                                                                                                    \
-  ROW_CLONES static void add_##SUF(float *d, const void *s, size_t n) {                                                \
-    const T *p = s;                                                                                                    \
-    for (size_t i = 0; i < n; i++) d[i] += TO_F(p[i]);                                                                 \
-  }                                                                                                                    \
-  ROW_CLONES static void round_##SUF(float *v, void *dst, size_t n) {                                                  \
-    T *q = dst;                                                                                                        \
-    if (q)                                                                                                             \
-      for (size_t i = 0; i < n; i++) {                                                                                 \
-        const T h = FROM_F(v[i]);                                                                                      \
-        q[i] = h, v[i] = TO_F(h);                                                                                      \
-      }                                                                                                                \
-    else                                                                                                               \
-      for (size_t i = 0; i < n; i++) v[i] = TO_F(FROM_F(v[i]));                                                        \
-  }                                                                                                                    \
-  ROW_CLONES static void sum_##SUF(float *r, const void *const *s, int ns, const void *res, void *res_out, size_t h) { \
-    for (size_t b = 0; b < h; b += ROW_BLK) {                                                                          \
-      const size_t m = h - b < ROW_BLK ? h - b : ROW_BLK;                                                              \
-      float *acc = r + b;                                                                                              \
-      const T *p0 = (const T *)s[0] + b, *q = res ? (const T *)res + b : NULL;                                         \
-      T *o = res_out ? (T *)res_out + b : NULL;                                                                        \
-      for (size_t i = 0; i < m; i++) acc[i] = TO_F(p0[i]);                                                             \
-      for (int k = 1; k < ns; k++) {                                                                                   \
-        const T *pk = (const T *)s[k] + b;                                                                             \
-        for (size_t i = 0; i < m; i++) acc[i] += TO_F(pk[i]);                                                          \
-      }                                                                                                                \
-      if (q)                                                                                                           \
-        for (size_t i = 0; i < m; i++) acc[i] = TO_F(FROM_F(acc[i])) + TO_F(q[i]);                                     \
-      if (o)                                                                                                           \
-        for (size_t i = 0; i < m; i++) {                                                                               \
-          const T t = FROM_F(acc[i]);                                                                                  \
-          o[i] = t, acc[i] = TO_F(t);                                                                                  \
-        }                                                                                                              \
-      else                                                                                                             \
-        for (size_t i = 0; i < m; i++) acc[i] = TO_F(FROM_F(acc[i]));                                                  \
-    }                                                                                                                  \
-  }                                                                                                                    \
-  ROW_CLONES static void scale_round_##SUF(float *r, float inv, const float *w, void *dst, size_t n) {                 \
-    T *q = dst;                                                                                                        \
-    if (q)                                                                                                             \
-      for (size_t i = 0; i < n; i++) {                                                                                 \
-        const T h = FROM_F(r[i] * inv * w[i]);                                                                         \
-        q[i] = h, r[i] = TO_F(h);                                                                                      \
-      }                                                                                                                \
-    else                                                                                                               \
-      for (size_t i = 0; i < n; i++) r[i] = TO_F(FROM_F(r[i] * inv * w[i]));                                           \
-  }
-ROW_LOOPS(f32, float, f32_id, f32_id)
-ROW_LOOPS(bf16, uint16_t, symcoll__bf16_to_f32, symcoll__f32_to_bf16)
-
-/* fp16's loops convert through the reduce loops' conversions (F16C where the CPU has it; the
- * element ones above are software, 4x slower), a block at a time. No sum: fused_row sums fp16
- * rows with the reduce loops. */
-static void load_f16(float *d, const void *s, size_t n) {
-  symcoll__host_reduce_table()->f16_to_f32(d, s, n);
-}
-ROW_CLONES static void add_f16(float *d, const void *s, size_t n) {
-  const symcoll__reduce_table_t *t = symcoll__host_reduce_table();
-  float x[ROW_BLK];
-  for (size_t b = 0; b < n; b += ROW_BLK) {
-    const size_t m = n - b < ROW_BLK ? n - b : ROW_BLK;
-    t->f16_to_f32(x, (const uint16_t *)s + b, m);
-    for (size_t i = 0; i < m; i++) d[b + i] += x[i];
-  }
-}
-static void round_f16(float *v, void *dst, size_t n) {
-  const symcoll__reduce_table_t *t = symcoll__host_reduce_table();
-  uint16_t h[ROW_BLK];
-  for (size_t b = 0; b < n; b += ROW_BLK) {
-    const size_t m = n - b < ROW_BLK ? n - b : ROW_BLK;
-    uint16_t *q = dst ? (uint16_t *)dst + b : h;
-    t->f32_to_f16(q, v + b, m);
-    t->f16_to_f32(v + b, q, m);
-  }
-}
-ROW_CLONES static void scale_round_f16(float *r, float inv, const float *w, void *dst, size_t n) {
-  for (size_t i = 0; i < n; i++) r[i] = r[i] * inv * w[i];
-  round_f16(r, dst, n);
-}
-
-typedef struct {
-  void (*load)(float *d, const void *s, size_t n);
-  void (*add)(float *d, const void *s, size_t n);
-  void (*round)(float *v, void *dst, size_t n);
-  /* r = the sum of ns rows in fp32, rank order, rounded to the dtype (the all-reduce's
-   * result), + res (if given) rounded, stored to res_out (if given): one pass, in blocks */
-  void (*sum)(float *r, const void *const *s, int ns, const void *res, void *res_out, size_t h);
-  /* r = r * inv * w rounded to the dtype, stored to dst (if given) */
-  void (*scale_round)(float *r, float inv, const float *w, void *dst, size_t n);
-} row_loops_t;
-
-static row_loops_t loops_of(symcoll_dtype_t dt) {
-  if (dt == SYMCOLL_BFLOAT16) return (row_loops_t){load_bf16, add_bf16, round_bf16, sum_bf16, scale_round_bf16};
-  if (dt == SYMCOLL_FLOAT16) return (row_loops_t){load_f16, add_f16, round_f16, NULL, scale_round_f16};
-  return (row_loops_t){load_f32, add_f32, round_f32, sum_f32, scale_round_f32};
-}
-
-static void load_row(float *dst, const void *src, size_t n, symcoll_dtype_t dt) {
-  loops_of(dt).load(dst, src, n);
-}
-
-/* The row's sum of squares: eight lanes, each in index order, then summed in a fixed tree (the
- * same bits whatever the vector width). */
-ROW_CLONES static float sum_squares(const float *r, size_t h) {
-  typedef float v8f __attribute__((vector_size(32)));
-  v8f acc = {0};
-  const size_t whole = h & ~(size_t)7;
-  for (size_t i = 0; i < whole; i += 8) {
-    v8f v;
-    memcpy(&v, r + i, sizeof v);
-    acc += v * v;
-  }
-  float lane[8];
-  memcpy(lane, &acc, sizeof lane);
-  for (size_t l = 0; whole + l < h; l++) lane[l] += r[whole + l] * r[whole + l];
-  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-}
-
-/* The row's largest magnitude (NaNs skipped, as fmaxf does; max is exact in any order, so the
- * vectorised loop gives the same value). */
-ROW_CLONES static float abs_max(const float *r, size_t h) {
-  float m = 0.0f;
-  for (size_t i = 0; i < h; i++) {
-    const float a = fabsf(r[i]);
-    m = a > m ? a : m;
-  }
-  return m;
-}
-
-ROW_CLONES static void to_e4m3(uint8_t *q, const float *r, float scale, size_t h) {
-  for (size_t i = 0; i < h; i++) q[i] = symcoll__f32_to_fp8(r[i] / scale, 0);
+static const symcoll__row_loops_t *loops_of(symcoll_dtype_t dt) {
+  return &loops()->rows[dt];
 }
 
 /* Where one row's results go. */
@@ -174,14 +30,15 @@ typedef struct {
 } row_dst_t;
 
 /* From r32 = r (rounded, as the next layer reads it): the norm, out and the fp8 output. */
-static void norm_tail(const symcoll__norm_args_t *a, const row_loops_t *L, const float *w32, float *r32, row_dst_t d) {
+static void norm_tail(const symcoll__norm_args_t *a, const float *w32, float *r32, row_dst_t d) {
   const size_t h = a->hidden;
-  const float inv = 1.0f / sqrtf(sum_squares(r32, h) / (float)h + a->eps);
-  L->scale_round(r32, inv, w32, d.out, h); /* r32 now holds out as rounded */
+  const float inv = 1.0f / sqrtf(loops()->sum_squares(r32, h) / (float)h + a->eps);
+  loops_of(a->dtype)->scale_round(r32, inv, w32, d.out, h); /* r32 now holds out as rounded */
   if (!d.fp8) return;
-  const float scale = d.scale_out ? fmaxf(abs_max(r32, h) / FP8_MAX, 1.0f / (FP8_MAX * 512.0f)) : *a->fp8_scale;
+  const float scale =
+      d.scale_out ? fmaxf(loops()->abs_max(r32, h) / FP8_MAX, 1.0f / (FP8_MAX * 512.0f)) : *a->fp8_scale;
   if (d.scale_out) *d.scale_out = scale;
-  to_e4m3(d.fp8, r32, scale, h);
+  loops()->to_e4m3(d.fp8, r32, scale, h);
 }
 
 /* SEQUENTIAL's row. s: the row's sum over ranks (dtype); res: the residual row or NULL; w32:
@@ -189,38 +46,27 @@ static void norm_tail(const symcoll__norm_args_t *a, const row_loops_t *L, const
 static void norm_row(const symcoll__norm_args_t *a, const void *s, const void *res, const float *w32, float *r32,
                      row_dst_t d) {
   const size_t h = a->hidden;
-  const row_loops_t L = loops_of(a->dtype);
-  L.load(r32, s, h);
-  if (res) {
-    L.add(r32, res, h);
-    L.round(r32, d.res_out, h); /* r rounded, as the next layer reads it */
-  } else if (d.res_out) {
-    memcpy(d.res_out, s, h * symcoll_dtype_size(a->dtype));
+  const symcoll__row_loops_t *L = loops_of(a->dtype);
+  if (res) { /* r = s + res rounded, as the next layer reads it (s, already rounded, stays as it is) */
+    L->sum(r32, &s, 1, res, d.res_out, h);
+  } else {
+    L->load(r32, s, h);
+    if (d.res_out) memcpy(d.res_out, s, h * symcoll_dtype_size(a->dtype)); /* its bits, NaNs' included */
   }
-  norm_tail(a, &L, w32, r32, d);
+  norm_tail(a, w32, r32, d);
 }
 
 /* The fused row: srcs are the ranks' rows in rank order; the sum, the add and the roundings
- * in one pass, the same bits as the all-reduce followed by norm_row. fp16 rows are summed by
- * the all-reduce's own loops instead (F16C where the CPU has it), into r32's second half, then
- * norm_row: one pass with software conversions cost more (1 row of 4096 at 2 ranks: 29.9 us
- * fused against 21.2 for the chain). */
+ * in one pass, the same bits as the all-reduce followed by norm_row. */
 static void fused_row(const symcoll__norm_args_t *a, const void *const *srcs, int n, const void *res, const float *w32,
                       float *r32, row_dst_t d) {
-  if (a->dtype == SYMCOLL_FLOAT16) {
-    void *sum = r32 + a->hidden;
-    symcoll__host_reduce_fn(a->dtype, SYMCOLL_SUM)(sum, srcs, n, a->hidden);
-    norm_row(a, sum, res, w32, r32, d);
-    return;
-  }
-  const row_loops_t L = loops_of(a->dtype);
-  L.sum(r32, srcs, n, res, d.res_out, a->hidden);
-  norm_tail(a, &L, w32, r32, d);
+  loops_of(a->dtype)->sum(r32, srcs, n, res, d.res_out, a->hidden);
+  norm_tail(a, w32, r32, d);
 }
 
-/* The call's scratch: the weight as floats, then a row as floats and room for another. */
+/* The call's scratch: the weight as floats, then a row as floats. */
 static symcoll_status_t scratch(host_state_t *hs, const symcoll__norm_args_t *a, float **w32, float **r32) {
-  const size_t h = a->hidden, need = 3 * h;
+  const size_t h = a->hidden, need = 2 * h;
   if (hs->norm_elems < need) {
     float *p = realloc(hs->norm_f32, need * sizeof(float));
     if (!p) {
@@ -230,7 +76,7 @@ static symcoll_status_t scratch(host_state_t *hs, const symcoll__norm_args_t *a,
     hs->norm_f32 = p, hs->norm_elems = need;
   }
   *w32 = hs->norm_f32, *r32 = *w32 + h;
-  load_row(*w32, a->weight, h, a->dtype);
+  loops_of(a->dtype)->load(*w32, a->weight, h);
   return SYMCOLL_OK;
 }
 

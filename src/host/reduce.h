@@ -12,13 +12,25 @@
  * averages is not the average). dst may equal a source. */
 typedef void (*symcoll__reduce_fn)(void *dst, const void *const *srcs, int nsrc, size_t n);
 
-/* One build of the loops (reduce_loops.h compiled for one instruction set). */
+/* The fused norm's loops over one row of n (or h) elements of one floating dtype, in fp32
+ * (row_loops.h). Roundings are to the dtype and back, as the next layer reads the values. */
+typedef struct symcoll__row_loops {
+  void (*load)(float *d, const void *s, size_t n); /* d = s */
+  /* r = the sum of ns rows in rank order, rounded (the all-reduce's result), + res (if given)
+   * rounded, stored to res_out (if given): one pass, in blocks */
+  void (*sum)(float *r, const void *const *s, int ns, const void *res, void *res_out, size_t h);
+  void (*scale_round)(float *r, float inv, const float *w, void *dst, size_t n); /* r = r*inv*w rounded */
+} symcoll__row_loops_t;
+
+/* One build of the loops (reduce_loops.h and row_loops.h compiled for one instruction set). */
 typedef struct symcoll__reduce_table {
   const char *name; /* "scalar", "sse2", "neon", "avx2", "avx512" */
   symcoll__reduce_fn fn[SYMCOLL_NUM_DTYPES][SYMCOLL_NUM_OPS];
-  /* n halves to and from fp32 (F16C where the build has it), for the fused norm's row loops */
-  void (*f16_to_f32)(float *dst, const uint16_t *src, size_t n);
-  void (*f32_to_f16)(uint16_t *dst, const float *src, size_t n);
+  /* the norm's row loops: fp32, fp16 and bf16 (the other dtypes' entries are empty) */
+  symcoll__row_loops_t rows[SYMCOLL_NUM_DTYPES];
+  float (*sum_squares)(const float *r, size_t h);                     /* 32 lanes in index order, a fixed tree */
+  float (*abs_max)(const float *r, size_t h);                         /* NaNs skipped */
+  void (*to_e4m3)(uint8_t *q, const float *r, float scale, size_t h); /* q = r / scale, e4m3 */
 } symcoll__reduce_table_t;
 
 /* The table chosen at run time: SYMCOLL_HOST_SIMD, else the widest this CPU runs. */

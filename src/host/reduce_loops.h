@@ -51,6 +51,9 @@ STORER(st_fp8_e4m3, uint8_t, float, TO_F8_4)
 LOADER(ld_fp8_e5m2, uint8_t, float, F8_5)
 STORER(st_fp8_e5m2, uint8_t, float, TO_F8_5)
 
+#if defined(__aarch64__) || defined(__AVX512F__) || defined(__F16C__)
+#define HW_HALVES 1 /* ld_f16 / st_f16 below convert in hardware, a vector at a time */
+#endif
 #if defined(__aarch64__)
 /* AArch64 converts halves itself, with the same rounding and NaN handling. */
 static inline void ld_f16(float *restrict a, const uint16_t *restrict p, size_t m) {
@@ -203,6 +206,9 @@ DEFINE_INT(u64, uint64_t, uint64_t)
     [SYMCOLL_PROD] = reduce_##TAG##_prod, [SYMCOLL_AVG] = reduce_##TAG##_avg,                                   \
   }
 _Static_assert(SYMCOLL_NUM_OPS == 5, "every op has a loop per dtype in OPS");
+
+#include "row_loops.h"
+
 const symcoll__reduce_table_t SYMCOLL_REDUCE_TABLE = {
     SYMCOLL_REDUCE_NAME,
     {
@@ -219,6 +225,8 @@ const symcoll__reduce_table_t SYMCOLL_REDUCE_TABLE = {
         [SYMCOLL_FLOAT8_E4M3] = OPS(e4m3),
         [SYMCOLL_FLOAT8_E5M2] = OPS(e5m2),
     },
-    .f16_to_f32 = ld_f16,
-    .f32_to_f16 = st_f16,
+    .rows = {[SYMCOLL_FLOAT32] = ROWS(f32), [SYMCOLL_FLOAT16] = ROWS(f16), [SYMCOLL_BFLOAT16] = ROWS(bf16)},
+    .sum_squares = row_sum_squares,
+    .abs_max = row_abs_max,
+    .to_e4m3 = row_to_e4m3,
 };
