@@ -136,10 +136,18 @@ static const char *const builtin_table =
     "all_reduce_rmsnorm cuda 1 * inf oneshot\n"
     "all_reduce_rmsnorm cuda * * inf sequential\n"
     /* reduce_scatter_rmsnorm, by x's bytes (every rank's rows). CPU ranks: the fused pull
-     * (one pass over each row, no scratch; bench/results/host/rmsnorm). GPUs: the chain; the
+     * (one pass over each row, no scratch; bench/results/host/rmsnorm), but fp32 above 2 MiB and
+     * fp16 above 1 MiB run the chain: there the pull was 1.1-1.5x the chain in repeated runs
+     * (2 ranks, 2-vCPU Xeon: fp32 128 x 8192 and 256 x 4096, fp16 128 x 4096 to 512 x 8192),
+     * at parity below (0.9-1.1; the fusion shares no norm work out, it saves only the sum's
+     * write and read); bf16, whose pass costs more, 0.87-0.95 at every shape. GPUs: the chain; the
      * fused kernel (the one-shot norm kernel over this rank's block) was 0.89-1.18x of it at 1-32
      * rows per rank and up to 2.3x slower from 128 with ranks sharing an H200
      * (bench/results/h200/norm, run 7); to be measured again on a node of several GPUs. */
+    "reduce_scatter_rmsnorm host * fp32 2097152 pull\n"
+    "reduce_scatter_rmsnorm host * fp32 inf sequential\n"
+    "reduce_scatter_rmsnorm host * fp16 1048576 pull\n"
+    "reduce_scatter_rmsnorm host * fp16 inf sequential\n"
     "reduce_scatter_rmsnorm host * * inf pull\n"
     "reduce_scatter_rmsnorm cuda * * inf sequential\n"
     /* Communicators spanning nodes. CPU ranks (2 and 3 network-namespace nodes x 2 ranks
