@@ -4,11 +4,11 @@
  * its conversions (core/half.h's, and its block loads and stores of halves where the build
  * converts them in hardware). Every build gives the same bits: fp32 arithmetic in the order
  * written (no contraction), conversions that round alike (test_internal compares the builds).
+ * A sum of one row (ns == 1, the chain's pass) is a value of the dtype already: rounding it
+ * again would change nothing (a signalling NaN becomes quiet, as the add after it makes it),
+ * so it is not rounded twice.
  */
 #include <math.h>
-
-/* One row (ns == 1) is a value of the dtype already: rounding it again changes nothing (a
- * signalling NaN becomes quiet, as the add after it makes it), so it is not rounded twice. */
 
 /* Element loops, which the compiler vectorises whole (one pass of a block of ROW_BLK elements
  * per step, in L1): TO_F / FROM_F convert one element (core/half.h's selects for bf16). */
