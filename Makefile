@@ -44,9 +44,11 @@ test-long: deps
 # The host tests once more under AddressSanitizer and UBSan (but the long random streams, which
 # make test-all runs without them: the quick streams take the same paths under the sanitizers;
 # and five of the 8-rank runs, whose paths the 8-rank collective matrices and the smaller norm
-# and node runs take here too: 120 s of CI's two cores).
+# and node runs take here too: 120 s of CI's two cores). Built with Clang where it is installed,
+# so that CI compiles the tree with both compilers (the other builds take the system's cc).
+ASAN_CC ?= $(shell command -v clang >/dev/null 2>&1 && echo clang || echo cc)
 test-asan: deps
-	cmake -S . -B $(BUILD)-asan -G Ninja -DSYMCOLL_SANITIZE=ON -DSYMCOLL_ENABLE_CUDA=OFF $(CMAKE_FLAGS)
+	CC=$(ASAN_CC) cmake -S . -B $(BUILD)-asan -G Ninja -DSYMCOLL_SANITIZE=ON -DSYMCOLL_ENABLE_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && TH_SMALL=1 ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L host -LE "valgrind|soak|python|netns|long" \
 	  -E "^(norm_host_(thread|process)_8|coll_host_nodes_(process_8x2|thread_8x4)|coll_host_small_thread_8)$$" --timeout 600 -j $(JOBS)

@@ -34,6 +34,12 @@ static bool env_int(const char *name, int *v, int lo, int hi, bool *bad) {
   return true;
 }
 
+/* Both variables read (each one's errors reported), whether or not the first is set. */
+static bool env_ints(const char *a, int *va, int alo, int ahi, const char *b, int *vb, int blo, int bhi, bool *bad) {
+  const bool has_a = env_int(a, va, alo, ahi, bad), has_b = env_int(b, vb, blo, bhi, bad);
+  return has_a && has_b;
+}
+
 symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_comm_t *comm_p) {
   symcoll__log_init();
   symcoll_config_t cfg;
@@ -43,7 +49,7 @@ symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_comm_t *comm_p
   int rank = -1, n = -1, grank = -1, gn = -1; /* on this node; in the whole job */
   bool bad = false;
   const int MR = SYMCOLL_MAX_RANKS;
-#define ENV_PAIR(r, nr) (env_int(r, &rank, 0, MR - 1, &bad) & env_int(nr, &n, 1, MR, &bad))
+#define ENV_PAIR(r, nr) env_ints(r, &rank, 0, MR - 1, nr, &n, 1, MR, &bad)
   if (ENV_PAIR("SYMCOLL_RANK", "SYMCOLL_NRANKS")) {
     src = "SYMCOLL_*";
     /* Unnamed: ranks started by one parent (a script, a shell's `&`, a forking launcher)
@@ -61,15 +67,14 @@ symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_comm_t *comm_p
     else
       snprintf(job, sizeof job, "torch.%s:%s", symcoll__env_str("MASTER_ADDR", "local"),
                symcoll__env_str("MASTER_PORT", "0"));
-    if (!(env_int("RANK", &grank, 0, INT32_MAX - 1, &bad) & env_int("WORLD_SIZE", &gn, 1, INT32_MAX, &bad))) gn = -1;
+    if (!env_ints("RANK", &grank, 0, INT32_MAX - 1, "WORLD_SIZE", &gn, 1, INT32_MAX, &bad)) gn = -1;
   } else if (!bad && ENV_PAIR("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE")) {
     src = "Open MPI";
     const char *id = getenv("OMPI_MCA_ess_base_jobid");
     if (!id) id = getenv("OMPI_MCA_orte_ess_jobid");
     if (!id) id = getenv("OMPI_MCA_orte_hnp_uri");
     snprintf(job, sizeof job, "ompi.%s", id ? id : "0");
-    if (!(env_int("OMPI_COMM_WORLD_RANK", &grank, 0, INT32_MAX - 1, &bad) &
-          env_int("OMPI_COMM_WORLD_SIZE", &gn, 1, INT32_MAX, &bad)))
+    if (!env_ints("OMPI_COMM_WORLD_RANK", &grank, 0, INT32_MAX - 1, "OMPI_COMM_WORLD_SIZE", &gn, 1, INT32_MAX, &bad))
       gn = -1;
   } else if (!bad && env_int("SLURM_LOCALID", &rank, 0, MR - 1, &bad)) {
     src = "Slurm";
@@ -79,8 +84,7 @@ symcoll_status_t symcoll_comm_create_from_env(int device, symcoll_comm_t *comm_p
     if (n < 1 && !env_int("SLURM_NTASKS", &n, 1, MR, &bad)) n = -1;
     snprintf(job, sizeof job, "slurm.%s.%s", symcoll__env_str("SLURM_JOB_ID", "0"),
              symcoll__env_str("SLURM_STEP_ID", "0"));
-    if (!(env_int("SLURM_PROCID", &grank, 0, INT32_MAX - 1, &bad) & env_int("SLURM_NTASKS", &gn, 1, INT32_MAX, &bad)))
-      gn = -1;
+    if (!env_ints("SLURM_PROCID", &grank, 0, INT32_MAX - 1, "SLURM_NTASKS", &gn, 1, INT32_MAX, &bad)) gn = -1;
   }
 #undef ENV_PAIR
   if (bad) return SYMCOLL_ERR_INVALID_ARGUMENT; /* named above */

@@ -1,4 +1,7 @@
 /* The run-time choice among the builds of the reduce loops. */
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -7,12 +10,20 @@
 
 /* ---- choice --------------------------------------------------------------------------------- */
 
+#if defined(__x86_64__)
+/* F16C from CPUID leaf 1 (ECX bit 29): not every compiler's __builtin_cpu_supports knows it. */
+static int cpu_has_f16c(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
 static int cpu_runs(const symcoll__reduce_table_t *t) {
 #if defined(__x86_64__)
   if (t == &symcoll__reduce_avx512)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c");
-  if (t == &symcoll__reduce_avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+           __builtin_cpu_supports("avx512vl") && cpu_has_f16c();
+  if (t == &symcoll__reduce_avx2) return __builtin_cpu_supports("avx2") && cpu_has_f16c();
 #endif
   (void)t;
   return 1;

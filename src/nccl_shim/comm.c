@@ -353,7 +353,7 @@ static void real_by_clique(ncclComm_t c, const shim_real_t *r) {
       q->real_state = 1;
     }
   }
-done:
+done:;
   /* Each member takes its own, under its own lock (never both locks at once). */
   ncclComm_t mine = q->real_state == 1 ? q->reals[c->clique_index] : NULL;
   if (!mine) snprintf(c->real_why, sizeof c->real_why, "%s", q->real_state < 0 ? q->why : "no real communicator");

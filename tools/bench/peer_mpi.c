@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "core/half.h"
 
 #ifdef SYMCOLL_BENCH_MPI
 #include <mpi.h>
@@ -44,15 +45,10 @@ static uint16_t f2bf(float f) {
   return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 static float h2f(uint16_t h) {
-  _Float16 x;
-  memcpy(&x, &h, 2);
-  return (float)x;
+  return symcoll__f16_to_f32(h); /* the library's software conversion (round to nearest even) */
 }
 static uint16_t f2h(float f) {
-  _Float16 x = (_Float16)f;
-  uint16_t h;
-  memcpy(&h, &x, 2);
-  return h;
+  return symcoll__f32_to_f16(f);
 }
 #define HALF_OP(NAME, TOF, FROMF, EXPR)                                \
   static void NAME(void *in, void *inout, int *len, MPI_Datatype *t) { \
