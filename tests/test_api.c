@@ -817,6 +817,21 @@ static void test_tuning_table(void **state) {
   symcoll_comm_destroy(comm);
   unlink(rounds);
   unlink(badround);
+  /* Two rows with the same max_bytes for a dtype (its own and a * row): the one listed first. */
+  char ties[64];
+  snprintf(ties, sizeof ties, "/tmp/symcoll-tune-ties.%d", (int)getpid());
+  for (int order = 0; order < 2; order++) {
+    write_file(ties, order == 0 ? "host * fp32 inf oneshot\nhost * * 1024 oneshot\nhost * * inf twoshot\n"
+                                : "host * * 1024 oneshot\nhost * * inf twoshot\nhost * fp32 inf oneshot\n");
+    setenv("SYMCOLL_TUNE_FILE", ties, 1);
+    comm = solo();
+    assert_int_equal(symcoll_all_reduce_algo(comm, 1 << 20, SYMCOLL_FLOAT32, &a), SYMCOLL_OK);
+    assert_int_equal(a, order == 0 ? SYMCOLL_ALGO_ONE_SHOT : SYMCOLL_ALGO_TWO_SHOT);
+    assert_int_equal(symcoll_all_reduce_algo(comm, 1 << 20, SYMCOLL_BFLOAT16, &a), SYMCOLL_OK);
+    assert_int_equal(a, SYMCOLL_ALGO_TWO_SHOT);
+    symcoll_comm_destroy(comm);
+  }
+  unlink(ties);
   setenv("SYMCOLL_TUNE_FILE", good, 1);
   comm = solo();
   assert_int_equal(symcoll_all_reduce_algo(comm, 1024, SYMCOLL_FLOAT32, &a), SYMCOLL_OK);

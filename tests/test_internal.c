@@ -92,37 +92,135 @@ static void test_reduce_builds_agree(void **state) {
 /* The norm's row loops (row_loops.h) of every build against an element-by-element reference
  * written from their contract, on random bits (NaNs, infinities, subnormals) and odd lengths:
  * the sum of ns rows in fp32, rounded to the dtype, + the residual, rounded (and stored); then
- * r * inv * w rounded (and stored). NaNs compare as NaNs (which NaN a sum of two returns is the
- * one thing the contract leaves open); every other value bit for bit. */
+ * r * inv * w rounded (and stored); the load. Bit for bit, NaNs included, but where an add met
+ * two NaNs: which one it returns is the one thing the contract leaves open (there any NaN will
+ * do). Every buffer is the row's exact size (ASan sees a read past its end), and the stores are
+ * checked for writes past it. */
 static float to_f(const void *p, size_t i, symcoll_dtype_t dt) {
   if (dt == SYMCOLL_FLOAT32) return ((const float *)p)[i];
   const uint16_t h = ((const uint16_t *)p)[i];
   return dt == SYMCOLL_FLOAT16 ? symcoll__f16_to_f32(h) : symcoll__bf16_to_f32(h);
 }
-static uint32_t from_f(float v, symcoll_dtype_t dt) { /* the dtype's bits */
-  if (dt == SYMCOLL_FLOAT32) return symcoll__f32_bits(v);
-  return dt == SYMCOLL_FLOAT16 ? symcoll__f32_to_f16(v) : symcoll__f32_to_bf16(v);
+static void put(void *p, size_t i, float v, symcoll_dtype_t dt) { /* v rounded to the dtype, stored */
+  if (dt == SYMCOLL_FLOAT32)
+    ((float *)p)[i] = v;
+  else
+    ((uint16_t *)p)[i] = dt == SYMCOLL_FLOAT16 ? symcoll__f32_to_f16(v) : symcoll__f32_to_bf16(v);
 }
 static float through(float v, symcoll_dtype_t dt) { /* v rounded to the dtype and back */
-  if (dt == SYMCOLL_FLOAT32) return v;
-  const uint16_t h = (uint16_t)from_f(v, dt);
-  return to_f(&h, 0, dt);
+  uint32_t t;
+  put(&t, 0, v, dt);
+  return to_f(&t, 0, dt);
 }
-static uint32_t elem_bits(const void *p, size_t i, size_t es) {
-  return es == 4 ? ((const uint32_t *)p)[i] : ((const uint16_t *)p)[i];
-}
-static void same_float(float want, float got, const char *what, const char *build, size_t i) {
-  if (isnan(want) && isnan(got)) return;
+static void same_float(float want, float got, bool two_nans, const char *what, const char *build, size_t i) {
+  if (two_nans && isnan(want) && isnan(got)) return;
   if (symcoll__f32_bits(want) != symcoll__f32_bits(got))
     fail_msg("%s, %s: element %zu is %a (%#x), the contract says %a (%#x)", what, build, i, (double)got,
              symcoll__f32_bits(got), (double)want, symcoll__f32_bits(want));
 }
-static void same_elem(const void *want, const void *got, size_t i, symcoll_dtype_t dt, const char *what,
+static void same_elem(const void *want, const void *got, size_t i, symcoll_dtype_t dt, bool two_nans, const char *what,
                       const char *build) {
   const size_t es = symcoll_dtype_size(dt);
-  const uint32_t w = elem_bits(want, i, es), g = elem_bits(got, i, es);
-  if (w != g && !(isnan(to_f(want, i, dt)) && isnan(to_f(got, i, dt))))
-    fail_msg("%s, %s: stored element %zu is %#x, the contract says %#x", what, build, i, g, w);
+  if (memcmp((const char *)want + i * es, (const char *)got + i * es, es) != 0 &&
+      !(two_nans && isnan(to_f(want, i, dt)) && isnan(to_f(got, i, dt))))
+    fail_msg("%s, %s: stored element %zu differs from the contract's", what, build, i);
+}
+/* One case's buffers, each its exact size; out (a stored row) with 64 guard bytes. */
+typedef struct {
+  uint8_t *src[4], *res, *out[8], *want_out;
+  float *r[8], *want, *w, *r0;
+  bool *two; /* an add of the element met two NaNs */
+} row_case_t;
+
+static void row_case(const symcoll__reduce_table_t *const *tables, int nt, symcoll_dtype_t dt, size_t n, int ns,
+                     bool has_res, bool has_out) {
+  const size_t es = symcoll_dtype_size(dt), rb = n * es, fb = n * sizeof(float);
+  row_case_t c;
+  for (int k = 0; k < ns; k++) random_fill(c.src[k] = malloc(rb), rb, dt);
+  random_fill(c.res = malloc(rb), rb, dt);
+  c.want_out = malloc(rb), c.want = malloc(fb), c.w = malloc(fb), c.r0 = malloc(fb), c.two = calloc(n, 1);
+  for (int t = 0; t < nt; t++) c.out[t] = malloc(rb + 64), c.r[t] = malloc(fb);
+  char what[96];
+  for (size_t i = 0; i < n; i++) {
+    float acc = to_f(c.src[0], i, dt);
+    for (int k = 1; k < ns; k++) {
+      const float x = to_f(c.src[k], i, dt);
+      c.two[i] |= isnan(acc) && isnan(x);
+      acc += x;
+    }
+    if (has_res) {
+      const float x = to_f(c.res, i, dt);
+      c.two[i] |= isnan(acc) && isnan(x);
+      acc = through(acc, dt) + x;
+    }
+    put(c.want_out, i, acc, dt);
+    c.want[i] = through(acc, dt);
+  }
+  snprintf(what, sizeof what, "%s sum of %d rows of %zu%s%s", symcoll_dtype_name(dt), ns, n,
+           has_res ? ", residual" : "", has_out ? ", stored" : "");
+  for (int t = 0; t < nt; t++) {
+    memset(c.out[t], 0x5a, rb + 64);
+    tables[t]->rows[dt].sum(c.r[t], (const void *const *)c.src, ns, has_res ? c.res : NULL, has_out ? c.out[t] : NULL,
+                            n);
+    for (size_t i = 0; i < n; i++) {
+      same_float(c.want[i], c.r[t][i], c.two[i], what, tables[t]->name, i);
+      if (has_out) same_elem(c.want_out, c.out[t], i, dt, c.two[i], what, tables[t]->name);
+    }
+    if (c.out[t][has_out ? rb : 0] != 0x5a) fail_msg("%s, %s: wrote past the end", what, tables[t]->name);
+  }
+  /* then the scale, from the sum above: r * inv * w rounded */
+  const float inv = (float)(rnd() % 1000 + 1) / 256.0f;
+  for (size_t i = 0; i < n; i++) c.w[i] = (float)((int)(rnd() % 2001) - 1000) / 512.0f;
+  memcpy(c.r0, c.want, fb);
+  for (size_t i = 0; i < n; i++) {
+    put(c.want_out, i, c.r0[i] * inv * c.w[i], dt);
+    c.want[i] = through(c.r0[i] * inv * c.w[i], dt);
+  }
+  snprintf(what, sizeof what, "%s scale of %zu%s", symcoll_dtype_name(dt), n, has_out ? ", stored" : "");
+  for (int t = 0; t < nt; t++) {
+    memcpy(c.r[t], c.r0, fb);
+    memset(c.out[t], 0x5a, rb + 64);
+    tables[t]->rows[dt].scale_round(c.r[t], inv, c.w, has_out ? c.out[t] : NULL, n);
+    for (size_t i = 0; i < n; i++) {
+      same_float(c.want[i], c.r[t][i], c.two[i], what, tables[t]->name, i);
+      if (has_out) same_elem(c.want_out, c.out[t], i, dt, c.two[i], what, tables[t]->name);
+    }
+    if (c.out[t][has_out ? rb : 0] != 0x5a) fail_msg("%s, %s: wrote past the end", what, tables[t]->name);
+  }
+  /* the load: every element widened exactly (NaNs quiet, as the conversions make them) */
+  snprintf(what, sizeof what, "%s load of %zu", symcoll_dtype_name(dt), n);
+  for (int t = 0; t < nt; t++) {
+    tables[t]->rows[dt].load(c.r[t], c.src[0], n);
+    for (size_t i = 0; i < n; i++) same_float(to_f(c.src[0], i, dt), c.r[t][i], false, what, tables[t]->name, i);
+  }
+  for (int k = 0; k < ns; k++) free(c.src[k]);
+  for (int t = 0; t < nt; t++) free(c.out[t]), free(c.r[t]);
+  free(c.res), free(c.want_out), free(c.want), free(c.w), free(c.r0), free(c.two);
+}
+
+/* The sum of squares (32 lanes in index order, then a fixed tree), the largest magnitude and
+ * the e4m3 quotients, of finite values of many magnitudes, so that the order of the additions
+ * shows in the bits. */
+static void row_stats_case(const symcoll__reduce_table_t *const *tables, int nt, size_t n) {
+  float *v = malloc(n * sizeof(float)), lane[32] = {0}, tr[8], amax = 0.0f;
+  uint8_t *q = malloc(n);
+  for (size_t i = 0; i < n; i++) v[i] = ldexpf((float)((int)(rnd() % 2000001) - 1000000), -(int)(rnd() % 24) - 10);
+  for (size_t i = 0; i < n; i++) {
+    const float sq = v[i] * v[i]; /* rounded on its own, as the loops do (no fused multiply-add) */
+    lane[i % 32] += sq;
+    amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+  }
+  for (int l = 0; l < 8; l++) tr[l] = (lane[l] + lane[l + 8]) + (lane[l + 16] + lane[l + 24]);
+  const float ss = ((tr[0] + tr[1]) + (tr[2] + tr[3])) + ((tr[4] + tr[5]) + (tr[6] + tr[7]));
+  const float scale = amax / 448.0f + 1e-6f;
+  for (int t = 0; t < nt; t++) {
+    same_float(ss, tables[t]->sum_squares(v, n), false, "sum of squares", tables[t]->name, n);
+    same_float(amax, tables[t]->abs_max(v, n), false, "largest magnitude", tables[t]->name, n);
+    tables[t]->to_e4m3(q, v, scale, n);
+    for (size_t i = 0; i < n; i++)
+      if (q[i] != symcoll__f32_to_fp8(v[i] / scale, 0)) fail_msg("e4m3 of %zu, %s: element %zu", n, tables[t]->name, i);
+  }
+  free(v), free(q);
 }
 
 static void test_row_loops_agree(void **state) {
@@ -131,92 +229,15 @@ static void test_row_loops_agree(void **state) {
   const int nt = symcoll__host_reduce_tables(tables, 8);
   static const size_t lengths[] = {1, 3, 15, 16, 17, 31, 33, 64, 255, 256, 257, 1000, 4099};
   static const symcoll_dtype_t dts[] = {SYMCOLL_FLOAT32, SYMCOLL_FLOAT16, SYMCOLL_BFLOAT16};
-  const size_t maxn = 4099;
-  uint8_t *src[4], *res = malloc(maxn * 4), *res_out = malloc(maxn * 4 + 64), *want_out = malloc(maxn * 4);
-  float *r = malloc(maxn * 4), *want = malloc(maxn * 4), *w = malloc(maxn * 4);
-  for (int k = 0; k < 4; k++) src[k] = malloc(maxn * 4);
   long checked = 0;
-  for (size_t di = 0; di < 3; di++) {
-    const symcoll_dtype_t dt = dts[di];
-    const size_t es = symcoll_dtype_size(dt);
-    char what[96];
-    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+  for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+    for (size_t di = 0; di < 3; di++)
       for (int ns = 1; ns <= 4; ns++)
-        for (int with = 0; with < 4; with++) { /* bit 0: a residual; bit 1: res_out */
-          const size_t n = lengths[li];
-          const bool has_res = with & 1, has_out = with & 2;
-          for (int k = 0; k < ns; k++) random_fill(src[k], n * es, dt);
-          random_fill(res, n * es, dt);
-          for (size_t i = 0; i < n; i++) {
-            float acc = to_f(src[0], i, dt);
-            for (int k = 1; k < ns; k++) acc += to_f(src[k], i, dt);
-            if (has_res) acc = through(acc, dt) + to_f(res, i, dt);
-            const uint32_t bits = from_f(acc, dt);
-            memcpy(want_out + i * es, &bits, es); /* little-endian: the low bytes */
-            want[i] = through(acc, dt);
-          }
-          snprintf(what, sizeof what, "%s sum of %d rows of %zu%s%s", symcoll_dtype_name(dt), ns, n,
-                   has_res ? ", residual" : "", has_out ? ", stored" : "");
-          for (int t = 0; t < nt; t++) {
-            memset(res_out, 0x5a, n * es + 64);
-            tables[t]->rows[dt].sum(r, (const void *const *)src, ns, has_res ? res : NULL, has_out ? res_out : NULL, n);
-            for (size_t i = 0; i < n; i++) {
-              same_float(want[i], r[i], what, tables[t]->name, i);
-              if (has_out) same_elem(want_out, res_out, i, dt, what, tables[t]->name);
-            }
-            if (res_out[has_out ? n * es : 0] != 0x5a) fail_msg("%s, %s: wrote past the end", what, tables[t]->name);
-          }
-          /* then the scale: r * inv * w rounded, from the sum above */
-          const float inv = (float)(rnd() % 1000 + 1) / 256.0f;
-          for (size_t i = 0; i < n; i++) w[i] = (float)((int)(rnd() % 2001) - 1000) / 512.0f;
-          float *r0 = malloc(n * 4);
-          memcpy(r0, want, n * 4);
-          for (size_t i = 0; i < n; i++) {
-            const uint32_t bits = from_f(r0[i] * inv * w[i], dt);
-            memcpy(want_out + i * es, &bits, es);
-            want[i] = through(r0[i] * inv * w[i], dt);
-          }
-          snprintf(what, sizeof what, "%s scale of %zu%s", symcoll_dtype_name(dt), n, has_out ? ", stored" : "");
-          for (int t = 0; t < nt; t++) {
-            memcpy(r, r0, n * 4);
-            memset(res_out, 0x5a, n * es + 64);
-            tables[t]->rows[dt].scale_round(r, inv, w, has_out ? res_out : NULL, n);
-            for (size_t i = 0; i < n; i++) {
-              same_float(want[i], r[i], what, tables[t]->name, i);
-              if (has_out) same_elem(want_out, res_out, i, dt, what, tables[t]->name);
-            }
-          }
-          /* the sum of squares, the largest magnitude and the e4m3 quotients, of finite values of
-           * many magnitudes (so that the order of the additions shows in the bits) */
-          if (di == 0 && !has_res) {
-            for (size_t i = 0; i < n; i++)
-              want[i] = ldexpf((float)((int)(rnd() % 2000001) - 1000000), -(int)(rnd() % 24) - 10);
-            float lane[32] = {0}, amax = 0.0f;
-            for (size_t i = 0; i < n; i++) {
-              lane[i % 32] += want[i] * want[i];
-              amax = fabsf(want[i]) > amax ? fabsf(want[i]) : amax;
-            }
-            float tr[8];
-            for (int l = 0; l < 8; l++) tr[l] = (lane[l] + lane[l + 8]) + (lane[l + 16] + lane[l + 24]);
-            const float ss = ((tr[0] + tr[1]) + (tr[2] + tr[3])) + ((tr[4] + tr[5]) + (tr[6] + tr[7]));
-            const float scale = amax / 448.0f + 1e-6f;
-            uint8_t q[4099];
-            for (int t = 0; t < nt; t++) {
-              same_float(ss, tables[t]->sum_squares(want, n), "sum of squares", tables[t]->name, 0);
-              same_float(amax, tables[t]->abs_max(want, n), "largest magnitude", tables[t]->name, 0);
-              tables[t]->to_e4m3(q, want, scale, n);
-              for (size_t i = 0; i < n; i++)
-                if (q[i] != symcoll__f32_to_fp8(want[i] / scale, 0))
-                  fail_msg("e4m3 of %zu, %s: element %zu", n, tables[t]->name, i);
-            }
-          }
-          free(r0);
-          checked++;
-        }
+        for (int with = 0; with < 4; with++, checked++) /* bit 0: a residual; bit 1: stored */
+          row_case(tables, nt, dts[di], lengths[li], ns, with & 1, with & 2);
+    row_stats_case(tables, nt, lengths[li]);
   }
   printf("%ld row cases, every build as the contract\n", checked);
-  for (int k = 0; k < 4; k++) free(src[k]);
-  free(res), free(res_out), free(want_out), free(r), free(want), free(w);
 }
 
 static void test_half_conversions(void **state) {

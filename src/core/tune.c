@@ -9,7 +9,8 @@
  * e.g. "all_gather cuda 8 bf16 262144 pull 0 512". coll is all_reduce (the default: rows of 0.2
  * tables have none), all_gather or reduce_scatter; class narrows a row to one kind of machine
  * (host: the CPU reduce loops in use, e.g. host:avx2). Rows apply in order of max_bytes; a
- * row covers sizes above the previous row's max_bytes up to its own. A communicator spanning
+ * row covers sizes above the previous row's max_bytes up to its own; of two rows with the same
+ * max_bytes (a dtype's own and a * row), the one listed first applies. A communicator spanning
  * nodes takes only rows whose nranks reads NxL (N nodes of L ranks, either may be *).
  */
 #define _GNU_SOURCE
@@ -169,12 +170,14 @@ static const char *const builtin_table =
 
 typedef struct {
   size_t max_bytes;
+  int line; /* the row's line: of two rows with the same max_bytes, the one listed first applies */
   symcoll__tune_entry_t e;
 } row_t;
 
 static int cmp_row(const void *a, const void *b) {
-  size_t x = ((const row_t *)a)->max_bytes, y = ((const row_t *)b)->max_bytes;
-  return x < y ? -1 : x > y;
+  const row_t *x = a, *y = b;
+  if (x->max_bytes != y->max_bytes) return x->max_bytes < y->max_bytes ? -1 : 1;
+  return (x->line > y->line) - (x->line < y->line);
 }
 
 /* The algorithm a collective falls back on where nothing else is chosen. */
@@ -221,7 +224,7 @@ static int parse_line(char *buf, line_t *l) {
     max_bytes = strtoull(mb, &end, 10);
     if (*end) return -1;
   }
-  l->row = (row_t){max_bytes, {a, blocks, threads, (size_t)round}};
+  l->row = (row_t){.max_bytes = max_bytes, .e = {a, blocks, threads, (size_t)round}};
   return 1;
 }
 
@@ -297,6 +300,7 @@ int symcoll__tune_parse(symcoll_comm_t comm, const char *text, int *line_p) {
           continue;
         }
         if (score != best[l.coll][d] || nrows[l.coll][d] >= MAX_ROWS) continue;
+        l.row.line = line;
         rows[l.coll][d][nrows[l.coll][d]++] = l.row;
         used++;
       }
