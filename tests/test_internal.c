@@ -1,7 +1,8 @@
 /*
  * Internals, through the static library: every build of the CPU reduce loops this machine
  * can run (scalar, baseline, AVX2, AVX-512) must give the same bits for every dtype and op, on
- * random bit patterns (NaNs, infinities, subnormals, values that round) and odd lengths; the
+ * random bit patterns (NaNs, infinities, subnormals, values that round) and odd lengths, and
+ * the fused norm's row loops of every build must compute their contract element by element; the
  * fp8 conversions round as CUDA's software path does; environment knobs parse strictly.
  */
 #include <math.h>
