@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "harness.h"
 
@@ -930,6 +933,17 @@ static int class_pick_main(int coll) {
   return 0;
 }
 
+/* Whether this CPU runs the AVX-512 BF16 loops (as src/host/reduce.c asks). */
+static bool cpu_runs_avx512bf16(void) {
+#if defined(__x86_64__)
+  unsigned a, b, c, d;
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+#else
+  return false;
+#endif
+}
+
 static void test_tuning_classes(void **state) {
   (void)state;
   assert_int_equal(class_pick("scalar", NULL, SYMCOLL_COLL_ALL_REDUCE), SYMCOLL_ALGO_TWO_SHOT);
@@ -944,6 +958,15 @@ static void test_tuning_classes(void **state) {
   assert_int_equal(class_pick("auto", path, SYMCOLL_COLL_ALL_GATHER), SYMCOLL_ALGO_PUSH);
   assert_int_equal(class_pick("scalar", path, SYMCOLL_COLL_REDUCE_SCATTER), SYMCOLL_ALGO_LAMPORT);
   assert_int_equal(class_pick("auto", path, SYMCOLL_COLL_REDUCE_SCATTER), SYMCOLL_ALGO_PULL);
+  /* AVX-512 with BF16 is of AVX-512's class */
+  write_file(path, "host * * inf twoshot\nhost:avx512 * * inf oneshot\n");
+  if (cpu_runs_avx512bf16()) {
+    assert_int_equal(class_pick("avx512bf16", path, SYMCOLL_COLL_ALL_REDUCE), SYMCOLL_ALGO_ONE_SHOT);
+    assert_int_equal(class_pick("avx512", path, SYMCOLL_COLL_ALL_REDUCE), SYMCOLL_ALGO_ONE_SHOT);
+  } else {
+    printf("this CPU has no AVX-512 BF16: its class is not checked\n");
+  }
+  assert_int_equal(class_pick("scalar", path, SYMCOLL_COLL_ALL_REDUCE), SYMCOLL_ALGO_TWO_SHOT);
   /* an algorithm of another collective is a syntax error: the file is ignored */
   write_file(path, "all_gather host * * inf twoshot\n");
   assert_int_equal(class_pick("auto", path, SYMCOLL_COLL_ALL_GATHER), SYMCOLL_ALGO_PULL);

@@ -35,8 +35,9 @@ enum {
     "e.g. twoshot or all_gather:push,reduce_scatter:pull")                                                            \
   X(SYMCOLL_WORKSPACE_BYTES, BYTES, "0", 0, 1ll << 40, "",                                                            \
     "symmetric scratch per rank in bytes (K, M, G suffixes); 0 = 32 MiB on CPU, 64 MiB on GPU")                       \
-  X(SYMCOLL_HOST_SIMD, ENUM, "auto", 0, 0, "auto|avx512|avx2|sse2|neon|generic|scalar",                               \
-    "CPU reduce loops: auto (the widest this CPU runs), avx512, avx2, sse2 or neon (the baseline), scalar")           \
+  X(SYMCOLL_HOST_SIMD, ENUM, "auto", 0, 0, "auto|avx512bf16|avx512|avx2|sse2|neon|generic|scalar",                    \
+    "CPU reduce loops: auto (the widest this CPU runs), avx512bf16, avx512, avx2, sse2 or neon (the baseline), "      \
+    "scalar")                                                                                                         \
   X(SYMCOLL_CHECK, BOOL, "0", 0, 1, "",                                                                               \
     "1: ranks compare every call's arguments on the host (a bootstrap exchange per call)")                            \
   X(SYMCOLL_NCCL, ENUM, "auto", 0, 0, "auto|1|0",                                                                     \

@@ -117,10 +117,11 @@ static const char *const builtin_table =
     "matmul_reduce_scatter cuda * * 33554432 sequential\n"
     "matmul_reduce_scatter cuda * * inf overlap\n"
     /* all_reduce_rmsnorm, by x's bytes (core runs one-shot where two-shot would leave a rank
-     * without a row). CPU ranks: the norm is work, and two-shot shares it out: 1.1-1.4x faster
-     * than one-shot from 2 rows of 2 ranks down to 2 KB (2-vCPU Xeon, bench/results/host/rmsnorm;
-     * an EPYC had one-shot ahead at 8 x 4096); fp32 rows cost so little to normalise that
-     * two-shot's copy of its peers' results costs more than the rows it saves up to 2 MiB
+     * without a row). CPU ranks: the norm is work, and two-shot shares it out: bf16 1.15-1.25x
+     * faster than one-shot from 64 KiB (8 x 4096 at 2 ranks), one-shot ahead by 3-15% up to
+     * 32 KiB since the row loops are built per instruction set (2-vCPU Xeon,
+     * bench/results/host/rmsnorm; an EPYC had one-shot ahead at 8 x 4096); fp32 rows cost so
+     * little to normalise that two-shot's copy of its peers' results costs more than the rows it saves up to 2 MiB
      * (Xeon: one-shot ahead by 15-50%), while above one-shot's reading of every rank's rows
      * costs more (4-17% behind two-shot and the chain at 4-64 MiB); fp16, converted with F16C,
      * the same up to the same element count. GPUs (H200,
@@ -132,7 +133,7 @@ static const char *const builtin_table =
     "all_reduce_rmsnorm host * fp32 inf twoshot\n"
     "all_reduce_rmsnorm host * fp16 1048576 oneshot\n"
     "all_reduce_rmsnorm host * fp16 inf twoshot\n"
-    "all_reduce_rmsnorm host * * 4096 oneshot\n"
+    "all_reduce_rmsnorm host * * 32768 oneshot\n"
     "all_reduce_rmsnorm host * * inf twoshot\n"
     "all_reduce_rmsnorm cuda 1 * inf oneshot\n"
     "all_reduce_rmsnorm cuda * * inf sequential\n"

@@ -11,18 +11,24 @@
 /* ---- choice --------------------------------------------------------------------------------- */
 
 #if defined(__x86_64__)
-/* F16C from CPUID leaf 1 (ECX bit 29): not every compiler's __builtin_cpu_supports knows it. */
+/* From CPUID, as not every compiler's __builtin_cpu_supports knows them: F16C (leaf 1, ECX bit
+ * 29), AVX-512 BF16 (leaf 7 subleaf 1, EAX bit 5). */
 static int cpu_has_f16c(void) {
   unsigned a, b, c, d;
   return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+static int cpu_has_avx512bf16(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
 }
 #endif
 
 static int cpu_runs(const symcoll__reduce_table_t *t) {
 #if defined(__x86_64__)
-  if (t == &symcoll__reduce_avx512)
+  if (t == &symcoll__reduce_avx512 || t == &symcoll__reduce_avx512bf16)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && cpu_has_f16c();
+           __builtin_cpu_supports("avx512vl") && cpu_has_f16c() &&
+           (t == &symcoll__reduce_avx512 || cpu_has_avx512bf16());
   if (t == &symcoll__reduce_avx2) return __builtin_cpu_supports("avx2") && cpu_has_f16c();
 #endif
   (void)t;
@@ -32,11 +38,9 @@ static int cpu_runs(const symcoll__reduce_table_t *t) {
 /* Widest first. */
 static const symcoll__reduce_table_t *const all_tables[] = {
 #if defined(__x86_64__)
-    &symcoll__reduce_avx512,
-    &symcoll__reduce_avx2,
+    &symcoll__reduce_avx512bf16, &symcoll__reduce_avx512, &symcoll__reduce_avx2,
 #endif
-    &symcoll__reduce_baseline,
-    &symcoll__reduce_scalar,
+    &symcoll__reduce_baseline,   &symcoll__reduce_scalar,
 };
 #define NTABLES (sizeof all_tables / sizeof all_tables[0])
 

@@ -24,7 +24,7 @@ typedef struct symcoll__row_loops {
 
 /* One build of the loops (reduce_loops.h and row_loops.h compiled for one instruction set). */
 typedef struct symcoll__reduce_table {
-  const char *name; /* "scalar", "sse2", "neon", "avx2", "avx512" */
+  const char *name; /* "scalar", "sse2", "neon", "avx2", "avx512", "avx512bf16" */
   symcoll__reduce_fn fn[SYMCOLL_NUM_DTYPES][SYMCOLL_NUM_OPS];
   /* the norm's row loops: fp32, fp16 and bf16 (the other dtypes' entries are empty) */
   symcoll__row_loops_t rows[SYMCOLL_NUM_DTYPES];
@@ -44,12 +44,14 @@ SYMCOLL_HIDDEN const char *symcoll__host_simd_name(void);
 SYMCOLL_HIDDEN int symcoll__host_reduce_tables(const symcoll__reduce_table_t **tables, int max);
 
 /* The builds: the portable loops without and with the compiler's vectoriser at the
- * architecture's baseline (SSE2 on x86-64, NEON on aarch64), and x86-64 AVX2 / AVX-512. */
+ * architecture's baseline (SSE2 on x86-64, NEON on aarch64), and x86-64 AVX2 / AVX-512 /
+ * AVX-512 with BF16. */
 extern SYMCOLL_HIDDEN const symcoll__reduce_table_t symcoll__reduce_scalar;
 extern SYMCOLL_HIDDEN const symcoll__reduce_table_t symcoll__reduce_baseline;
 #if defined(__x86_64__)
 extern SYMCOLL_HIDDEN const symcoll__reduce_table_t symcoll__reduce_avx2;
 extern SYMCOLL_HIDDEN const symcoll__reduce_table_t symcoll__reduce_avx512;
+extern SYMCOLL_HIDDEN const symcoll__reduce_table_t symcoll__reduce_avx512bf16;
 #endif
 
 /* The element conversions (fp16, bf16, fp8 to and from fp32) are inline, in core/half.h. */

@@ -44,8 +44,48 @@
 #define TO_F8_4(x) symcoll__f32_to_fp8((x), 0)
 #define TO_F8_5(x) symcoll__f32_to_fp8((x), 1)
 
+#if defined(__AVX512BF16__)
+/* AVX-512 BF16 rounds fp32 to bf16 as f2bf does (to nearest even, NaNs quiet with the top of
+ * their payload) but flushes subnormal inputs to zero: a vector holding one takes f2bf. */
+#define HW_BF16 1 /* ld_bf16 / st_bf16 convert a vector at a time; bf16_narrow / bf16_widen */
+static inline __m256i bf16_narrow(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __mmask16 sub = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x007fffff)) &
+                        _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000));
+  if (!sub) return (__m256i)_mm512_cvtneps_pbh(x);
+  float v[16];
+  uint16_t t[16];
+  _mm512_storeu_ps(v, x);
+  for (int k = 0; k < 16; k++) t[k] = f2bf(v[k]);
+  return _mm256_loadu_si256((const __m256i *)(const void *)t);
+}
+static inline __m512 bf16_widen(__m256i h) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+static inline void ld_bf16(float *restrict a, const uint16_t *restrict p, size_t m) {
+  size_t j = 0;
+  const size_t full = m & ~(size_t)15;
+  for (; j < full; j += 16)
+    _mm512_storeu_ps(a + j, bf16_widen(_mm256_loadu_si256((const __m256i *)(const void *)(p + j))));
+  for (; j < m; j++) a[j] = bf2f(p[j]);
+}
+static inline void st_bf16(uint16_t *restrict p, const float *restrict a, size_t m) {
+  size_t j = 0;
+  const size_t full = m & ~(size_t)15;
+  for (; j < full; j += 16) _mm256_storeu_si256((__m256i *)(void *)(p + j), bf16_narrow(_mm512_loadu_ps(a + j)));
+  for (; j < m; j++) p[j] = f2bf(a[j]);
+}
+/* v[0..m) <- v rounded to bf16, stored to dst if given (m <= 16) */
+static inline void rt_bf16(float *restrict v, uint16_t *restrict dst, size_t m) {
+  uint16_t t[16];
+  st_bf16(t, v, m);
+  if (dst) memcpy(dst, t, m * sizeof *t);
+  ld_bf16(v, t, m);
+}
+#else
 LOADER(ld_bf16, uint16_t, float, bf2f)
 STORER(st_bf16, uint16_t, float, f2bf)
+#endif
 LOADER(ld_fp8_e4m3, uint8_t, float, F8_4)
 STORER(st_fp8_e4m3, uint8_t, float, TO_F8_4)
 LOADER(ld_fp8_e5m2, uint8_t, float, F8_5)
@@ -99,6 +139,16 @@ static inline void st_f16(uint16_t *restrict p, const float *restrict a, size_t 
 #else
 LOADER(ld_f16, uint16_t, float, h2f)
 STORER(st_f16, uint16_t, float, f2h)
+#endif
+#if defined(HW_HALVES)
+/* v[0..m) <- v rounded to fp16, stored to dst if given (m <= 16: the block loads and stores
+ * unroll, and v stays in registers) */
+static inline void rt_f16(float *restrict v, uint16_t *restrict dst, size_t m) {
+  uint16_t t[16];
+  st_f16(t, v, m);
+  if (dst) memcpy(dst, t, m * sizeof *t);
+  ld_f16(v, t, m);
+}
 #endif
 
 /* ---- the loops ------------------------------------------------------------------------ */

@@ -55,20 +55,17 @@
 
 /* Halves where the build converts them in hardware (HW_HALVES: F16C, AVX-512, AArch64), whose
  * conversions the compiler does not vectorise from element code: ROW_V elements a step through
- * every stage, with the block loads and stores ld_f16 / st_f16, which unroll to a few
+ * every stage, with the block load LD and round trip RT (ld_f16, rt_f16), which unroll to a few
  * instructions at m == ROW_V, so that the values stay in registers. */
 #define ROW_V 16
-#define DEFINE_ROWS_VEC(SUF, T, LD, ST)                                                                          \
+#define DEFINE_ROWS_VEC(SUF, T, LD, RT)                                                                          \
   static void row_load_##SUF(float *d, const void *s, size_t n) {                                                \
     LD(d, (const T *)s, n);                                                                                      \
   }                                                                                                              \
   /* v[0..m) <- v rounded to T, stored to dst if given; m <= ROW_V */                                            \
   static inline void row_round_v_##SUF(float *v, T *dst, size_t m) {                                             \
-    T t[ROW_V];                                                                                                  \
     if (m > ROW_V) __builtin_unreachable();                                                                      \
-    ST(t, v, m);                                                                                                 \
-    if (dst) memcpy(dst, t, m * sizeof(T));                                                                      \
-    LD(v, t, m);                                                                                                 \
+    RT(v, dst, m);                                                                                               \
   }                                                                                                              \
   static inline void row_sum_v_##SUF(float *r, const void *const *s, int ns, const T *res, T *res_out, size_t i, \
                                      size_t m) {                                                                 \
@@ -106,9 +103,55 @@
   }
 
 DEFINE_ROWS(f32, float, AS_IS, AS_IS)
+#if defined(HW_BF16)
+/* AVX-512 BF16: the rows in 512-bit registers, 16 elements a step (the element-at-a-time
+ * selects of f2bf cost more than the rest of the row; a block's round trip through memory, as
+ * DEFINE_ROWS_VEC makes it, cost more than it saved), the tail through DEFINE_ROWS_VEC's. */
+static inline __m512 bf16_load16(const uint16_t *p) {
+  return bf16_widen(_mm256_loadu_si256((const __m256i *)(const void *)p));
+}
+static inline __m512 rb16(__m512 x, uint16_t *dst) { /* x rounded to bf16, stored to dst if given */
+  const __m256i h = bf16_narrow(x);
+  if (dst) _mm256_storeu_si256((__m256i *)(void *)dst, h);
+  return bf16_widen(h);
+}
+DEFINE_ROWS_VEC(bf16_tail, uint16_t, ld_bf16, rt_bf16)
+#define row_load_bf16 row_load_bf16_tail
+static void row_sum_bf16(float *r, const void *const *s, int ns, const void *res, void *res_out, size_t h) {
+  const uint16_t *const *p = (const uint16_t *const *)s;
+  const uint16_t *q = res;
+  uint16_t *o = res_out;
+  size_t i = 0;
+  for (; i + 16 <= h; i += 16) {
+    __m512 acc = bf16_load16(p[0] + i);
+    for (int k = 1; k < ns; k++) acc = _mm512_add_ps(acc, bf16_load16(p[k] + i));
+    if (q) {
+      if (ns > 1) acc = rb16(acc, NULL);
+      acc = _mm512_add_ps(acc, bf16_load16(q + i));
+    }
+    _mm512_storeu_ps(r + i, rb16(acc, o ? o + i : NULL));
+  }
+  if (i < h) { /* the last h % 16 elements */
+    const void *tail[SYMCOLL_MAX_RANKS];
+    for (int k = 0; k < ns; k++) tail[k] = p[k] + i;
+    row_sum_bf16_tail(r + i, tail, ns, q ? q + i : NULL, o ? o + i : NULL, h - i);
+  }
+}
+static void row_scale_round_bf16(float *r, float inv, const float *w, void *dst, size_t n) {
+  uint16_t *q = dst;
+  const __m512 vinv = _mm512_set1_ps(inv);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(r + i), vinv), _mm512_loadu_ps(w + i));
+    _mm512_storeu_ps(r + i, rb16(v, q ? q + i : NULL));
+  }
+  if (i < n) row_scale_round_bf16_tail(r + i, inv, w + i, q ? q + i : NULL, n - i);
+}
+#else
 DEFINE_ROWS(bf16, uint16_t, bf2f, f2bf)
+#endif
 #if defined(HW_HALVES)
-DEFINE_ROWS_VEC(f16, uint16_t, ld_f16, st_f16)
+DEFINE_ROWS_VEC(f16, uint16_t, ld_f16, rt_f16)
 #else
 DEFINE_ROWS(f16, uint16_t, h2f, f2h)
 #endif
