@@ -44,6 +44,34 @@
 #define TO_F8_4(x) symcoll__f32_to_fp8((x), 0)
 #define TO_F8_5(x) symcoll__f32_to_fp8((x), 1)
 
+#if defined(__AVX512F__)
+/* Block loads and stores of 16-bit floats a 512-bit vector at a time (WIDEN / NARROW convert
+ * 16 elements), the element conversion for the tail. */
+#define VEC16_LOADER(NAME, WIDEN, ELEM)                                                           \
+  static inline void NAME(float *restrict a, const uint16_t *restrict p, size_t m) {              \
+    size_t j = 0;                                                                                 \
+    for (const size_t full = m & ~(size_t)15; j < full; j += 16)                                  \
+      _mm512_storeu_ps(a + j, WIDEN(_mm256_loadu_si256((const __m256i *)(const void *)(p + j)))); \
+    for (; j < m; j++) a[j] = ELEM(p[j]);                                                         \
+  }
+#define VEC16_STORER(NAME, NARROW, ELEM)                                               \
+  static inline void NAME(uint16_t *restrict p, const float *restrict a, size_t m) {   \
+    size_t j = 0;                                                                      \
+    for (const size_t full = m & ~(size_t)15; j < full; j += 16)                       \
+      _mm256_storeu_si256((__m256i *)(void *)(p + j), NARROW(_mm512_loadu_ps(a + j))); \
+    for (; j < m; j++) p[j] = ELEM(a[j]);                                              \
+  }
+#endif
+/* v[0..m) <- v rounded through ST's 16-bit type and back with LD, stored to dst if given (m <= 16:
+ * the block loads and stores unroll, and v stays in registers) */
+#define ROUND_TRIP(NAME, LD, ST)                                                 \
+  static inline void NAME(float *restrict v, uint16_t *restrict dst, size_t m) { \
+    uint16_t t[16];                                                              \
+    ST(t, v, m);                                                                 \
+    if (dst) memcpy(dst, t, m * sizeof *t);                                      \
+    LD(v, t, m);                                                                 \
+  }
+
 #if defined(__AVX512BF16__)
 /* AVX-512 BF16 rounds fp32 to bf16 as f2bf does (to nearest even, NaNs quiet with the top of
  * their payload) but flushes subnormal inputs to zero: a vector holding one takes f2bf. */
@@ -62,26 +90,9 @@ static inline __m256i bf16_narrow(__m512 x) {
 static inline __m512 bf16_widen(__m256i h) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
-static inline void ld_bf16(float *restrict a, const uint16_t *restrict p, size_t m) {
-  size_t j = 0;
-  const size_t full = m & ~(size_t)15;
-  for (; j < full; j += 16)
-    _mm512_storeu_ps(a + j, bf16_widen(_mm256_loadu_si256((const __m256i *)(const void *)(p + j))));
-  for (; j < m; j++) a[j] = bf2f(p[j]);
-}
-static inline void st_bf16(uint16_t *restrict p, const float *restrict a, size_t m) {
-  size_t j = 0;
-  const size_t full = m & ~(size_t)15;
-  for (; j < full; j += 16) _mm256_storeu_si256((__m256i *)(void *)(p + j), bf16_narrow(_mm512_loadu_ps(a + j)));
-  for (; j < m; j++) p[j] = f2bf(a[j]);
-}
-/* v[0..m) <- v rounded to bf16, stored to dst if given (m <= 16) */
-static inline void rt_bf16(float *restrict v, uint16_t *restrict dst, size_t m) {
-  uint16_t t[16];
-  st_bf16(t, v, m);
-  if (dst) memcpy(dst, t, m * sizeof *t);
-  ld_bf16(v, t, m);
-}
+VEC16_LOADER(ld_bf16, bf16_widen, bf2f)
+VEC16_STORER(st_bf16, bf16_narrow, f2bf)
+ROUND_TRIP(rt_bf16, ld_bf16, st_bf16)
 #else
 LOADER(ld_bf16, uint16_t, float, bf2f)
 STORER(st_bf16, uint16_t, float, f2bf)
@@ -105,21 +116,14 @@ static inline void st_f16(uint16_t *restrict p, const float *restrict a, size_t 
   for (size_t j = 0; j < m; j++) h[j] = (__fp16)a[j];
 }
 #elif defined(__AVX512F__)
-static inline void ld_f16(float *restrict a, const uint16_t *restrict p, size_t m) {
-  size_t j = 0;
-  const size_t full = m & ~(size_t)15;
-  for (; j < full; j += 16)
-    _mm512_storeu_ps(a + j, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + j))));
-  for (; j < m; j++) a[j] = h2f(p[j]);
+static inline __m512 f16_widen(__m256i h) {
+  return _mm512_cvtph_ps(h);
 }
-static inline void st_f16(uint16_t *restrict p, const float *restrict a, size_t m) {
-  size_t j = 0;
-  const size_t full = m & ~(size_t)15;
-  for (; j < full; j += 16)
-    _mm256_storeu_si256((__m256i *)(void *)(p + j),
-                        _mm512_cvtps_ph(_mm512_loadu_ps(a + j), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  for (; j < m; j++) p[j] = f2h(a[j]);
+static inline __m256i f16_narrow(__m512 x) {
+  return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
+VEC16_LOADER(ld_f16, f16_widen, h2f)
+VEC16_STORER(st_f16, f16_narrow, f2h)
 #elif defined(__F16C__)
 static inline void ld_f16(float *restrict a, const uint16_t *restrict p, size_t m) {
   size_t j = 0;
@@ -141,14 +145,7 @@ LOADER(ld_f16, uint16_t, float, h2f)
 STORER(st_f16, uint16_t, float, f2h)
 #endif
 #if defined(HW_HALVES)
-/* v[0..m) <- v rounded to fp16, stored to dst if given (m <= 16: the block loads and stores
- * unroll, and v stays in registers) */
-static inline void rt_f16(float *restrict v, uint16_t *restrict dst, size_t m) {
-  uint16_t t[16];
-  st_f16(t, v, m);
-  if (dst) memcpy(dst, t, m * sizeof *t);
-  ld_f16(v, t, m);
-}
+ROUND_TRIP(rt_f16, ld_f16, st_f16)
 #endif
 
 /* ---- the loops ------------------------------------------------------------------------ */
