@@ -14,13 +14,14 @@
 
 /* ---- one row ------------------------------------------------------------------------------ */
 
-/* The row loops: the reduce loops' build in use (row_loops.h, the widest this CPU runs). */
-static const symcoll__reduce_table_t *loops(void) {
-  return symcoll__host_reduce_table();
-}
-static const symcoll__row_loops_t *loops_of(symcoll_dtype_t dt) {
-  return &loops()->rows[dt];
-}
+/* A call's row work: the loops (the reduce loops' build in use, row_loops.h), looked up once a
+ * call, the weight as floats and a row of floats of scratch. */
+typedef struct {
+  const symcoll__reduce_table_t *t;
+  const symcoll__row_loops_t *rows; /* the call's dtype */
+  const float *w32;
+  float *r32;
+} row_work_t;
 
 /* Where one row's results go. */
 typedef struct {
@@ -30,42 +31,39 @@ typedef struct {
 } row_dst_t;
 
 /* From r32 = r (rounded, as the next layer reads it): the norm, out and the fp8 output. */
-static void norm_tail(const symcoll__norm_args_t *a, const float *w32, float *r32, row_dst_t d) {
+static void norm_tail(const symcoll__norm_args_t *a, const row_work_t *wk, row_dst_t d) {
   const size_t h = a->hidden;
-  const float inv = 1.0f / sqrtf(loops()->sum_squares(r32, h) / (float)h + a->eps);
-  loops_of(a->dtype)->scale_round(r32, inv, w32, d.out, h); /* r32 now holds out as rounded */
+  float *r32 = wk->r32;
+  const float inv = 1.0f / sqrtf(wk->t->sum_squares(r32, h) / (float)h + a->eps);
+  wk->rows->scale_round(r32, inv, wk->w32, d.out, h); /* r32 now holds out as rounded */
   if (!d.fp8) return;
-  const float scale =
-      d.scale_out ? fmaxf(loops()->abs_max(r32, h) / FP8_MAX, 1.0f / (FP8_MAX * 512.0f)) : *a->fp8_scale;
+  const float scale = d.scale_out ? fmaxf(wk->t->abs_max(r32, h) / FP8_MAX, 1.0f / (FP8_MAX * 512.0f)) : *a->fp8_scale;
   if (d.scale_out) *d.scale_out = scale;
-  loops()->to_e4m3(d.fp8, r32, scale, h);
+  wk->t->to_e4m3(d.fp8, r32, scale, h);
 }
 
-/* SEQUENTIAL's row. s: the row's sum over ranks (dtype); res: the residual row or NULL; w32:
- * the weight as floats; r32: hidden floats of scratch. */
-static void norm_row(const symcoll__norm_args_t *a, const void *s, const void *res, const float *w32, float *r32,
-                     row_dst_t d) {
+/* SEQUENTIAL's row. s: the row's sum over ranks (dtype); res: the residual row or NULL. */
+static void norm_row(const symcoll__norm_args_t *a, const row_work_t *wk, const void *s, const void *res, row_dst_t d) {
   const size_t h = a->hidden;
-  const symcoll__row_loops_t *L = loops_of(a->dtype);
   if (res) { /* r = s + res rounded, as the next layer reads it (s, already rounded, stays as it is) */
-    L->sum(r32, &s, 1, res, d.res_out, h);
+    wk->rows->sum(wk->r32, &s, 1, res, d.res_out, h);
   } else {
-    L->load(r32, s, h);
+    wk->rows->load(wk->r32, s, h);
     if (d.res_out) memcpy(d.res_out, s, h * symcoll_dtype_size(a->dtype)); /* its bits, NaNs' included */
   }
-  norm_tail(a, w32, r32, d);
+  norm_tail(a, wk, d);
 }
 
 /* The fused row: srcs are the ranks' rows in rank order; the sum, the add and the roundings
  * in one pass, the same bits as the all-reduce followed by norm_row. */
-static void fused_row(const symcoll__norm_args_t *a, const void *const *srcs, int n, const void *res, const float *w32,
-                      float *r32, row_dst_t d) {
-  loops_of(a->dtype)->sum(r32, srcs, n, res, d.res_out, a->hidden);
-  norm_tail(a, w32, r32, d);
+static void fused_row(const symcoll__norm_args_t *a, const row_work_t *wk, const void *const *srcs, int n,
+                      const void *res, row_dst_t d) {
+  wk->rows->sum(wk->r32, srcs, n, res, d.res_out, a->hidden);
+  norm_tail(a, wk, d);
 }
 
-/* The call's scratch: the weight as floats, then a row as floats. */
-static symcoll_status_t scratch(host_state_t *hs, const symcoll__norm_args_t *a, float **w32, float **r32) {
+/* The call's row work: its loops, and in scratch the weight as floats, then a row as floats. */
+static symcoll_status_t row_work(host_state_t *hs, const symcoll__norm_args_t *a, row_work_t *wk) {
   const size_t h = a->hidden, need = 2 * h;
   if (hs->norm_elems < need) {
     float *p = realloc(hs->norm_f32, need * sizeof(float));
@@ -75,8 +73,10 @@ static symcoll_status_t scratch(host_state_t *hs, const symcoll__norm_args_t *a,
     }
     hs->norm_f32 = p, hs->norm_elems = need;
   }
-  *w32 = hs->norm_f32, *r32 = *w32 + h;
-  loops_of(a->dtype)->load(*w32, a->weight, h);
+  wk->t = symcoll__host_reduce_table();
+  wk->rows = &wk->t->rows[a->dtype];
+  wk->w32 = hs->norm_f32, wk->r32 = hs->norm_f32 + h;
+  wk->rows->load(hs->norm_f32, a->weight, h);
   return SYMCOLL_OK;
 }
 
@@ -94,11 +94,11 @@ static const void *residual_row(const symcoll__norm_args_t *a, size_t row) {
 
 /* SEQUENTIAL: x holds the sum. */
 static symcoll_status_t local_pass(host_state_t *hs, const symcoll__norm_args_t *a) {
-  float *w32, *r32;
-  SYMCOLL_CHECK(scratch(hs, a, &w32, &r32));
+  row_work_t wk;
+  SYMCOLL_CHECK(row_work(hs, a, &wk));
   const size_t rb = a->hidden * symcoll_dtype_size(a->dtype);
   for (size_t row = 0; row < a->rows; row++)
-    norm_row(a, (const char *)a->x + row * rb, residual_row(a, row), w32, r32, dst_of(a, row));
+    norm_row(a, &wk, (const char *)a->x + row * rb, residual_row(a, row), dst_of(a, row));
   return SYMCOLL_OK;
 }
 
@@ -114,8 +114,8 @@ static symcoll_status_t one_shot(symcoll_comm_t comm, host_state_t *hs, const sy
   const int me = comm->rank, n = comm->nranks;
   const size_t h = a->hidden, rb = h * symcoll_dtype_size(a->dtype);
   const size_t per_chunk = hs->half / rb, per_sub = hs->sub_bytes / rb ? hs->sub_bytes / rb : 1;
-  float *w32, *r32;
-  SYMCOLL_CHECK(scratch(hs, a, &w32, &r32));
+  row_work_t wk;
+  SYMCOLL_CHECK(row_work(hs, a, &wk));
   const symcoll__coll_args_t rec = call_record(a);
   const char *base[SYMCOLL_MAX_RANKS];
   const void *srcs[SYMCOLL_MAX_RANKS];
@@ -137,7 +137,7 @@ static symcoll_status_t one_shot(symcoll_comm_t comm, host_state_t *hs, const sy
       }
       for (size_t r = r0; r < r0 + cnt; r++) {
         for (int p = 0; p < n; p++) srcs[p] = base[p] + r * rb;
-        fused_row(a, srcs, n, residual_row(a, lo + r), w32, r32, dst_of(a, lo + r));
+        fused_row(a, &wk, srcs, n, residual_row(a, lo + r), dst_of(a, lo + r));
       }
     }
     SYMCOLL_CHECK(symcoll__host_epoch_end(comm, hs, &ep, a->x_mem != NULL));
@@ -197,8 +197,8 @@ static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const sy
                  rb, hs->half);
     return SYMCOLL_ERR_UNSUPPORTED;
   }
-  float *w32, *r32;
-  SYMCOLL_CHECK(scratch(hs, a, &w32, &r32));
+  row_work_t wk;
+  SYMCOLL_CHECK(row_work(hs, a, &wk));
   const symcoll__coll_args_t rec = call_record(a);
   const void *srcs[SYMCOLL_MAX_RANKS];
   host_pad_t *pad = hs->pad[me];
@@ -215,7 +215,7 @@ static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const sy
     for (size_t r = my_lo; r < my_lo + my_n; r++) {
       for (int p = 0; p < n; p++) srcs[p] = hs->data[p] + ep.half_off + r * rb;
       srcs[me] = x + r * rb;
-      fused_row(a, srcs, n, residual_row(a, lo + r), w32, r32,
+      fused_row(a, &wk, srcs, n, residual_row(a, lo + r),
                 record_dst(&rc, hs->data[me] + results + (r - my_lo) * rc.bytes));
     }
     symcoll__host_publish(&pad->reduced, (ep.e << EPOCH_SHIFT) | 1);
@@ -253,8 +253,8 @@ static symcoll_status_t scatter_pull(symcoll_comm_t comm, host_state_t *hs, cons
                  n, rb, hs->half);
     return SYMCOLL_ERR_UNSUPPORTED;
   }
-  float *w32, *r32;
-  SYMCOLL_CHECK(scratch(hs, a, &w32, &r32));
+  row_work_t wk;
+  SYMCOLL_CHECK(row_work(hs, a, &wk));
   const symcoll__coll_args_t rec = call_record(a);
   const char *x = a->x, *base[SYMCOLL_MAX_RANKS];
   const void *srcs[SYMCOLL_MAX_RANKS];
@@ -280,7 +280,7 @@ static symcoll_status_t scatter_pull(symcoll_comm_t comm, host_state_t *hs, cons
       base[me] = x + ((size_t)me * a->rows + lo) * rb;
       for (size_t r = r0; r < r0 + cnt; r++) {
         for (int p = 0; p < n; p++) srcs[p] = base[p] + r * rb;
-        fused_row(a, srcs, n, residual_row(a, lo + r), w32, r32, dst_of(a, lo + r));
+        fused_row(a, &wk, srcs, n, residual_row(a, lo + r), dst_of(a, lo + r));
       }
     }
     SYMCOLL_CHECK(symcoll__host_epoch_end(comm, hs, &ep, a->x_mem != NULL));
