@@ -368,12 +368,9 @@ static bool host_has_algo(symcoll_comm_t comm, symcoll_coll_t coll, symcoll_algo
   return (unsigned)algo < SYMCOLL_NUM_ALGOS && (runs & SYMCOLL__ALGO_BIT(algo)) != 0;
 }
 
-/* The reduce loops' build, but AVX-512 with BF16 is of AVX-512's class: the same vectors move
- * the bytes (a table tuned on one serves the other). */
 static const char *host_tune_class(symcoll_comm_t comm) {
   (void)comm;
-  const char *name = symcoll__host_simd_name();
-  return strcmp(name, "avx512bf16") == 0 ? "avx512" : name;
+  return symcoll__host_reduce_table()->tune_class;
 }
 
 const symcoll__transport_t symcoll__host_transport = {

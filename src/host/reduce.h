@@ -24,7 +24,8 @@ typedef struct symcoll__row_loops {
 
 /* One build of the loops (reduce_loops.h and row_loops.h compiled for one instruction set). */
 typedef struct symcoll__reduce_table {
-  const char *name; /* "scalar", "sse2", "neon", "avx2", "avx512", "avx512bf16" */
+  const char *name;       /* "scalar", "sse2", "neon", "avx2", "avx512", "avx512bf16" */
+  const char *tune_class; /* the tuning table's class (docs/tuning.md): the name, but avx512bf16 is avx512 */
   symcoll__reduce_fn fn[SYMCOLL_NUM_DTYPES][SYMCOLL_NUM_OPS];
   /* the norm's row loops: fp32, fp16 and bf16 (the other dtypes' entries are empty) */
   symcoll__row_loops_t rows[SYMCOLL_NUM_DTYPES];

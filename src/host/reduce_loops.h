@@ -256,8 +256,12 @@ _Static_assert(SYMCOLL_NUM_OPS == 5, "every op has a loop per dtype in OPS");
 
 #include "row_loops.h"
 
+#ifndef SYMCOLL_REDUCE_CLASS
+#define SYMCOLL_REDUCE_CLASS SYMCOLL_REDUCE_NAME
+#endif
 const symcoll__reduce_table_t SYMCOLL_REDUCE_TABLE = {
     SYMCOLL_REDUCE_NAME,
+    SYMCOLL_REDUCE_CLASS,
     {
         [SYMCOLL_FLOAT32] = OPS(f32),
         [SYMCOLL_FLOAT16] = OPS(f16),
