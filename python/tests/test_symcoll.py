@@ -588,6 +588,53 @@ def test_torch_mem_pool(n):
     assert run_ranks(_mem_pool_rank, n, timeout=300) == [True] * n
 
 
+def _pool_capture_rank(rank, n):
+    import torch
+
+    torch.cuda.set_device(0 if torch.cuda.device_count() == 1 else rank)
+    ops = torch.ops.symcoll
+    with symcoll.Comm.from_env(device="cuda" if torch.cuda.device_count() > 1 else 0) as comm:
+        h = comm.handle
+        lin = torch.nn.Linear(256, 512, device="cuda")
+        with torch.no_grad():
+            lin.weight.fill_(1.0)
+            lin.bias.zero_()
+        x = torch.empty(64, 256, device="cuda")
+        with torch.no_grad():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up off the capture, as torch asks
+                ops.all_reduce(lin(x), "sum", h)
+            torch.cuda.current_stream().wait_stream(side)
+            # A graph captured into the pool: the layer's output is allocated during capture
+            # (from the graph's pool, here symcoll's), so the captured reduction reads it in place.
+            graph = torch.cuda.CUDAGraph()
+            with comm.mem_pool() as pool, torch.cuda.graph(graph, pool=pool.id):
+                y = lin(x)
+                z = ops.all_reduce(y, "sum", h)
+        assert comm.is_symmetric(y), "a tensor allocated while capturing into the pool is not symmetric"
+        for k in (1, 3):
+            x.fill_(float(k * (rank + 1)))
+            graph.replay()
+            assert torch.equal(z, torch.full_like(z, 256.0 * k * n * (n + 1) / 2)), f"replay {k}"
+        del graph, y, z
+    return True
+
+
+@pytest.mark.skipif(not _cuda_available(), reason="no GPU on this machine (or no torch)")
+@pytest.mark.parametrize("n", [1, 2])
+def test_torch_mem_pool_capture(n):
+    """torch.cuda.graph(g, pool=pool.id) inside comm.mem_pool(): what the graph allocates while it
+    is captured is symmetric, and replays reduce it in place."""
+    import torch
+
+    if not hasattr(torch.cuda, "use_mem_pool"):
+        pytest.skip(f"torch {torch.__version__} has no torch.cuda.use_mem_pool (2.8+)")
+    if n > 1 and torch.cuda.device_count() < n and not os.environ.get("CUDA_MPS_PIPE_DIRECTORY"):
+        pytest.skip("several processes on one GPU need MPS (scripts/device-check starts it)")
+    assert run_ranks(_pool_capture_rank, n, timeout=300) == [True] * n
+
+
 def _lookup_rank(rank, n):
     import numpy as np
 

@@ -192,6 +192,12 @@ static symcoll_status_t cuda_mem_alloc(symcoll_comm_t comm, size_t bytes, struct
   symcoll_status_t s = SYMCOLL_OK;
   dev_guard_t g;
   SYMCOLL_CHECK(dev_enter(comm, &g));
+  /* A framework's allocator may call in while a stream of this thread is being captured into a
+   * CUDA graph (PyTorch calls a MemPool's pluggable allocator without the capture-mode guard it
+   * puts around its own cudaMalloc): these driver calls are not part of the graph, so they run
+   * in relaxed mode instead of invalidating the capture. */
+  enum cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeRelaxed;
+  const bool mode_swapped = cudaThreadExchangeStreamCaptureMode(&capture_mode) == cudaSuccess;
   cuda_mem_t *cm = calloc(1, sizeof *cm);
   if (!cm) {
     s = SYMCOLL_ERR_NO_MEMORY;
@@ -235,6 +241,7 @@ static symcoll_status_t cuda_mem_alloc(symcoll_comm_t comm, size_t bytes, struct
 err:
   cuda_mem_release(mem);
 out:
+  if (mode_swapped) cudaThreadExchangeStreamCaptureMode(&capture_mode);
   dev_leave(comm, &g);
   return s;
 }
