@@ -503,17 +503,27 @@ def test_torch_cuda(n):
     assert run_ranks(_torch_cuda_rank, n, timeout=300) == [True] * n
 
 
-def _mem_pool_rank(rank, n):
+def _pool_rank_setup(rank):
+    """A rank's GPU communicator (a GPU a rank, or every rank on GPU 0 under MPS) and a layer
+    that sums its 256 inputs into each of its 512 outputs."""
     import torch
 
     torch.cuda.set_device(0 if torch.cuda.device_count() == 1 else rank)
+    comm = symcoll.Comm.from_env(device="cuda" if torch.cuda.device_count() > 1 else 0)
+    lin = torch.nn.Linear(256, 512, device="cuda")
+    with torch.no_grad():
+        lin.weight.fill_(1.0)
+        lin.bias.zero_()
+    return comm, lin
+
+
+def _mem_pool_rank(rank, n):
+    import torch
+
     ops = torch.ops.symcoll
-    with symcoll.Comm.from_env(device="cuda" if torch.cuda.device_count() > 1 else 0) as comm:
+    comm, lin = _pool_rank_setup(rank)
+    with comm:
         h = comm.handle
-        lin = torch.nn.Linear(256, 512, device="cuda")
-        with torch.no_grad():
-            lin.weight.fill_(1.0)
-            lin.bias.zero_()
         x = torch.full((64, 256), float(rank + 1), device="cuda")
         assert not comm.is_symmetric(lin(x))
         with comm.mem_pool():
@@ -591,14 +601,10 @@ def test_torch_mem_pool(n):
 def _pool_capture_rank(rank, n):
     import torch
 
-    torch.cuda.set_device(0 if torch.cuda.device_count() == 1 else rank)
     ops = torch.ops.symcoll
-    with symcoll.Comm.from_env(device="cuda" if torch.cuda.device_count() > 1 else 0) as comm:
+    comm, lin = _pool_rank_setup(rank)
+    with comm:
         h = comm.handle
-        lin = torch.nn.Linear(256, 512, device="cuda")
-        with torch.no_grad():
-            lin.weight.fill_(1.0)
-            lin.bias.zero_()
         x = torch.empty(64, 256, device="cuda")
         with torch.no_grad():
             side = torch.cuda.Stream()
