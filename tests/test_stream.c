@@ -843,7 +843,14 @@ static int resplit(rank_t *R) {
     R->group_tag[2] = R->group_tag[1] ^ 0x100000u * (uint32_t)(color2 + 1), R->levels = 3;
     if (setup_level(R, 2)) return 1;
   }
-  return 0;
+  /* Every group is set up before any rank issues a call. A group's set-up (its split of the
+   * level above, its memory) meets only that group's ranks, and its driver calls can wait for
+   * the GPU to go idle: where ranks share a GPU, a rank of another group that had gone on to a
+   * world call would wait in its kernel for this rank, and the GPU never idles (README: the
+   * rule for ranks that share a GPU). */
+  s = symcoll_comm_barrier(R->comm[0]);
+  if (s != SYMCOLL_OK) fprintf(stderr, "rank %d: the meeting after new groups: %s\n", me, symcoll_status_string(s));
+  return s != SYMCOLL_OK;
 }
 
 /* The calls of a batch, one line each (after a failure; the lines of ranks interleave). */
