@@ -250,6 +250,26 @@ int th_run(const th_launch_t *l, th_rank_fn fn, void *arg) {
   return res.signaled ? -1 : res.sum;
 }
 
+bool th_launch_arg(th_launch_t *l, int argc, char **argv, int *i) {
+  const char *a = argv[*i];
+  if (*i + 1 >= argc || (strcmp(a, "--backend") && strcmp(a, "--mode") && strcmp(a, "--ranks"))) return false;
+  const char *v = argv[++*i];
+  if (!strcmp(a, "--backend"))
+    l->backend = v;
+  else if (!strcmp(a, "--mode"))
+    l->mode = v;
+  else
+    l->nranks = atoi(v);
+  return true;
+}
+
+bool th_skip_without_gpu(const char *backend) {
+  const char *why = NULL;
+  if (strcmp(backend, "cuda") != 0 || th_cuda_ops(&why)) return false;
+  printf("SKIPPED: GPU test, %s\n", why);
+  return true;
+}
+
 /* job_id NULL: any job this test process started (names "test.<tag>.<pid>.<n>"), so that
  * another test run on the same machine does not count. */
 int th_leftovers(const char *job_id) {

@@ -46,6 +46,12 @@ typedef struct th_launch {
  * process is one rank of a job started by a launcher (mpirun, torchrun, srun): the
  * communicator comes from symcoll_comm_create_from_env, fn runs once, its failures return. */
 int th_run(const th_launch_t *l, th_rank_fn fn, void *arg);
+/* Takes argv[*i] into l when it is --backend B, --mode M or --ranks N (and *i past its value);
+ * false for any other argument, which the test's own parser then reads. */
+bool th_launch_arg(th_launch_t *l, int argc, char **argv, int *i);
+/* True, having printed why, when `backend` is "cuda" and this build or machine has no GPU: the
+ * test then exits with TH_SKIP. */
+bool th_skip_without_gpu(const char *backend);
 /* The seed of a test's data: TH_SEED, else the same on every rank (fork: taken before the
  * ranks start; env mode: from the launcher's job id). th_set_mode tells it the mode first. */
 uint32_t th_seed(void);

@@ -335,13 +335,8 @@ static void test_matrix(void **state) {
 
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--backend") && i + 1 < argc)
-      launch.backend = argv[++i];
-    else if (!strcmp(argv[i], "--mode") && i + 1 < argc)
-      launch.mode = argv[++i];
-    else if (!strcmp(argv[i], "--ranks") && i + 1 < argc)
-      launch.nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--quick"))
+    if (th_launch_arg(&launch, argc, argv, &i)) continue;
+    if (!strcmp(argv[i], "--quick"))
       quick = true;
     else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
       const char *d = argv[++i];
@@ -358,13 +353,7 @@ int main(int argc, char **argv) {
       }
     }
   }
-  if (!strcmp(launch.backend, "cuda")) {
-    const char *why = NULL;
-    if (!th_cuda_ops(&why)) {
-      printf("SKIPPED: GPU test, %s\n", why);
-      return TH_SKIP;
-    }
-  }
+  if (th_skip_without_gpu(launch.backend)) return TH_SKIP;
   th_set_mode(launch.mode);
   base_seed = th_seed();
   printf("seed %u\n", base_seed);

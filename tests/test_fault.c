@@ -339,13 +339,7 @@ int main(int argc, char **argv) {
   setenv("OPENBLAS_NUM_THREADS", "1", 0); /* ranks share the cores */
   for (int i = 1; i + 1 < argc; i++)
     if (!strcmp(argv[i], "--backend")) backend = argv[i + 1];
-  if (!strcmp(backend, "cuda")) {
-    const char *why;
-    if (!th_cuda_ops(&why)) {
-      printf("SKIPPED: GPU test, %s\n", why);
-      return TH_SKIP;
-    }
-  }
+  if (th_skip_without_gpu(backend)) return TH_SKIP;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_killed_in_bootstrap),
       cmocka_unit_test(test_never_joins),

@@ -263,22 +263,9 @@ static void test_matmul(void **state) {
 }
 
 int main(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--backend") && i + 1 < argc)
-      launch.backend = argv[++i];
-    else if (!strcmp(argv[i], "--mode") && i + 1 < argc)
-      launch.mode = argv[++i];
-    else if (!strcmp(argv[i], "--ranks") && i + 1 < argc)
-      launch.nranks = atoi(argv[++i]);
-  }
+  for (int i = 1; i < argc; i++) th_launch_arg(&launch, argc, argv, &i);
   if (!strcmp(launch.mode, "thread")) th_cuda_env(); /* before anything starts CUDA */
-  if (!strcmp(launch.backend, "cuda")) {
-    const char *why = NULL;
-    if (!th_cuda_ops(&why)) {
-      printf("SKIPPED: GPU test, %s\n", why);
-      return TH_SKIP;
-    }
-  }
+  if (th_skip_without_gpu(launch.backend)) return TH_SKIP;
   setenv("OPENBLAS_NUM_THREADS", "1", 0); /* ranks share the cores; OpenBLAS would take them all */
   base_seed = (uint32_t)time(NULL) ^ (uint32_t)getpid() * 2654435761u;
   printf("seed %u\n", base_seed);

@@ -431,13 +431,8 @@ static void test_norm(void **state) {
 
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--backend") && i + 1 < argc)
-      launch.backend = argv[++i];
-    else if (!strcmp(argv[i], "--mode") && i + 1 < argc)
-      launch.mode = argv[++i];
-    else if (!strcmp(argv[i], "--ranks") && i + 1 < argc)
-      launch.nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--quick"))
+    if (th_launch_arg(&launch, argc, argv, &i)) continue;
+    if (!strcmp(argv[i], "--quick"))
       quick = true;
     else if (!strcmp(argv[i], "--max-hidden") && i + 1 < argc)
       max_hidden = (size_t)atol(argv[++i]);
@@ -453,13 +448,7 @@ int main(int argc, char **argv) {
   }
   if (getenv("TH_SMALL")) quick = true;              /* sanitizer runs: the quick matrix */
   if (!strcmp(launch.mode, "thread")) th_cuda_env(); /* before anything starts CUDA */
-  if (!strcmp(launch.backend, "cuda")) {
-    const char *why = NULL;
-    if (!th_cuda_ops(&why)) {
-      printf("SKIPPED: GPU test, %s\n", why);
-      return TH_SKIP;
-    }
-  }
+  if (th_skip_without_gpu(launch.backend)) return TH_SKIP;
   th_set_mode(launch.mode);
   base_seed = th_seed();
   printf("seed %u (TH_SEED=%u replays)\n", base_seed, base_seed);

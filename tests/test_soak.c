@@ -199,23 +199,9 @@ static void test_soak(void **state) {
 }
 
 int main(int argc, char **argv) {
-  for (int i = 1; i + 1 < argc; i++) {
-    if (!strcmp(argv[i], "--backend"))
-      launch.backend = argv[++i];
-    else if (!strcmp(argv[i], "--mode"))
-      launch.mode = argv[++i];
-    else if (!strcmp(argv[i], "--ranks"))
-      launch.nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--calls"))
-      calls = atol(argv[++i]);
-  }
-  if (!strcmp(launch.backend, "cuda")) {
-    const char *why;
-    if (!th_cuda_ops(&why)) {
-      printf("SKIPPED: GPU test, %s\n", why);
-      return TH_SKIP;
-    }
-  }
+  for (int i = 1; i + 1 < argc; i++)
+    if (!th_launch_arg(&launch, argc, argv, &i) && !strcmp(argv[i], "--calls")) calls = atol(argv[++i]);
+  if (th_skip_without_gpu(launch.backend)) return TH_SKIP;
   seed0 = (uint32_t)time(NULL);
   printf("seed %u\n", seed0);
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_soak)};

@@ -957,13 +957,8 @@ static void test_stream(void **state) {
 int main(int argc, char **argv) {
   setvbuf(stderr, NULL, _IOLBF, 0); /* whole lines: ranks in processes write the same stream */
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--backend") && i + 1 < argc)
-      launch.backend = argv[++i];
-    else if (!strcmp(argv[i], "--mode") && i + 1 < argc)
-      launch.mode = argv[++i];
-    else if (!strcmp(argv[i], "--ranks") && i + 1 < argc)
-      launch.nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--calls") && i + 1 < argc)
+    if (th_launch_arg(&launch, argc, argv, &i)) continue;
+    if (!strcmp(argv[i], "--calls") && i + 1 < argc)
       calls = atol(argv[++i]);
     else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc)
       max_bytes = (size_t)atol(argv[++i]);
@@ -983,13 +978,7 @@ int main(int argc, char **argv) {
     }
   }
   th_set_mode(launch.mode);
-  if (!strcmp(launch.backend, "cuda")) {
-    const char *why;
-    if (!th_cuda_ops(&why)) {
-      printf("SKIPPED: GPU test, %s\n", why);
-      return TH_SKIP;
-    }
-  }
+  if (th_skip_without_gpu(launch.backend)) return TH_SKIP;
   seed0 = th_seed();
   printf("test_stream: seed %u (TH_SEED=%u replays it), %s, %s mode, %d ranks, %ld calls\n", seed0, seed0,
          launch.backend, launch.mode, launch.nranks, calls);
