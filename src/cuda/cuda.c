@@ -643,6 +643,34 @@ static symcoll_status_t fill_args(symcoll_comm_t comm, cuda_state_t *cs, const w
   return SYMCOLL_OK;
 }
 
+/* The private stream of set-up, the probe, abort and the error word's reads: short work the
+ * host waits for, never a kernel that waits for a peer. One per GPU for the whole process, not
+ * one per communicator: thread ranks with groups of groups would otherwise hold more streams
+ * than the GPU has hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, at most 32), and a stream
+ * that shares a queue with a peer's waiting kernel waits behind it, so a rank's set-up or
+ * symcoll_comm_check could wait for the very kernel that waits for this rank. Made on the first
+ * communicator of the GPU (the device is current), made again if it went stale (a device reset). */
+#define SIDE_DEVICES 64
+static cudaStream_t side_streams[SIDE_DEVICES];
+static pthread_mutex_t side_lock = PTHREAD_MUTEX_INITIALIZER;
+static cudaError_t side_stream(cuda_state_t *cs, int device) {
+  if (device < 0 || device >= SIDE_DEVICES) {
+    cs->side_owned = true;
+    return cudaStreamCreateWithFlags(&cs->side, cudaStreamNonBlocking);
+  }
+  cudaError_t e = cudaSuccess;
+  pthread_mutex_lock(&side_lock);
+  cudaStream_t *s = &side_streams[device];
+  if (*s) {
+    const cudaError_t q = cudaStreamQuery(*s);
+    if (q != cudaSuccess && q != cudaErrorNotReady) cudaGetLastError(), *s = NULL;
+  }
+  if (!*s) e = cudaStreamCreateWithFlags(s, cudaStreamNonBlocking);
+  cs->side = e == cudaSuccess ? *s : NULL;
+  pthread_mutex_unlock(&side_lock);
+  return e;
+}
+
 static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   if (comm->nranks > SYMCOLL_CUDA_MAX_RANKS) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "a CUDA communicator has at most %d ranks (one NVLink node); asked for %d",
@@ -667,7 +695,7 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   SYMCOLL_CHECK(dev_enter(comm, &g));
   CUDA_GOTO(cudaFree(0), s, out); /* the primary context */
   CUDA_GOTO((cudaError_t)symcoll__cuda_preload(), s, out);
-  CUDA_GOTO(cudaStreamCreateWithFlags(&cs->side, cudaStreamNonBlocking), s, out);
+  CUDA_GOTO(side_stream(cs, comm->device), s, out);
   CUDA_GOTO(cudaHostAlloc((void **)&cs->host_err, sizeof *cs->host_err, cudaHostAllocMapped | cudaHostAllocPortable), s,
             out);
   *cs->host_err = 0;
@@ -702,7 +730,7 @@ static void cuda_comm_fini(symcoll_comm_t comm) {
   if (!cs) return;
   dev_guard_t g;
   if (dev_enter(comm, &g) == SYMCOLL_OK) {
-    if (cs->side) cudaStreamDestroy(cs->side);
+    if (cs->side && cs->side_owned) cudaStreamDestroy(cs->side);
     if (cs->host_err) cudaFreeHost(cs->host_err);
     symcoll__cuda_gemm_fini(comm);
     symcoll__nccl_fini(&cs->nccl);
