@@ -33,23 +33,6 @@ _Noreturn void peer_mpi_abort(int code) {
 }
 
 /* ---- 16-bit floats ------------------------------------------------------------------------ */
-static float bf2f(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static uint16_t f2bf(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static float h2f(uint16_t h) {
-  return symcoll__f16_to_f32(h); /* the library's software conversion (round to nearest even) */
-}
-static uint16_t f2h(float f) {
-  return symcoll__f32_to_f16(f);
-}
 #define HALF_OP(NAME, TOF, FROMF, EXPR)                                \
   static void NAME(void *in, void *inout, int *len, MPI_Datatype *t) { \
     (void)t;                                                           \
@@ -60,14 +43,14 @@ static uint16_t f2h(float f) {
       b[i] = FROMF(EXPR);                                              \
     }                                                                  \
   }
-HALF_OP(bf_sum, bf2f, f2bf, x + y)
-HALF_OP(bf_max, bf2f, f2bf, x > y ? x : y)
-HALF_OP(bf_min, bf2f, f2bf, x < y ? x : y)
-HALF_OP(h_sum, h2f, f2h, x + y)
-HALF_OP(h_max, h2f, f2h, x > y ? x : y)
-HALF_OP(h_min, h2f, f2h, x < y ? x : y)
-HALF_OP(bf_prod, bf2f, f2bf, x *y)
-HALF_OP(h_prod, h2f, f2h, x *y)
+HALF_OP(bf_sum, symcoll__bf16_to_f32, symcoll__f32_to_bf16, x + y)
+HALF_OP(bf_max, symcoll__bf16_to_f32, symcoll__f32_to_bf16, x > y ? x : y)
+HALF_OP(bf_min, symcoll__bf16_to_f32, symcoll__f32_to_bf16, x < y ? x : y)
+HALF_OP(h_sum, symcoll__f16_to_f32, symcoll__f32_to_f16, x + y)
+HALF_OP(h_max, symcoll__f16_to_f32, symcoll__f32_to_f16, x > y ? x : y)
+HALF_OP(h_min, symcoll__f16_to_f32, symcoll__f32_to_f16, x < y ? x : y)
+HALF_OP(bf_prod, symcoll__bf16_to_f32, symcoll__f32_to_bf16, x *y)
+HALF_OP(h_prod, symcoll__f16_to_f32, symcoll__f32_to_f16, x *y)
 
 typedef struct {
   MPI_Op half_ops[2][SYMCOLL_AVG]; /* [bf16, fp16][sum, max, min, prod] (symcoll_op_t's order) */
