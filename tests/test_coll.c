@@ -3,14 +3,13 @@
  *   test_coll --coll NAME|all --backend host|cuda --mode process|thread|env --ranks N [--quick]
  *   (NAME: any plain collective of symcoll_coll_name; env: one rank of a launcher's job)
  * Every plain collective x dtype x op x algorithm x count x placement (in/out of place,
- * misaligned, zero-copy from a symmetric allocation, all_gather / all_to_all into a symmetric
- * output); broadcast and reduce with a root that changes from case to case, the other ranks
- * passing NULL for the buffer only the root uses in every other case; exact-result inputs
- * drawn fresh for each run; outputs poisoned first and checked bit for bit, guard elements
- * around them included (nothing outside the result may be written, and a reduce writes
- * nothing on ranks other than the root). The reducing collectives' sum also with each rank's
- * input scaled first (the options' scale: NCCL's PreMulSum), the scale in host memory, or on
- * GPUs in device memory in every other case.
+ * misaligned, zero-copy from a symmetric allocation, into a symmetric output for all_reduce,
+ * all_gather and all_to_all, in place there, and both buffers symmetric); broadcast and reduce with a root that changes
+ * from case to case, the other ranks passing NULL for the buffer only the root uses in every other case; exact-result
+ * inputs drawn fresh for each run; outputs poisoned first and checked bit for bit, guard elements around them included
+ * (nothing outside the result may be written, and a reduce writes nothing on ranks other than the root). The reducing
+ * collectives' sum also with each rank's input scaled first (the options' scale: NCCL's PreMulSum), the scale in host
+ * memory, or on GPUs in device memory in every other case.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -42,6 +41,7 @@ enum {
   SYMMETRIC_SEND,
   SYMMETRIC_RECV,
   SYMMETRIC_IN_PLACE,
+  SYMMETRIC_BOTH,
   NUM_PLACEMENTS
 };
 static const char *const placement_names[] = {"out-of-place",
@@ -50,7 +50,8 @@ static const char *const placement_names[] = {"out-of-place",
                                               "misaligned in-place",
                                               "zero-copy symmetric send",
                                               "symmetric recv",
-                                              "in place in a symmetric recv"};
+                                              "in place in a symmetric recv",
+                                              "symmetric send and recv"};
 
 /* Each collective's algorithms; those a communicator cannot run (e.g. hierarchical and engine
  * on one node, the one-node ones on a communicator spanning nodes) are skipped. */
@@ -86,8 +87,8 @@ typedef struct {
   const th_buf_ops_t *ops;
   int rank, n, failures, calls;
   char *hsend, *hrecv, *hexp, *hpoison;
-  char *dsend, *drecv, *dsym;
-  char hscale[8], *dscale; /* this rank's scale (exact_scale) in the dtype of the case */
+  char *dsend, *drecv, *dsym, *dsym2; /* two symmetric allocations */
+  char hscale[8], *dscale;            /* this rank's scale (exact_scale) in the dtype of the case */
 } ctx_t;
 
 /* Counts per rank's part: the largest only for the three float types the benchmarks use,
@@ -172,7 +173,7 @@ static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, size_t co
   /* Offsets in elements from the buffers' starts; misaligned ones break 16-byte alignment. */
   const size_t off = pl == MISALIGNED ? 1 : pl == MISALIGNED_IN_PLACE ? 3 : GUARD;
   /* The checked region: recv's span, or for an in-place reduce_scatter the whole send. */
-  char *region = pl == SYMMETRIC_RECV || pl == SYMMETRIC_IN_PLACE ? c->dsym : c->drecv;
+  char *region = pl == SYMMETRIC_RECV || pl == SYMMETRIC_IN_PLACE || pl == SYMMETRIC_BOTH ? c->dsym : c->drecv;
   char *send, *recv;
   size_t region_n; /* elements between the guards */
   if (coll == SYMCOLL_COLL_REDUCE_SCATTER && in_place) {
@@ -182,7 +183,10 @@ static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, size_t co
   } else {
     recv = region + off * es;
     region_n = recv_n;
-    send = !in_place                         ? (pl == SYMMETRIC_SEND ? c->dsym : c->dsend) + GUARD * es
+    send = !in_place ? (pl == SYMMETRIC_SEND   ? c->dsym
+                        : pl == SYMMETRIC_BOTH ? c->dsym2
+                                               : c->dsend) +
+                           GUARD * es
            : coll == SYMCOLL_COLL_ALL_GATHER ? recv + me * count * es
                                              : recv;
   }
@@ -264,13 +268,14 @@ static int rank_matrix(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) 
   const size_t maxc = (1u << 20) + 3 + 4 * GUARD + (size_t)c.n * 8, maxb = maxc * 8;
   c.hsend = malloc(maxb), c.hrecv = malloc(maxb), c.hexp = malloc(maxb), c.hpoison = malloc(maxb);
   c.dsend = ops->alloc(maxb), c.drecv = ops->alloc(maxb), c.dscale = ops->alloc(8);
-  symcoll_mem_t mem = NULL;
+  symcoll_mem_t mem = NULL, mem2 = NULL;
   if (!c.hsend || !c.hrecv || !c.hexp || !c.hpoison || !c.dsend || !c.drecv || !c.dscale ||
-      symcoll_mem_alloc(comm, maxb, &mem) != SYMCOLL_OK) {
+      symcoll_mem_alloc(comm, maxb, &mem) != SYMCOLL_OK || symcoll_mem_alloc(comm, maxb, &mem2) != SYMCOLL_OK) {
     fprintf(stderr, "rank %d: allocation failed\n", c.rank);
     return 1;
   }
   c.dsym = symcoll_mem_ptr(mem, c.rank);
+  c.dsym2 = symcoll_mem_ptr(mem2, c.rank);
   memset(c.hpoison, TH_POISON, maxb);
   /* Every rank's buffers exist before any rank's first kernel waits for it (thread mode). */
   if (symcoll_comm_barrier(comm) != SYMCOLL_OK) return 1;
@@ -293,7 +298,10 @@ static int rank_matrix(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) 
             if (ai > 0 && algo == SYMCOLL_ALGO_AUTO) break;
             if (symcoll_coll_algo_supported(comm, (symcoll_coll_t)coll, algo) != SYMCOLL_OK) continue;
             for (int pl = 0; pl < NUM_PLACEMENTS; pl++) {
-              if ((pl == SYMMETRIC_RECV || pl == SYMMETRIC_IN_PLACE) && !recv_all((symcoll_coll_t)coll)) continue;
+              /* A symmetric output matters where peers store into it (recv_all) or a protocol
+               * reads a reduction's input there in place (all_reduce's two-shot). */
+              const bool sym_recv = recv_all((symcoll_coll_t)coll) || coll == SYMCOLL_COLL_ALL_REDUCE;
+              if ((pl == SYMMETRIC_RECV || pl == SYMMETRIC_IN_PLACE || pl == SYMMETRIC_BOTH) && !sym_recv) continue;
               /* The scaled sum: a pass before the sum (scratch), then the sum itself: up to
                * 4096 elements, out of place, in place and from symmetric memory. */
               const bool scaled_too = takes_op((symcoll_coll_t)coll) && op == SYMCOLL_SUM && ci <= 3 &&
@@ -317,6 +325,7 @@ static int rank_matrix(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) 
 out:
   if (c.rank == 0) printf("rank 0: %d calls checked on %s, %d failures\n", c.calls, ops->name, c.failures);
   symcoll_mem_free(mem);
+  symcoll_mem_free(mem2);
   ops->free(c.dsend);
   ops->free(c.drecv);
   ops->free(c.dscale);

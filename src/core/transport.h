@@ -29,7 +29,8 @@ typedef struct symcoll__coll_args {
   /* Zero-copy: send lies in this symmetric allocation at this offset on every rank. */
   struct symcoll_mem *send_mem;
   size_t send_off;
-  /* all_gather: recv lies in a symmetric allocation (push can store straight into peers'). */
+  /* recv lies in a symmetric allocation at this offset on every rank (push can store straight
+   * into peers'; a reduction's input read in place there, where the protocol allows it). */
   struct symcoll_mem *recv_mem;
   size_t recv_off;
   /* The call's identity (collective, count, dtype, op, algorithm), never 0: peers compare it

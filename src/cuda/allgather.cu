@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(1024) AllGather_Push(const symcoll__cuda_args_
   if (a.zero_copy) { /* straight into peers' symmetric outputs */
     const size_t nvec = a.count / E, tail = a.count - nvec * E;
     auto piece = [&](int q) { return a.send + piece_of<A2A>(q, a.stride) * sizeof(T); };
-    auto dst = [&](int q) { return const_cast<char *>(a.src[q]) + mine; };
+    auto dst = [&](int q) { return a.dst[q] + mine; };
     char *own = in_place ? nullptr : a.recv + mine;
     BARRIER(a);
     size_t v = first;

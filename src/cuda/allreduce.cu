@@ -6,8 +6,9 @@
  *   rank's copy of its share (16-byte loads), reduces in fp32 in rank order and writes the
  *   result; a second barrier tells peers the workspace may be overwritten. Zero-copy
  *   (input already symmetric) skips the staging.
- * AllReduce_TwoShot: stage; barrier; each rank reduces its 1/n of the vectors from all ranks
- *   and publishes them in its workspace; barrier; each rank gathers the others'; barrier.
+ * AllReduce_TwoShot: each rank reduces its 1/n of the vectors from all ranks (staged, or where
+ *   symmetric inputs lie) and pushes the results to every rank (into peers' workspaces, or
+ *   straight into symmetric outputs); two barriers a round.
  * AllReduce_Lamport: no barrier at all; data carries its own arrival (lamport.cuh).
  * Block b of every rank owns the same elements, so per-block barriers (slot = block) are
  * enough. Inputs larger than the workspace are processed in rounds inside the one kernel.
@@ -121,35 +122,66 @@ __global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_ar
   }
 }
 
+/* Two-shot's owner of a result writes it where `to(r)` says for every rank r, peers in rotated
+ * order from the next one (every rank starts its stores at another peer) and this rank last. */
+template <typename T, int A, typename To>
+__device__ __forceinline__ void put_all(To to, int rank, int nranks, size_t v, const Pack<T, A> &o) {
+  for (int j = 1; j <= nranks; j++) {
+    const int r = rank + j < nranks ? rank + j : rank + j - nranks;
+    store<T, A>(to(r), v, o);
+  }
+}
+
+/*
+ * AllReduce_TwoShot: reduce-scatter, then an all-gather by pushes. Vector first + k * stride
+ * of a round belongs to rank k % nranks (the grid is sized so that k rarely exceeds
+ * nranks - 1: each rank reduces about one stride of every round), and so do the elements past
+ * the last whole vector (the "vector" nvec). Its owner alone reads every rank's copy of it,
+ * then writes the result on every rank; no other rank touches it in the round. So:
+ *  - where it reads: peers' inputs where they lie (zero_copy: symmetric inputs, in place
+ *    too, since the owner reads an element everywhere before it writes it anywhere), or
+ *    every rank's workspace, where each stages its input first;
+ *  - where it writes: straight into peers' symmetric outputs (a.dst), or into peers'
+ *    workspaces over the staged copy it has just read, from where each rank copies the
+ *    vectors of others into its output after the second barrier;
+ *  - two barriers a round: inputs ready, and results landed (peers are also done with our
+ *    workspace and our input). Nothing of ours is read or written by a peer after the second,
+ *    so a round (or the next call) may stage over the workspace at once. Inputs that stay
+ *    where they lie and outputs written straight in take the whole count as one round.
+ */
 template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_args_t a) {
   constexpr int U = unit_access<VEC>(), E = Pack<T, U>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const size_t n_r = (size_t)a.nranks;
-  auto src = [&](int r) -> const char * { return a.ws[r]; };
+  const size_t ours = first + (size_t)a.rank * stride, ours_stride = (size_t)a.nranks * stride;
+  const bool zc_in = a.zero_copy & SYMCOLL_CUDA_ZC_IN, zc_out = a.zero_copy & SYMCOLL_CUDA_ZC_OUT;
+  const size_t round = zc_in && zc_out ? a.count : a.chunk_elems;
   char *mine = a.ws[a.rank];
-  /* Vector first + k * stride belongs to rank k % nranks: it reduces it and publishes the
-   * result in its workspace, where the others gather it. The grid is sized so that k rarely
-   * exceeds nranks - 1, i.e. each rank reduces about one stride of every round. */
-  for (size_t base = 0; base < a.count; base += a.chunk_elems) {
-    const size_t n = a.count - base < a.chunk_elems ? a.count - base : a.chunk_elems;
+  for (size_t base = 0; base < a.count; base += round) {
+    const size_t n = a.count - base < round ? a.count - base : round;
     const size_t nvec = n / E, tail = n - nvec * E;
-    const char *in = a.send + base * sizeof(T);
-    char *out = a.recv + base * sizeof(T);
-    const bool owner = stage<T, U>(mine, in, nvec, tail, first, stride);
+    const size_t at = base * sizeof(T);
+    char *out = a.recv + at;
+    auto src = [&](int r) -> const char * { return zc_in ? a.src[r] + at : a.ws[r]; };
+    auto to = [&](int r) -> char * { return r == a.rank ? out : zc_out ? a.dst[r] + at : a.ws[r]; };
+    const bool tail_here =
+        !zc_in ? stage<T, U>(mine, a.send + at, nvec, tail, first, stride) : owns_tail(first, stride, nvec);
     BARRIER(a);
-    for (size_t v = first + (size_t)a.rank * stride; v < nvec; v += n_r * stride) {
-      Pack<T, U> o = reduce_at<T, OP, U>(src, a.nranks, v);
-      store<T, U>(mine, v, o);
-      store<T, U>(out, v, o);
+    size_t v = ours;
+    for (; v < nvec; v += ours_stride) put_all<T, U>(to, a.rank, a.nranks, v, reduce_at<T, OP, U>(src, a.nranks, v));
+    const bool tail_ours = v == nvec; /* the tail is "vector" nvec */
+    if (tail_ours)
+      for (size_t i = nvec * E; i < nvec * E + tail; i++)
+        put_all<T, ONE>(to, a.rank, a.nranks, i, reduce_at<T, OP, ONE>(src, a.nranks, i));
+    BARRIER(a);
+    if (!zc_out) {  /* the others' results, from our workspace */
+      int from = 0; /* the owner of vector v */
+      for (v = first; v < nvec; v += stride, from = from + 1 == a.nranks ? 0 : from + 1)
+        if (from != a.rank) store<T, U>(out, v, load_cg<T, U>(mine, v));
+      if (tail_here && !tail_ours)
+        for (size_t i = nvec * E; i < nvec * E + tail; i++) store<T, ONE>(out, i, load_cg<T, ONE>(mine, i));
     }
-    reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, owner); /* every rank, itself */
-    BARRIER(a);
-    int from = 0; /* the rank that reduced vector v */
-    for (size_t v = first; v < nvec; v += stride, from = from + 1 == a.nranks ? 0 : from + 1)
-      if (from != a.rank) store<T, U>(out, v, load_cg<T, U>(a.ws[from], v));
-    BARRIER(a);
   }
 }
 

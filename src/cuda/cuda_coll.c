@@ -69,13 +69,17 @@ static void shape(cuda_state_t *cs, symcoll_comm_t comm, const symcoll__coll_arg
   l->blocks = want < 1 ? 1 : want > (size_t)maxb ? maxb : (int)want;
 }
 
-/* A call's signature as its kernels carry it: ranks that place their inputs differently
- * (zero-copy on one rank, staged on another) must not meet either. */
+/* A call's signature as its kernels carry it: ranks that place their buffers differently
+ * (zero-copy on one rank, staged on another; inputs or outputs; another allocation or offset)
+ * must not meet either. `zero_copy` is one of SYMCOLL_CUDA_ZC_IN / _OUT (or 0), for the
+ * buffer at `off` in `m`; a call with both folds each in. */
 static uint32_t kernel_sig(const cuda_state_t *cs, uint32_t sig, int zero_copy, const struct symcoll_mem *m,
                            size_t off) {
   if (!cs->signature) return 1; /* SYMCOLL_GPU_SIGNATURE=0: the value of the bare protocol */
   uint32_t s = sig;
-  if (zero_copy) s ^= 0x9e3779b9u * (uint32_t)(m->id + 1) ^ (uint32_t)(off * 0x85ebca6bu) ^ 0x5bd1e995u;
+  if (zero_copy)
+    s ^= (0x9e3779b9u * (uint32_t)(m->id + 1) ^ (uint32_t)(off * 0x85ebca6bu) ^ 0x5bd1e995u) *
+         (uint32_t)(2 * zero_copy + 1);
   return s ? s : 1;
 }
 
@@ -118,7 +122,9 @@ static void trace(symcoll_comm_t comm, const symcoll__coll_args_t *a, const symc
 
 /* reduce runs all_reduce's ONE_SHOT kernel with k.root set: only the root reduces and writes
  * (the others' recv is NULL), every rank stages or exposes its input and meets both barriers.
- * Zero-copy where core found a symmetric input (a->send_mem: for reduce, in place too). */
+ * Zero-copy where core found a symmetric input (a->send_mem: for reduce, in place too); TWO_SHOT
+ * also reads a symmetric output in place as its input (each element is read only by the rank
+ * that then writes it everywhere), and stores into symmetric outputs (a->recv_mem). */
 static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__coll_args_t *a) {
   const size_t es = symcoll_dtype_size(a->dtype);
   symcoll__cuda_args_t k = cs->args;
@@ -137,13 +143,23 @@ static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const 
   if (a->round_bytes) rb = a->round_bytes < cs->round_cap[l.algo] ? a->round_bytes : cs->round_cap[l.algo];
   k.chunk_elems = rb / es;
   l.vec = (((uintptr_t)a->send | (uintptr_t)a->recv) & 15) == 0;
-  if (a->send_mem && l.algo == SYMCOLL_ALGO_ONE_SHOT) { /* ONE_SHOT_DB always stages */
-    k.zero_copy = 1;
-    for (int r = 0; r < comm->nranks; r++) k.src[r] = (const char *)a->send_mem->ptrs[r] + a->send_off;
+  const bool two_shot = l.algo == SYMCOLL_ALGO_TWO_SHOT, in_place = a->send == a->recv;
+  const struct symcoll_mem *in = in_place && two_shot ? a->recv_mem : a->send_mem;
+  const size_t in_off = in_place && two_shot ? a->recv_off : a->send_off;
+  if (in && (two_shot || l.algo == SYMCOLL_ALGO_ONE_SHOT)) { /* ONE_SHOT_DB always stages */
+    k.zero_copy = SYMCOLL_CUDA_ZC_IN;
+    for (int r = 0; r < comm->nranks; r++) k.src[r] = (const char *)in->ptrs[r] + in_off;
   }
-  k.sig = kernel_sig(cs, a->sig, k.zero_copy, a->send_mem, a->send_off);
+  if (two_shot && a->recv_mem) {
+    k.zero_copy |= SYMCOLL_CUDA_ZC_OUT;
+    for (int r = 0; r < comm->nranks; r++) k.dst[r] = (char *)a->recv_mem->ptrs[r] + a->recv_off;
+  }
+  k.sig = kernel_sig(cs, a->sig, k.zero_copy & SYMCOLL_CUDA_ZC_IN, in, in_off);
+  k.sig = kernel_sig(cs, k.sig, k.zero_copy & SYMCOLL_CUDA_ZC_OUT, a->recv_mem, a->recv_off);
   const size_t per_vec = l.algo == SYMCOLL_ALGO_LAMPORT && !l.vec ? 1 : 16 / es; /* kernels with barriers: units */
-  const size_t round = k.zero_copy || a->count < k.chunk_elems ? a->count : k.chunk_elems;
+  /* Zero-copy kernels take the whole count as one round; TWO_SHOT only with both sides so. */
+  const bool whole = two_shot ? k.zero_copy == (SYMCOLL_CUDA_ZC_IN | SYMCOLL_CUDA_ZC_OUT) : k.zero_copy != 0;
+  const size_t round = whole || a->count < k.chunk_elems ? a->count : k.chunk_elems;
   size_t work = round / per_vec;
   if (l.algo == SYMCOLL_ALGO_TWO_SHOT) work = (work + (size_t)comm->nranks - 1) / (size_t)comm->nranks;
   shape(cs, comm, a, &l, work, DEFAULT_THREADS);
@@ -278,15 +294,15 @@ static symcoll_status_t all_gather(symcoll_comm_t comm, cuda_state_t *cs, const 
   const bool in_place = (const char *)a->send == (const char *)a->recv + (size_t)comm->rank * block;
   if (a->algo == SYMCOLL_ALGO_PULL || a->algo == SYMCOLL_ALGO_COPY_ENGINE) {
     if (in_place && a->recv_mem) { /* peers read rank r's block of rank r's output */
-      k.zero_copy = 1, zmem = a->recv_mem, zoff = a->recv_off;
+      k.zero_copy = SYMCOLL_CUDA_ZC_IN, zmem = a->recv_mem, zoff = a->recv_off;
       for (int r = 0; r < n; r++) k.src[r] = (const char *)a->recv_mem->ptrs[r] + a->recv_off + (size_t)r * block;
     } else if (!in_place && a->send_mem) {
-      k.zero_copy = 1, zmem = a->send_mem, zoff = a->send_off;
+      k.zero_copy = SYMCOLL_CUDA_ZC_IN, zmem = a->send_mem, zoff = a->send_off;
       for (int r = 0; r < n; r++) k.src[r] = (const char *)a->send_mem->ptrs[r] + a->send_off;
     }
   } else if (a->algo == SYMCOLL_ALGO_PUSH && a->recv_mem) {
-    k.zero_copy = 1, zmem = a->recv_mem, zoff = a->recv_off;
-    for (int r = 0; r < n; r++) k.src[r] = (const char *)a->recv_mem->ptrs[r] + a->recv_off; /* stored into */
+    k.zero_copy = SYMCOLL_CUDA_ZC_OUT, zmem = a->recv_mem, zoff = a->recv_off;
+    for (int r = 0; r < n; r++) k.dst[r] = (char *)a->recv_mem->ptrs[r] + a->recv_off;
   }
   k.sig = kernel_sig(cs, a->sig, k.zero_copy, zmem, zoff);
   if (a->algo == SYMCOLL_ALGO_COPY_ENGINE) return copy_engine(comm, cs, a, &k, (ce_layout_t){0, block, -1});
@@ -315,7 +331,7 @@ static symcoll_status_t reduce_scatter(symcoll_comm_t comm, cuda_state_t *cs, co
   symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = a->op};
   const uintptr_t addr = (uintptr_t)a->send | (uintptr_t)a->recv;
   if (a->algo == SYMCOLL_ALGO_PULL && a->send_mem) {
-    k.zero_copy = 1;
+    k.zero_copy = SYMCOLL_CUDA_ZC_IN;
     for (int r = 0; r < n; r++) k.src[r] = (const char *)a->send_mem->ptrs[r] + a->send_off;
   }
   k.sig = kernel_sig(cs, a->sig, k.zero_copy, a->send_mem, a->send_off);
@@ -379,8 +395,11 @@ static symcoll_status_t all_to_all(symcoll_comm_t comm, cuda_state_t *cs, const 
     zmem = a->send_mem, zoff = a->send_off; /* peers read their block of our input */
   else if (!in_place && a->recv_mem && a->algo == SYMCOLL_ALGO_PUSH)
     zmem = a->recv_mem, zoff = a->recv_off; /* we store into our block of peers' outputs */
-  if (zmem) {
-    k.zero_copy = 1;
+  if (zmem && a->algo == SYMCOLL_ALGO_PUSH) {
+    k.zero_copy = SYMCOLL_CUDA_ZC_OUT;
+    for (int r = 0; r < n; r++) k.dst[r] = (char *)zmem->ptrs[r] + zoff;
+  } else if (zmem) {
+    k.zero_copy = SYMCOLL_CUDA_ZC_IN;
     for (int r = 0; r < n; r++) k.src[r] = (const char *)zmem->ptrs[r] + zoff;
   }
   k.sig = kernel_sig(cs, a->sig, k.zero_copy, zmem, zoff);
@@ -474,7 +493,7 @@ static int norm_kernel_setup(symcoll_comm_t comm, cuda_state_t *cs, const symcol
   *k = cs->args;
   k->count = a->rows * a->hidden;
   if (a->x_mem && algo != SYMCOLL_ALGO_LAMPORT) { /* LAMPORT pushes every rank's rows: no peer reads x */
-    k->zero_copy = 1;
+    k->zero_copy = SYMCOLL_CUDA_ZC_IN;
     for (int r = 0; r < comm->nranks; r++) k->src[r] = (const char *)a->x_mem->ptrs[r] + a->x_off;
   }
   k->sig = kernel_sig(cs, a->sig, k->zero_copy, a->x_mem, a->x_off);

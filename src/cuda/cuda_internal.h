@@ -34,11 +34,17 @@ extern "C" {
 #define SYMCOLL_CUDA_MAX_RANKS 16
 
 /* Everything a collective kernel needs, passed by value as its one argument. */
+/* Where a kernel finds peers' buffers (symcoll__cuda_args_t.zero_copy): it reads their inputs
+ * where they lie (src), or stores straight into their outputs (dst), instead of going
+ * through the workspaces. */
+#define SYMCOLL_CUDA_ZC_IN 1
+#define SYMCOLL_CUDA_ZC_OUT 2
+
 typedef struct symcoll__cuda_args {
   char *ws[SYMCOLL_CUDA_MAX_RANKS];        /* peers' workspaces (staging of inputs) */
   uint32_t *pad[SYMCOLL_CUDA_MAX_RANKS];   /* peers' barrier pads */
-  const char *src[SYMCOLL_CUDA_MAX_RANKS]; /* zero-copy: peers' inputs (all_gather push into
-                                              symmetric outputs: peers' outputs) */
+  const char *src[SYMCOLL_CUDA_MAX_RANKS]; /* zero-copy (SYMCOLL_CUDA_ZC_IN): peers' inputs */
+  char *dst[SYMCOLL_CUDA_MAX_RANKS];       /* zero-copy (SYMCOLL_CUDA_ZC_OUT): peers' outputs */
   const char *send;
   char *recv;
   size_t count;         /* elements this launch handles (all_gather, reduce_scatter, all_to_all: per rank) */
@@ -48,9 +54,9 @@ typedef struct symcoll__cuda_args {
   uint32_t *host_error; /* where a kernel that gives up copies it: host memory the host reads */
   uint64_t timeout_ns;
   int rank, nranks;
-  int root; /* broadcast, reduce: the root (the one sender / the one writer); -1 elsewhere */
-  int zero_copy;
-  uint32_t sig; /* the call's signature: the value its barriers and packets carry */
+  int root;      /* broadcast, reduce: the root (the one sender / the one writer); -1 elsewhere */
+  int zero_copy; /* SYMCOLL_CUDA_ZC_IN | SYMCOLL_CUDA_ZC_OUT, or 0: staged */
+  uint32_t sig;  /* the call's signature: the value its barriers and packets carry */
   /* Double-buffered staging (ONE_SHOT_DB; all_gather and reduce_scatter PULL/PUSH): peers'
    * two halves and this rank's call counter, one copy per block slot (device memory). */
   char *db[SYMCOLL_CUDA_MAX_RANKS];
