@@ -166,6 +166,35 @@ Buf buf_of(const Tensor &t, const char *what) {
   return b;
 }
 
+// An uninitialised contiguous tensor of `shape` and `dtype` (x's where none) on x's device, from
+// the C shim's empty_strided: one direct call. torch::stable::empty_like and new_empty go
+// through the boxed dispatcher instead, looking the op up by name and boxing its arguments on
+// every eager call. The caching allocator serves it either way (a MemPool in use included).
+Tensor empty_on(const Tensor &x, torch::headeronly::IntHeaderOnlyArrayRef shape,
+                std::optional<ScalarType> dtype = std::nullopt) {
+  int32_t device_type = 0, device_index = 0, dt = 0;
+  SC_CHECK(aoti_torch_get_device_type(x.get(), &device_type) == AOTI_TORCH_SUCCESS &&
+               aoti_torch_get_device_index(x.get(), &device_index) == AOTI_TORCH_SUCCESS,
+           "ops: a tensor's device could not be read");
+  if (dtype)
+    dt = torch::stable::detail::to<int32_t>(torch::stable::detail::from(*dtype));
+  else
+    SC_CHECK(aoti_torch_get_dtype(x.get(), &dt) == AOTI_TORCH_SUCCESS, "ops: a tensor's dtype could not be read");
+  std::vector<int64_t> strides(shape.size());
+  int64_t step = 1;
+  for (size_t i = shape.size(); i-- > 0;) strides[i] = step, step *= shape[i] > 1 ? shape[i] : 1;
+  AtenTensorHandle h = nullptr;
+  SC_CHECK(aoti_torch_empty_strided((int64_t)shape.size(), shape.data(), strides.data(), dt, device_type, device_index,
+                                    &h) == AOTI_TORCH_SUCCESS,
+           "ops: an output tensor could not be allocated");
+  return Tensor(h);
+}
+
+// An uninitialised contiguous tensor shaped and typed as x, on its device.
+Tensor empty_as(const Tensor &x) {
+  return empty_on(x, x.sizes());
+}
+
 void check(symcoll_status_t s, const char *what) {
   if (s == SYMCOLL_OK) return;
   const char *why = symcoll_last_error();
@@ -184,7 +213,7 @@ void all_reduce_(Tensor x, StrArg op, int64_t comm) {
 
 Tensor all_reduce(Tensor x, StrArg op, int64_t comm) {
   const Buf b = buf_of(x, "all_reduce");
-  Tensor out = torch::stable::empty_like(x);
+  Tensor out = empty_as(x);
   const Buf o = buf_of(out, "all_reduce");
   check(symcoll_all_reduce_ex(comm_of(comm), b.ptr, o.ptr, b.n, b.dt, op_of(op), b.stream, nullptr), "all_reduce");
   return out;
@@ -213,7 +242,7 @@ void broadcast_(Tensor x, int64_t root, int64_t comm) {
 
 Tensor broadcast(Tensor x, int64_t root, int64_t comm) {
   const Buf b = buf_of(x, "broadcast");
-  Tensor out = torch::stable::empty_like(x);
+  Tensor out = empty_as(x);
   const Buf o = buf_of(out, "broadcast");
   check(symcoll_broadcast_ex(comm_of(comm), b.ptr, o.ptr, b.n, b.dt, (int)root, b.stream, nullptr), "broadcast");
   return out;
@@ -238,7 +267,7 @@ void all_to_all_single(Tensor out, Tensor x, int64_t comm) {
 }
 
 Tensor all_to_all(Tensor x, int64_t comm) {
-  Tensor out = torch::stable::empty_like(x);
+  Tensor out = empty_as(x);
   all_to_all_into(out, x, comm, "all_to_all");
   return out;
 }
@@ -277,8 +306,8 @@ std::tuple<Tensor, Tensor> all_gather_matmul(Tensor a_shard, Tensor b, int64_t c
   check_matrices(a_shard, b, what);
   const int64_t n = symcoll_comm_nranks(c), m = a_shard.size(0), k = a_shard.size(1), cols = b.size(1);
   Tensor a = torch::stable::contiguous(a_shard), bb = torch::stable::contiguous(b);
-  Tensor out = torch::stable::new_empty(a, {m * n, cols});
-  Tensor a_out = torch::stable::new_empty(a, {m * n, k});
+  Tensor out = empty_on(a, {m * n, cols});
+  Tensor a_out = empty_on(a, {m * n, k});
   symcoll_matmul_opts_t o = mm_opts(algo, what);
   const Buf ab = buf_of(a, what);
   o.a_out = a_out.data_ptr();
@@ -295,7 +324,7 @@ Tensor matmul_reduce_scatter(Tensor a, Tensor b, int64_t comm, StrArg algo) {
   const int64_t n = symcoll_comm_nranks(c), m = a.size(0), k = a.size(1), cols = b.size(1);
   SC_CHECK(m % n == 0, what, ": A has ", m, " rows, not a multiple of ", n, " ranks");
   Tensor ac = torch::stable::contiguous(a), bb = torch::stable::contiguous(b);
-  Tensor out = torch::stable::new_empty(ac, {m / n, cols});
+  Tensor out = empty_on(ac, {m / n, cols});
   symcoll_matmul_opts_t o = mm_opts(algo, what);
   const Buf ab = buf_of(ac, what);
   check(symcoll_matmul_reduce_scatter(c, ab.ptr, bb.data_ptr(), out.data_ptr(), (size_t)m, (size_t)cols, (size_t)k,
@@ -372,7 +401,7 @@ std::tuple<Tensor, Tensor> all_reduce_rmsnorm(Tensor x, std::optional<Tensor> re
   symcoll_comm_t c = comm_of(comm);
   Tensor rc = r.x;
   const void *res = r.residual(residual, rc);
-  Tensor out = torch::stable::empty_like(r.x), residual_out = torch::stable::empty_like(r.x);
+  Tensor out = empty_as(r.x), residual_out = empty_as(r.x);
   symcoll_norm_opts_t o = norm_opts(algo, r.what);
   r.run(c, res, torch::stable::contiguous(weight), eps, out.data_ptr(), residual_out.data_ptr(), o);
   return std::make_tuple(out, residual_out);
@@ -382,7 +411,7 @@ Tensor all_reduce_rmsnorm_(Tensor x, Tensor residual, Tensor weight, double eps,
   const Rows r(x, "all_reduce_rmsnorm_");
   symcoll_comm_t c = comm_of(comm);
   void *res = r.like(residual, "residual", r.xb.dt, r.rows * r.hidden, r.hidden);
-  Tensor out = torch::stable::empty_like(r.x);
+  Tensor out = empty_as(r.x);
   symcoll_norm_opts_t o = norm_opts(algo, r.what);
   r.run(c, res, torch::stable::contiguous(weight), eps, out.data_ptr(), res, o);
   return out;
@@ -396,21 +425,21 @@ std::tuple<Tensor, Tensor, Tensor> norm_fp8(const char *what, symcoll_comm_t c, 
   const Rows r(x, what, nranks);
   Tensor rc = r.x;
   const void *res = r.residual(residual, rc);
-  Tensor q = torch::stable::new_empty(r.x, r.shape, ScalarType::Float8_e4m3fn);
-  Tensor residual_out = torch::stable::new_empty(r.x, r.shape);
+  Tensor q = empty_on(r.x, r.shape, ScalarType::Float8_e4m3fn);
+  Tensor residual_out = empty_on(r.x, r.shape);
   symcoll_norm_opts_t o = norm_opts(algo, r.what);
   o.fp8_out = q.data_ptr();
   Tensor scales = r.x;
   if (scale.has_value()) {
     SC_CHECK(scale->numel() == 1, r.what, ": scale has ", scale->numel(),
              " elements, not one (None: dynamic per-row scales)");
-    scales = torch::stable::new_empty(r.x, {1}, ScalarType::Float);
+    scales = empty_on(r.x, {1}, ScalarType::Float);
     torch::stable::copy_(scales, torch::stable::reshape(*scale, {1}));
     o.fp8_scale = (const float *)scales.data_ptr();
   } else {
     std::vector<int64_t> shape = r.shape;
     shape.back() = 1;
-    scales = torch::stable::new_empty(r.x, shape, ScalarType::Float);
+    scales = empty_on(r.x, shape, ScalarType::Float);
     o.fp8_row_scales = (float *)scales.data_ptr();
   }
   r.run(c, res, torch::stable::contiguous(weight), eps, nullptr, residual_out.data_ptr(), o);
@@ -436,7 +465,7 @@ std::tuple<Tensor, Tensor> reduce_scatter_rmsnorm(Tensor x, std::optional<Tensor
   const Rows r(x, "reduce_scatter_rmsnorm", symcoll_comm_nranks(c));
   Tensor rc = r.x;
   const void *res = r.residual(residual, rc);
-  Tensor out = torch::stable::new_empty(r.x, r.shape), residual_out = torch::stable::new_empty(r.x, r.shape);
+  Tensor out = empty_on(r.x, r.shape), residual_out = empty_on(r.x, r.shape);
   symcoll_norm_opts_t o = norm_opts(algo, r.what);
   r.run(c, res, torch::stable::contiguous(weight), eps, out.data_ptr(), residual_out.data_ptr(), o);
   return std::make_tuple(out, residual_out);
@@ -446,7 +475,7 @@ Tensor reduce_scatter_rmsnorm_(Tensor x, Tensor residual, Tensor weight, double 
   symcoll_comm_t c = comm_of(comm);
   const Rows r(x, "reduce_scatter_rmsnorm_", symcoll_comm_nranks(c));
   void *res = r.like(residual, "residual", r.xb.dt, r.rows * r.hidden, r.hidden);
-  Tensor out = torch::stable::new_empty(r.x, r.shape);
+  Tensor out = empty_on(r.x, r.shape);
   symcoll_norm_opts_t o = norm_opts(algo, r.what);
   r.run(c, res, torch::stable::contiguous(weight), eps, out.data_ptr(), res, o);
   return out;
