@@ -6,7 +6,9 @@
  *    IEEE division, one rounding with saturation);
  *  - a rank's input times its scale before a sum (the options' scale, NCCL's PreMulSum), the
  *    product of SYMCOLL_PROD, the scale read from the GPU when the kernel runs where it lives
- *    there.
+ *    there;
+ *  - a one-rank collective's copy of its input to its output (up to a few MiB: a kernel
+ *    launch costs less than a copy engine's start, on the host and on the GPU).
  */
 #include <string.h>
 
@@ -38,6 +40,13 @@ __global__ void Scale(T *dst, const T *src, size_t n, const T *dscale, uint64_t 
   const typename C::Acc s = C::load(dscale ? *dscale : h);
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
     dst[i] = C::store(combine<SYMCOLL_PROD>(C::load(src[i]), s));
+}
+
+/* n units of U (uint4 where both addresses and the size allow, else bytes). */
+template <typename U>
+__global__ void Copy(U *dst, const U *src, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    dst[i] = src[i];
 }
 
 unsigned grid_for(size_t n) {
@@ -106,11 +115,24 @@ extern "C" int symcoll__cuda_scale(void *dst, const void *src, size_t n, symcoll
                                (cudaStream_t)stream);
 }
 
+extern "C" int symcoll__cuda_copy_kernel(void *dst, const void *src, size_t bytes, void *stream) {
+  if (bytes == 0) return (int)cudaSuccess;
+  const cudaStream_t st = (cudaStream_t)stream;
+  if ((((uintptr_t)dst | (uintptr_t)src | bytes) & 15) == 0)
+    symcoll_cuda::Copy<<<symcoll_cuda::grid_for(bytes / 16), symcoll_cuda::kThreads, 0, st>>>(
+        (uint4 *)dst, (const uint4 *)src, bytes / 16);
+  else
+    symcoll_cuda::Copy<<<symcoll_cuda::grid_for(bytes), symcoll_cuda::kThreads, 0, st>>>(
+        (unsigned char *)dst, (const unsigned char *)src, bytes);
+  return (int)cudaGetLastError();
+}
+
 extern "C" int symcoll__cuda_preload_convert(void) {
   cudaFuncAttributes attr;
-  const void *fns[] = {(const void *)symcoll_cuda::Widen<fp8_e4m3>, (const void *)symcoll_cuda::Widen<fp8_e5m2>,
-                       (const void *)symcoll_cuda::NarrowAvg<fp8_e4m3>,
-                       (const void *)symcoll_cuda::NarrowAvg<fp8_e5m2>};
+  const void *fns[] = {
+      (const void *)symcoll_cuda::Widen<fp8_e4m3>,     (const void *)symcoll_cuda::Widen<fp8_e5m2>,
+      (const void *)symcoll_cuda::NarrowAvg<fp8_e4m3>, (const void *)symcoll_cuda::NarrowAvg<fp8_e5m2>,
+      (const void *)symcoll_cuda::Copy<uint4>,         (const void *)symcoll_cuda::Copy<unsigned char>};
   for (const void *fn : fns) {
     cudaError_t e = cudaFuncGetAttributes(&attr, fn);
     if (e != cudaSuccess) return (int)e;

@@ -12,6 +12,7 @@
 
 #define DEFAULT_THREADS 512
 #define LL_THREADS 256
+#define COPY_KERNEL_MAX_BYTES (4u << 20) /* one-rank copies up to this size by a kernel */
 
 /* Blocks of `fn` at `threads` that fit on the GPU beside every other rank sharing it; cached
  * (open addressing on the function and block size), since the occupancy query is slow.
@@ -711,7 +712,11 @@ symcoll_status_t symcoll__cuda_scale_op(symcoll_comm_t comm, void *dst, const vo
 symcoll_status_t symcoll__cuda_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes, void *stream) {
   dev_guard_t g;
   SYMCOLL_CHECK(dev_enter(comm, &g));
-  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
+  /* Small copies by a kernel (a launch costs less than a copy engine's start); large ones by
+   * the copy engine, which leaves the SMs to the work beside it. */
+  cudaError_t e = bytes <= COPY_KERNEL_MAX_BYTES
+                      ? (cudaError_t)symcoll__cuda_copy_kernel(dst, src, bytes, stream)
+                      : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
   dev_leave(comm, &g);
   if (e != cudaSuccess) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "one-rank collective: copy of %zu bytes failed: %s", bytes,

@@ -141,6 +141,8 @@ int symcoll__cuda_fp8_narrow_avg(void *dst, const float *sum, size_t n, int nran
 int symcoll__cuda_scale(void *dst, const void *src, size_t n, symcoll_dtype_t dt, const void *scale, int on_device,
                         void *stream);
 int symcoll__cuda_preload_convert(void);
+/* dst = src, `bytes` bytes, by a kernel on stream (a one-rank collective's copy); returns a cudaError_t. */
+int symcoll__cuda_copy_kernel(void *dst, const void *src, size_t bytes, void *stream);
 /* The copy engine's barrier: one block meets every peer at CE_SLOT with the call's signature. */
 int symcoll__cuda_ce_barrier(const symcoll__cuda_args_t *a, void *stream);
 
