@@ -122,6 +122,14 @@ __global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_ar
   }
 }
 
+/* A pack type's access (ONE, VECTOR, UNIT). */
+template <typename P>
+struct access_of;
+template <typename T, int A>
+struct access_of<Pack<T, A>> {
+  static constexpr int value = A;
+};
+
 /* Two-shot's owner of a result writes it where `to(r)` says for every rank r, peers in rotated
  * order from the next one (every rank starts its stores at another peer) and this rank last. */
 template <typename T, int A, typename To>
@@ -133,21 +141,24 @@ __device__ __forceinline__ void put_all(To to, int rank, int nranks, size_t v, c
 }
 
 /*
- * AllReduce_TwoShot: reduce-scatter, then an all-gather by pushes. Vector first + k * stride
- * of a round belongs to rank k % nranks (the grid is sized so that k rarely exceeds
- * nranks - 1: each rank reduces about one stride of every round), and so do the elements past
- * the last whole vector (the "vector" nvec). Its owner alone reads every rank's copy of it,
- * then writes the result on every rank; no other rank touches it in the round. So:
- *  - where it reads: peers' inputs where they lie (zero_copy: symmetric inputs, in place
- *    too, since the owner reads an element everywhere before it writes it anywhere), or
- *    every rank's workspace, where each stages its input first;
- *  - where it writes: straight into peers' symmetric outputs (a.dst), or into peers'
- *    workspaces over the staged copy it has just read, from where each rank copies the
- *    vectors of others into its output after the second barrier;
- *  - two barriers a round: inputs ready, and results landed (peers are also done with our
- *    workspace and our input). Nothing of ours is read or written by a peer after the second,
- *    so a round (or the next call) may stage over the workspace at once. Inputs that stay
- *    where they lie and outputs written straight in take the whole count as one round.
+ * AllReduce_TwoShot: a reduce-scatter, then an all-gather. Vector first + k * stride of a round
+ * belongs to rank k % nranks (the grid is sized so that k rarely exceeds nranks - 1: each rank
+ * reduces about one stride of every round), and so do the elements past the last whole vector
+ * (the "vector" nvec). Its owner alone reads every rank's copy of it, then writes the result;
+ * no other rank touches the owner's copy in the round. So:
+ *  - where it reads: peers' inputs where they lie (zero_copy: symmetric inputs, in place too,
+ *    since the owner reads an element everywhere before it writes it anywhere), or every
+ *    rank's workspace, where each stages its input first;
+ *  - where the results go: pushed straight into peers' symmetric outputs (a.dst); or, with
+ *    outputs of their own, pushed into peers' workspaces over the copy the owner has just read
+ *    (a.push_gather: small rounds, where a barrier costs more than the bytes), from where each
+ *    rank copies the others' results into its output after the second barrier; or left in the
+ *    owner's workspace for the others to pull (large rounds: pushing then copying moves more
+ *    bytes), which takes a third barrier before the workspace is staged over again;
+ *  - the barriers: inputs ready, results landed (peers are also done with our workspace and
+ *    our input), and after pulls, pulls done. Nothing of ours is read or written by a peer
+ *    after the last, so the next round (or call) may stage over the workspace at once. Inputs
+ *    that stay where they lie and outputs written straight in take the whole count as one round.
  */
 template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_args_t a) {
@@ -156,6 +167,7 @@ __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_ar
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t ours = first + (size_t)a.rank * stride, ours_stride = (size_t)a.nranks * stride;
   const bool zc_in = a.zero_copy & SYMCOLL_CUDA_ZC_IN, zc_out = a.zero_copy & SYMCOLL_CUDA_ZC_OUT;
+  const bool push = zc_out || a.push_gather;
   const size_t round = zc_in && zc_out ? a.count : a.chunk_elems;
   char *mine = a.ws[a.rank];
   for (size_t base = 0; base < a.count; base += round) {
@@ -165,23 +177,34 @@ __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_ar
     char *out = a.recv + at;
     auto src = [&](int r) -> const char * { return zc_in ? a.src[r] + at : a.ws[r]; };
     auto to = [&](int r) -> char * { return r == a.rank ? out : zc_out ? a.dst[r] + at : a.ws[r]; };
+    /* The owner's result: everywhere, or into its output and its workspace (for pulls). */
+    auto put = [&](size_t v, const auto &o) {
+      constexpr int A = access_of<std::decay_t<decltype(o)>>::value;
+      if (push) {
+        put_all<T, A>(to, a.rank, a.nranks, v, o);
+      } else {
+        store<T, A>(mine, v, o);
+        store<T, A>(out, v, o);
+      }
+    };
     const bool tail_here =
         !zc_in ? stage<T, U>(mine, a.send + at, nvec, tail, first, stride) : owns_tail(first, stride, nvec);
     BARRIER(a);
     size_t v = ours;
-    for (; v < nvec; v += ours_stride) put_all<T, U>(to, a.rank, a.nranks, v, reduce_at<T, OP, U>(src, a.nranks, v));
+    for (; v < nvec; v += ours_stride) put(v, reduce_at<T, OP, U>(src, a.nranks, v));
     const bool tail_ours = v == nvec; /* the tail is "vector" nvec */
     if (tail_ours)
-      for (size_t i = nvec * E; i < nvec * E + tail; i++)
-        put_all<T, ONE>(to, a.rank, a.nranks, i, reduce_at<T, OP, ONE>(src, a.nranks, i));
+      for (size_t i = nvec * E; i < nvec * E + tail; i++) put(i, reduce_at<T, OP, ONE>(src, a.nranks, i));
     BARRIER(a);
-    if (!zc_out) {  /* the others' results, from our workspace */
-      int from = 0; /* the owner of vector v */
-      for (v = first; v < nvec; v += stride, from = from + 1 == a.nranks ? 0 : from + 1)
-        if (from != a.rank) store<T, U>(out, v, load_cg<T, U>(mine, v));
-      if (tail_here && !tail_ours)
-        for (size_t i = nvec * E; i < nvec * E + tail; i++) store<T, ONE>(out, i, load_cg<T, ONE>(mine, i));
-    }
+    if (zc_out) continue;
+    /* The others' results: from our workspace (pushed there) or from their owners'. */
+    int from = 0; /* the owner of vector v */
+    for (v = first; v < nvec; v += stride, from = from + 1 == a.nranks ? 0 : from + 1)
+      if (from != a.rank) store<T, U>(out, v, load_cg<T, U>(push ? mine : a.ws[from], v));
+    if (tail_here && !tail_ours) /* v == nvec: `from` owns the tail */
+      for (size_t i = nvec * E; i < nvec * E + tail; i++)
+        store<T, ONE>(out, i, load_cg<T, ONE>(push ? mine : a.ws[from], i));
+    if (!push) BARRIER(a); /* peers are done pulling from our workspace */
   }
 }
 

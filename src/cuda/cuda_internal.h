@@ -54,9 +54,11 @@ typedef struct symcoll__cuda_args {
   uint32_t *host_error; /* where a kernel that gives up copies it: host memory the host reads */
   uint64_t timeout_ns;
   int rank, nranks;
-  int root;      /* broadcast, reduce: the root (the one sender / the one writer); -1 elsewhere */
-  int zero_copy; /* SYMCOLL_CUDA_ZC_IN | SYMCOLL_CUDA_ZC_OUT, or 0: staged */
-  uint32_t sig;  /* the call's signature: the value its barriers and packets carry */
+  int root;        /* broadcast, reduce: the root (the one sender / the one writer); -1 elsewhere */
+  int zero_copy;   /* SYMCOLL_CUDA_ZC_IN | SYMCOLL_CUDA_ZC_OUT, or 0: staged */
+  int push_gather; /* TWO_SHOT into outputs of ranks' own: results pushed into peers'
+                      workspaces (else pulled from the owners', one more barrier) */
+  uint32_t sig;    /* the call's signature: the value its barriers and packets carry */
   /* Double-buffered staging (ONE_SHOT_DB; all_gather and reduce_scatter PULL/PUSH): peers'
    * two halves and this rank's call counter, one copy per block slot (device memory). */
   char *db[SYMCOLL_CUDA_MAX_RANKS];
