@@ -107,18 +107,21 @@ __device__ __forceinline__ float div_by_count(float acc, float n, float rcp) {
  * do, correctly rounded: floats by div_by_count (the bits of IEEE division, never a plain
  * reciprocal multiply; the build sets no fast-math flag: its -ftz would flush subnormals,
  * which the CPU loops keep), doubles by __ddiv_rn; integers: C's division of the wrapped
- * sum (signed: toward zero; nsrc <= 64 fits every type). Every kernel combines all nranks
- * sources in one go before it calls this (none accumulates partial sums across steps), so
- * nsrc is nranks everywhere. Other ops: acc as it is. */
+ * sum (signed: toward zero; nsrc <= 64 fits every type). A count that is a power of two (the
+ * usual 2, 4, 8 ranks) has an exact reciprocal, so one rounded product is the correctly
+ * rounded quotient everywhere, subnormals, infinities and NaN included. Every kernel combines
+ * all nranks sources in one go before it calls this (none accumulates partial sums across
+ * steps), so nsrc is nranks everywhere. Other ops: acc as it is. */
 template <int OP, typename A>
 __device__ __forceinline__ A finish(A acc, int nsrc) {
   if constexpr (OP == SYMCOLL_AVG) {
+    const bool pow2 = (nsrc & (nsrc - 1)) == 0;
     if constexpr (std::is_integral<A>::value)
       return (A)(acc / (A)nsrc);
     else if constexpr (std::is_same<A, double>::value)
-      return __ddiv_rn(acc, (double)nsrc);
+      return pow2 ? __dmul_rn(acc, __drcp_rn((double)nsrc)) : __ddiv_rn(acc, (double)nsrc);
     else
-      return div_by_count(acc, (float)nsrc, __frcp_rn((float)nsrc));
+      return pow2 ? __fmul_rn(acc, __frcp_rn((float)nsrc)) : div_by_count(acc, (float)nsrc, __frcp_rn((float)nsrc));
   } else {
     return acc;
   }
