@@ -401,13 +401,19 @@ class Comm:
         buf = (ctypes.c_byte * max(count * dt.itemsize, 1)).from_address(ptr)
         return np.frombuffer(buf, dtype=dt, count=count).reshape(shape)
 
-    def mem_pool(self):
+    def mem_pool(self, graph=None, **graph_kwargs):
         """A context manager: inside `with comm.mem_pool():` every CUDA tensor PyTorch allocates
         on this rank's GPU is symmetric memory of this communicator (a torch.cuda.MemPool over
         symcoll's allocator), so collectives on tensors from layers that know nothing of symcoll
-        (a Linear's output, say) run zero-copy (out of place: an in-place all_reduce stages its
-        input). It yields the pool; the pool is kept with the communicator and reused by later
-        `with` blocks. CUDA graphs over tensors kept in the pool and torch.compile inside it work.
+        (a Linear's output, say) run zero-copy. It yields the pool; the pool is kept with the
+        communicator and reused by later `with` blocks. CUDA graphs over tensors kept in the pool
+        and torch.compile inside it work.
+
+        `with comm.mem_pool(graph=g):` captures g instead (torch.cuda.graph(g, pool=the pool's
+        id, **graph_kwargs)): what the captured code allocates comes from the pool, so the graph's
+        own tensors are symmetric too. (Not `torch.cuda.graph(g, pool=pool.id)` inside a plain
+        `with comm.mem_pool() as pool:` block: torch refuses a pool that is already the
+        allocation pool.)
 
         The rule that makes it safe: allocation is collective. Inside the pool every rank must
         allocate the same sizes in the same order, as the same model code on every rank does. A
@@ -418,7 +424,7 @@ class Comm:
         (process mode); CPU ranks: torch has no pluggable allocator for CPU tensors."""
         from . import _torch
 
-        return _torch.mem_pool(self)
+        return _torch.mem_pool(self, graph, **graph_kwargs)
 
     def is_symmetric(self, x):
         """Whether the buffer of x (a tensor or numpy array) lies in this communicator's symmetric

@@ -92,8 +92,10 @@ _POOL_ALLOCATOR = None
 
 
 @contextlib.contextmanager
-def mem_pool(comm):
-    """comm.mem_pool(): torch.cuda.MemPool over symcoll_pool_alloc / symcoll_pool_free."""
+def mem_pool(comm, graph=None, **graph_kwargs):
+    """comm.mem_pool(): torch.cuda.MemPool over symcoll_pool_alloc / symcoll_pool_free; with a
+    graph, torch.cuda.graph(graph, pool=its id) instead of torch.cuda.use_mem_pool (torch lets a
+    pool be the thread's allocation pool or a capture's, not both at once)."""
     global _POOL_ALLOCATOR
     if comm.device == _lib.DEVICE_HOST:
         raise _lib.SymcollError("mem_pool: CPU ranks (torch has no pluggable allocator for CPU tensors; "
@@ -108,8 +110,12 @@ def mem_pool(comm):
         comm._pool = torch.cuda.MemPool(_POOL_ALLOCATOR.allocator())
     _lib.check(_lib.lib.symcoll_pool_attach(comm._c), "symcoll_pool_attach")
     try:
-        with torch.cuda.use_mem_pool(comm._pool, device=torch.device("cuda", comm.device)):
-            yield comm._pool
+        if graph is None:
+            with torch.cuda.use_mem_pool(comm._pool, device=torch.device("cuda", comm.device)):
+                yield comm._pool
+        else:
+            with torch.cuda.graph(graph, pool=comm._pool.id, **graph_kwargs):
+                yield comm._pool
     finally:
         _lib.lib.symcoll_pool_detach(comm._c)
 

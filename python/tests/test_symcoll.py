@@ -615,7 +615,7 @@ def _pool_capture_rank(rank, n):
             # A graph captured into the pool: the layer's output is allocated during capture
             # (from the graph's pool, here symcoll's), so the captured reduction reads it in place.
             graph = torch.cuda.CUDAGraph()
-            with comm.mem_pool() as pool, torch.cuda.graph(graph, pool=pool.id):
+            with comm.mem_pool(graph=graph):
                 y = lin(x)
                 z = ops.all_reduce(y, "sum", h)
         assert comm.is_symmetric(y), "a tensor allocated while capturing into the pool is not symmetric"
@@ -630,8 +630,8 @@ def _pool_capture_rank(rank, n):
 @pytest.mark.skipif(not _cuda_available(), reason="no GPU on this machine (or no torch)")
 @pytest.mark.parametrize("n", [1, 2])
 def test_torch_mem_pool_capture(n):
-    """torch.cuda.graph(g, pool=pool.id) inside comm.mem_pool(): what the graph allocates while it
-    is captured is symmetric, and replays reduce it in place."""
+    """comm.mem_pool(graph=g) captures g into the pool: what the graph allocates while it is
+    captured is symmetric, and replays reduce it in place."""
     import torch
 
     if not hasattr(torch.cuda, "use_mem_pool"):
