@@ -862,6 +862,17 @@ static void print_batch(rank_t *R, const call_t *batch, long index, int nb) {
   }
 }
 
+/* A rank's longest stretch of one kind, and where it was. */
+#define SLOW_S 1.0 /* said at the end of a rank's run when longer (timeouts in the tests: 3-10 s) */
+typedef struct {
+  double s;
+  long at;
+  bool regrouped;
+} slow_t;
+static void note_slow(slow_t *w, double s, long at, bool regrouped) {
+  if (s > w->s) *w = (slow_t){s, at, regrouped};
+}
+
 static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg) {
   (void)arg;
   rank_t R = {.ops = ops, .world_rank = symcoll_comm_rank(world), .levels = 1};
@@ -881,10 +892,18 @@ static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg)
   call_t batch[BATCH];
   long index = 0;
   int failed = resplit(&R);
+  /* Where this rank spent its time: its longest stretch on the host between two batches (new
+   * groups, draws, inputs) and its longest wait for its stream. A peer that waited in vain for
+   * this rank (TIMEOUT) while this rank, late, passed on the peer's old post reports nothing
+   * of its own: this line says where it was held. */
+  slow_t host_step = {0}, gpu_wait = {0};
+  double t_end = th_now();
   while (!failed && index < calls) {
+    bool regrouped = false;
     if (below(&R.shared, 16) == 0) {
       if (trace && R.world_rank == 0) printf("rank 0: new groups before call %ld\n", index);
       if ((failed = resplit(&R)) != 0) break;
+      regrouped = true;
     }
     const int nb = 1 + (int)below(&R.shared, BATCH);
     for (int i = 0; i < nb; i++) {
@@ -895,6 +914,8 @@ static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg)
       if (is_norm(batch[i].kind)) R.norm_algos[batch[i].algo]++;
       prepare(&R, &batch[i], i);
     }
+    const double t_issue = th_now();
+    note_slow(&host_step, t_issue - t_end, index, regrouped);
     /* Back to back: no wait, no barrier. */
     for (int i = 0; i < nb && !failed; i++) {
       if (trace && R.world_rank == 0) {
@@ -912,6 +933,7 @@ static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg)
       }
     }
     ops->sync();
+    note_slow(&gpu_wait, th_now() - t_issue, index, false);
     for (int l = 0; l < R.levels && !failed; l++) {
       symcoll_status_t s = symcoll_comm_check(R.comm[l]);
       if (s != SYMCOLL_OK) {
@@ -925,7 +947,14 @@ static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg)
     if (R.failures) failed = 1;
     index += nb;
     R.done = index;
+    t_end = th_now();
   }
+  if (host_step.s >= SLOW_S || gpu_wait.s >= SLOW_S)
+    printf(
+        "rank %d: slow: longest host step %.2f s (before call %ld%s), longest wait for its stream %.2f s (batch "
+        "from call %ld)\n",
+        R.world_rank, host_step.s, host_step.at, host_step.regrouped ? ", new groups in it" : "", gpu_wait.s,
+        gpu_wait.at);
   if (!failed)
     for (int l = R.levels - 1; l >= 0; l--) free_level(&R, l);
   if (R.world_rank == 0 || failed) { /* the counts: of the calls drawn, the same on every rank */
