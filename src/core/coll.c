@@ -156,14 +156,15 @@ static bool in_place_of(const symcoll__coll_desc_t *d, const void *send, const v
  * place: peers read our block of recv, which we do not write; rooted ones in place (only the
  * root is ever in place: the others' unused buffer is NULL): broadcast's root writes nothing
  * in place, and reduce's root is the only reader of every input, its own included. A
- * symmetric receive buffer is found too (peers may write into it; a transport whose protocol
- * allows it may also read a reduction's input there in place). */
+ * symmetric receive buffer is found too where the row says a transport uses it (peers may
+ * write into it; all_reduce's two-shot also reads its input there in place). */
 static void place_symmetric(symcoll_comm_t comm, const symcoll__coll_desc_t *d, symcoll__coll_args_t *a,
                             bool in_place) {
   const size_t block = a->count * symcoll__esize(a->dtype), n = (size_t)comm->nranks;
   if (!in_place || d->in_place == SYMCOLL__IN_PLACE_SEND_IN_RECV || d->root != SYMCOLL__ROOT_NONE)
     a->send_mem = symcoll__mem_find(comm, a->send, block * (d->send_all ? n : 1), &a->send_off);
-  if (a->recv) a->recv_mem = symcoll__mem_find(comm, a->recv, block * (d->recv_all ? n : 1), &a->recv_off);
+  if (d->finds_recv && a->recv)
+    a->recv_mem = symcoll__mem_find(comm, a->recv, block * (d->recv_all ? n : 1), &a->recv_off);
 }
 
 const symcoll__tune_entry_t *symcoll__coll_entry(symcoll_comm_t comm, symcoll_coll_t coll, size_t count,

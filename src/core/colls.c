@@ -13,6 +13,7 @@
 
 const symcoll__coll_desc_t symcoll__coll_rows[] = {
     [SYMCOLL_COLL_ALL_REDUCE] = {.takes_op = true,
+                                 .finds_recv = true, /* the GPU two-shot */
                                  .in_place = SYMCOLL__IN_PLACE_SAME,
                                  .algos = BIT(SYMCOLL_ALGO_ONE_SHOT) | BIT(SYMCOLL_ALGO_TWO_SHOT) |
                                           BIT(SYMCOLL_ALGO_ONE_SHOT_DB) | BIT(SYMCOLL_ALGO_LAMPORT) |
@@ -21,6 +22,7 @@ const symcoll__coll_desc_t symcoll__coll_rows[] = {
                                  .busbw_factor = 2},
     [SYMCOLL_COLL_ALL_GATHER] = {.recv_all = true,
                                  .moves_all = true,
+                                 .finds_recv = true,
                                  .in_place = SYMCOLL__IN_PLACE_SEND_IN_RECV,
                                  .algos = BIT(SYMCOLL_ALGO_PULL) | BIT(SYMCOLL_ALGO_PUSH) | BIT(SYMCOLL_ALGO_LAMPORT) |
                                           BIT(SYMCOLL_ALGO_COPY_ENGINE) | BIT(SYMCOLL_ALGO_NCCL) | ACROSS,
@@ -63,6 +65,7 @@ const symcoll__coll_desc_t symcoll__coll_rows[] = {
     [SYMCOLL_COLL_ALL_TO_ALL] = {.send_all = true,
                                  .recv_all = true,
                                  .moves_all = true,
+                                 .finds_recv = true,
                                  .in_place = SYMCOLL__IN_PLACE_SAME,
                                  .algos = BIT(SYMCOLL_ALGO_PULL) | BIT(SYMCOLL_ALGO_PUSH) | BIT(SYMCOLL_ALGO_LAMPORT) |
                                           BIT(SYMCOLL_ALGO_COPY_ENGINE) | BIT(SYMCOLL_ALGO_NCCL) | ACROSS,

@@ -35,6 +35,9 @@ typedef struct {
    * one block (count). */
   bool send_all, recv_all;
   bool moves_all; /* the call's size class: every rank's block (count x nranks) or one */
+  /* Core looks for recv in symmetric memory (a transport may store into peers' outputs, or
+   * read a reduction's input there in place); the lookup is skipped for the others. */
+  bool finds_recv;
   symcoll__in_place_t in_place;
   symcoll__root_t root;
   uint32_t algos;          /* SYMCOLL__ALGO_BIT of each algorithm on one node */
