@@ -7,8 +7,9 @@
  *   result; a second barrier tells peers the workspace may be overwritten. Zero-copy
  *   (input already symmetric) skips the staging.
  * AllReduce_TwoShot: each rank reduces its 1/n of the vectors from all ranks (staged, or where
- *   symmetric inputs lie) and pushes the results to every rank (into peers' workspaces, or
- *   straight into symmetric outputs); two barriers a round.
+ *   symmetric inputs lie) and pushes the results to every rank (straight into symmetric
+ *   outputs, or into peers' workspaces for rounds up to 512 KiB) with two barriers a round, or
+ *   leaves them in its workspace for the others to pull, with a third.
  * AllReduce_Lamport: no barrier at all; data carries its own arrival (lamport.cuh).
  * Block b of every rank owns the same elements, so per-block barriers (slot = block) are
  * enough. Inputs larger than the workspace are processed in rounds inside the one kernel.
@@ -155,8 +156,9 @@ __device__ __forceinline__ void put_all(To to, int rank, int nranks, size_t v, c
  *    rank copies the others' results into its output after the second barrier; or left in the
  *    owner's workspace for the others to pull (large rounds: pushing then copying moves more
  *    bytes), which takes a third barrier before the workspace is staged over again;
- *  - the barriers: inputs ready, results landed (peers are also done with our workspace and
- *    our input), and after pulls, pulls done. Nothing of ours is read or written by a peer
+ *  - the barriers: inputs ready; results landed (peers are done with our input, and where
+ *    they pushed, with our workspace); and after pulls, pulls done (peers are done with our
+ *    workspace). Nothing of ours is read or written by a peer
  *    after the last, so the next round (or call) may stage over the workspace at once. Inputs
  *    that stay where they lie and outputs written straight in take the whole count as one round.
  */

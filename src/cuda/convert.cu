@@ -42,9 +42,8 @@ __global__ void Scale(T *dst, const T *src, size_t n, const T *dscale, uint64_t 
     dst[i] = C::store(combine<SYMCOLL_PROD>(C::load(src[i]), s));
 }
 
-/* n units of U (uint4 where both addresses and the size allow, else bytes). */
-template <typename U>
-__global__ void Copy(U *dst, const U *src, size_t n) {
+/* n 16-byte units. */
+__global__ void Copy(uint4 *dst, const uint4 *src, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
     dst[i] = src[i];
 }
@@ -115,24 +114,21 @@ extern "C" int symcoll__cuda_scale(void *dst, const void *src, size_t n, symcoll
                                (cudaStream_t)stream);
 }
 
+/* dst, src and bytes 16-byte aligned (symcoll__cuda_copy sends the others to the copy engine).
+ * The launch's own status: an error left pending by other work is not taken for ours. */
 extern "C" int symcoll__cuda_copy_kernel(void *dst, const void *src, size_t bytes, void *stream) {
   if (bytes == 0) return (int)cudaSuccess;
-  const cudaStream_t st = (cudaStream_t)stream;
-  if ((((uintptr_t)dst | (uintptr_t)src | bytes) & 15) == 0)
-    symcoll_cuda::Copy<<<symcoll_cuda::grid_for(bytes / 16), symcoll_cuda::kThreads, 0, st>>>(
-        (uint4 *)dst, (const uint4 *)src, bytes / 16);
-  else
-    symcoll_cuda::Copy<<<symcoll_cuda::grid_for(bytes), symcoll_cuda::kThreads, 0, st>>>(
-        (unsigned char *)dst, (const unsigned char *)src, bytes);
-  return (int)cudaGetLastError();
+  size_t n = bytes / 16;
+  void *args[] = {&dst, &src, &n};
+  return (int)cudaLaunchKernel((const void *)symcoll_cuda::Copy, dim3(symcoll_cuda::grid_for(n)),
+                               dim3(symcoll_cuda::kThreads), args, 0, (cudaStream_t)stream);
 }
 
 extern "C" int symcoll__cuda_preload_convert(void) {
   cudaFuncAttributes attr;
-  const void *fns[] = {
-      (const void *)symcoll_cuda::Widen<fp8_e4m3>,     (const void *)symcoll_cuda::Widen<fp8_e5m2>,
-      (const void *)symcoll_cuda::NarrowAvg<fp8_e4m3>, (const void *)symcoll_cuda::NarrowAvg<fp8_e5m2>,
-      (const void *)symcoll_cuda::Copy<uint4>,         (const void *)symcoll_cuda::Copy<unsigned char>};
+  const void *fns[] = {(const void *)symcoll_cuda::Widen<fp8_e4m3>, (const void *)symcoll_cuda::Widen<fp8_e5m2>,
+                       (const void *)symcoll_cuda::NarrowAvg<fp8_e4m3>, (const void *)symcoll_cuda::NarrowAvg<fp8_e5m2>,
+                       (const void *)symcoll_cuda::Copy};
   for (const void *fn : fns) {
     cudaError_t e = cudaFuncGetAttributes(&attr, fn);
     if (e != cudaSuccess) return (int)e;

@@ -718,11 +718,11 @@ symcoll_status_t symcoll__cuda_scale_op(symcoll_comm_t comm, void *dst, const vo
 symcoll_status_t symcoll__cuda_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes, void *stream) {
   dev_guard_t g;
   SYMCOLL_CHECK(dev_enter(comm, &g));
-  /* Small copies by a kernel (a launch costs less than a copy engine's start); large ones by
-   * the copy engine, which leaves the SMs to the work beside it. */
-  cudaError_t e = bytes <= COPY_KERNEL_MAX_BYTES
-                      ? (cudaError_t)symcoll__cuda_copy_kernel(dst, src, bytes, stream)
-                      : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
+  /* Small copies of 16-byte units by a kernel (a launch costs less than a copy engine's start);
+   * large or unaligned ones by the copy engine, which leaves the SMs to the work beside it. */
+  const bool by_kernel = bytes <= COPY_KERNEL_MAX_BYTES && (((uintptr_t)dst | (uintptr_t)src | bytes) & 15) == 0;
+  cudaError_t e = by_kernel ? (cudaError_t)symcoll__cuda_copy_kernel(dst, src, bytes, stream)
+                            : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
   dev_leave(comm, &g);
   if (e != cudaSuccess) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "one-rank collective: copy of %zu bytes failed: %s", bytes,

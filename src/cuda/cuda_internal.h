@@ -33,13 +33,13 @@ extern "C" {
  * parameter block launches faster than one sized for SYMCOLL_MAX_RANKS). */
 #define SYMCOLL_CUDA_MAX_RANKS 16
 
-/* Everything a collective kernel needs, passed by value as its one argument. */
 /* Where a kernel finds peers' buffers (symcoll__cuda_args_t.zero_copy): it reads their inputs
  * where they lie (src), or stores straight into their outputs (dst), instead of going
  * through the workspaces. */
 #define SYMCOLL_CUDA_ZC_IN 1
 #define SYMCOLL_CUDA_ZC_OUT 2
 
+/* Everything a collective kernel needs, passed by value as its one argument. */
 typedef struct symcoll__cuda_args {
   char *ws[SYMCOLL_CUDA_MAX_RANKS];        /* peers' workspaces (staging of inputs) */
   uint32_t *pad[SYMCOLL_CUDA_MAX_RANKS];   /* peers' barrier pads */
