@@ -227,6 +227,7 @@ class Comm:
     def __init__(self, rank=None, nranks=None, job_id=None, device=None, timeout_ms=0, workspace_bytes=0,
                  _handle=None):
         self._mems = []
+        self._pool, self._graph_pools = None, []  # mem_pool()'s torch MemPools (eager; captured graphs')
         self._cuda_device = None  # the communicator's CUDA ordinal, read at its first GPU call
         if _handle is not None:
             self._c = _handle
@@ -351,7 +352,7 @@ class Comm:
         _handles.pop(self.handle, None)
         if _bind is not None:
             _bind(self.handle, None)
-        if getattr(self, "_pool", None) is not None:
+        if self._pool is not None or self._graph_pools:
             from . import _torch
 
             _torch.drop_pool(self)  # its blocks go back while the communicator can still free them
@@ -409,11 +410,12 @@ class Comm:
         communicator and reused by later `with` blocks. CUDA graphs over tensors kept in the pool
         and torch.compile inside it work.
 
-        `with comm.mem_pool(graph=g):` captures g instead (torch.cuda.graph(g, pool=the pool's
-        id, **graph_kwargs)): what the captured code allocates comes from the pool, so the graph's
-        own tensors are symmetric too. (Not `torch.cuda.graph(g, pool=pool.id)` inside a plain
-        `with comm.mem_pool() as pool:` block: torch refuses a pool that is already the
-        allocation pool.)
+        `with comm.mem_pool(graph=g):` captures g instead (torch.cuda.graph(g, pool=...,
+        **graph_kwargs)) into a symmetric pool of the graph's own, private as torch's graph pools
+        are (an eager tensor must never get the graph's scratch, which every replay rewrites):
+        what the captured code allocates is symmetric too. (Not `torch.cuda.graph(g,
+        pool=pool.id)` inside a plain `with comm.mem_pool() as pool:` block: torch refuses a pool
+        that is already the allocation pool.)
 
         The rule that makes it safe: allocation is collective. Inside the pool every rank must
         allocate the same sizes in the same order, as the same model code on every rank does. A

@@ -93,10 +93,15 @@ _POOL_ALLOCATOR = None
 
 @contextlib.contextmanager
 def mem_pool(comm, graph=None, **graph_kwargs):
-    """comm.mem_pool(): torch.cuda.MemPool over symcoll_pool_alloc / symcoll_pool_free; with a
-    graph, torch.cuda.graph(graph, pool=its id) instead of torch.cuda.use_mem_pool (torch lets a
-    pool be the thread's allocation pool or a capture's, not both at once)."""
+    """comm.mem_pool(): torch.cuda.MemPool over symcoll_pool_alloc / symcoll_pool_free, one kept
+    with the communicator for eager allocations; with a graph, torch.cuda.graph(graph, pool=the
+    id of a pool of the graph's own) instead of torch.cuda.use_mem_pool (torch lets a pool be the
+    thread's allocation pool or a capture's, not both at once). The graph's pool is private, as
+    torch's graph pools are: blocks its capture freed are the graph's scratch on every replay,
+    and an eager tensor given one of them would be overwritten by the next replay."""
     global _POOL_ALLOCATOR
+    if graph is None and graph_kwargs:
+        raise TypeError(f"mem_pool: {', '.join(graph_kwargs)} without graph= (they are torch.cuda.graph's)")
     if comm.device == _lib.DEVICE_HOST:
         raise _lib.SymcollError("mem_pool: CPU ranks (torch has no pluggable allocator for CPU tensors; "
                                 "use comm.empty)")
@@ -106,7 +111,7 @@ def mem_pool(comm, graph=None, **graph_kwargs):
     if _POOL_ALLOCATOR is None:
         _POOL_ALLOCATOR = torch.cuda.memory.CUDAPluggableAllocator(_lib.lib._name, "symcoll_pool_alloc",
                                                                   "symcoll_pool_free")
-    if getattr(comm, "_pool", None) is None:
+    if graph is None and getattr(comm, "_pool", None) is None:
         comm._pool = torch.cuda.MemPool(_POOL_ALLOCATOR.allocator())
     _lib.check(_lib.lib.symcoll_pool_attach(comm._c), "symcoll_pool_attach")
     try:
@@ -114,8 +119,10 @@ def mem_pool(comm, graph=None, **graph_kwargs):
             with torch.cuda.use_mem_pool(comm._pool, device=torch.device("cuda", comm.device)):
                 yield comm._pool
         else:
-            with torch.cuda.graph(graph, pool=comm._pool.id, **graph_kwargs):
-                yield comm._pool
+            pool = torch.cuda.MemPool(_POOL_ALLOCATOR.allocator())
+            comm._graph_pools.append(pool)  # alive while the communicator is: drop_pool lets them go
+            with torch.cuda.device(comm.device), torch.cuda.graph(graph, pool=pool.id, **graph_kwargs):
+                yield pool
     finally:
         _lib.lib.symcoll_pool_detach(comm._c)
 
@@ -124,6 +131,7 @@ def drop_pool(comm):
     """Before comm's destroy: the pool's cached blocks go back (collectively, on every rank alike)."""
     torch.cuda.synchronize(comm.device)
     comm._pool = None
+    comm._graph_pools = []
     import gc
 
     gc.collect()

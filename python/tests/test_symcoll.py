@@ -571,16 +571,34 @@ def _mem_pool_rank(rank, n):
         del graph, yg, zg
 
         # torch.compile (fullgraph) of a layer and the op: the compiled code's buffers come from
-        # the pool too.
+        # the pool too, through AOTAutograd alone and through Inductor's generated code (where
+        # triton is there to generate it).
         def block(t):
             return ops.all_reduce(lin(t), "sum", h)
 
-        compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
-        with torch.no_grad(), comm.mem_pool():
-            yc = compiled(x)
-        assert comm.is_symmetric(yc), "torch.compile's output inside the pool is not symmetric"
-        assert torch.equal(yc, torch.full_like(yc, 256.0 * n * (n + 1) / 2)), "torch.compile with the pool"
+        backends = ["aot_eager"] + (["inductor"] if importlib.util.find_spec("triton") else [])
+        for backend in backends:
+            torch._dynamo.reset()
+            compiled = torch.compile(block, fullgraph=True, backend=backend)
+            with torch.no_grad(), comm.mem_pool():
+                yc = compiled(x)
+            assert comm.is_symmetric(yc), f"torch.compile ({backend})'s output inside the pool is not symmetric"
+            want = torch.full_like(yc, 256.0 * n * (n + 1) / 2)
+            assert torch.equal(yc, want), f"torch.compile ({backend}) with the pool"
     return True
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
+def test_torch_mem_pool_refusals():
+    """comm.mem_pool()'s refusals that need no GPU: CPU ranks (torch has no pluggable allocator
+    for CPU tensors) and torch.cuda.graph's arguments without a graph to capture."""
+    with symcoll.Comm(0, 1, "py.pool-refusals") as comm:
+        with pytest.raises(symcoll.SymcollError, match="CPU ranks"):
+            with comm.mem_pool():
+                pass
+        with pytest.raises(TypeError, match="capture_error_mode without graph="):
+            with comm.mem_pool(capture_error_mode="relaxed"):
+                pass
 
 
 @pytest.mark.skipif(not _cuda_available(), reason="no GPU on this machine (or no torch)")
