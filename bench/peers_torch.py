@@ -10,7 +10,6 @@ calls, device events, median of -r replays) and written in its CSV columns, so t
     python3 bench/peers_torch.py --coll all_gather_matmul --shapes all                 # also matmul_reduce_scatter
     python3 bench/peers_torch.py --coll all_reduce_rmsnorm                             # rows x hidden table
     python3 bench/peers_torch.py --coll eager_ops -d bf16                              # a call's cost, eager
-    python3 bench/peers_torch.py --coll eager_ops -d fp32 --device cpu                 # ... on CPU ranks (gloo)
 The symcoll_py columns run symcoll through its Python package (PYTHONPATH=python, SYMCOLL_LIB=
 build/lib/libsymcoll.so), so the package's cost is measured against symcoll-bench's C columns:
 symcoll_py in a CUDA graph, symcoll_py_eager as eager launches (their difference is the
@@ -82,12 +81,8 @@ def eager_ops(a, dtype, rank, world, group, sc):
     """What a call costs from PyTorch, eager: the host clock around --calls back-to-back calls and
     the synchronisation after them (so the GPU's work bounds it too), best of -r runs, for
     PyTorch's one_shot_all_reduce, symcoll's torch ops (compiled or Python kernels: the
-    package's COMPILED set says) and the Python method. On CPU ranks (--device cpu) the peer is
-    torch.distributed's gloo (torch_gloo) and there is no symmetric-memory or pool column."""
+    package's COMPILED set says) and the Python method."""
     import time
-
-    dev = a.device
-    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
 
     if sc is None:
         print("# eager_ops: the symcoll package is not importable here", file=sys.stderr)
@@ -101,40 +96,32 @@ def eager_ops(a, dtype, rank, world, group, sc):
     # dist.all_reduce in place through ProcessGroupNCCL (where the job's group is NCCL's).
     cols = ["torch_one_shot", "torch_nccl", "torch_kernel", "torch_copy", "symcoll_op_", "symcoll_op",
             "symcoll_method_", "symcoll_method", "symcoll_method_pool"]
-    if dev == "cpu":  # torch_gloo: dist.all_reduce in place through ProcessGroupGloo
-        cols = ["torch_gloo"] + [c for c in cols[2:] if c != "symcoll_method_pool"]
     if rank == 0:
-        print(f"# torch {torch.__version__}, {dev}, world {world}, {a.d}, eager, host clock over {a.calls} calls (fewer where 1 s passes) + sync, "
+        print(f"# torch {torch.__version__}, world {world}, {a.d}, eager, host clock over {a.calls} calls + sync, "
               f"best of {a.r}; symcoll torch kernels: {kernels}; op_ and method_ in place, op and method out of place; "
-              + ("a ratio ending in k is against torch_kernel (where torch's symmetric memory cannot run)" if dev == "cuda"
-                 else "ratios against the method doing the same work"))
-        # the ratios: against one_shot_all_reduce on GPUs; on CPU ranks each op against the method
-        # doing the same work (the CPU goal: the op within 1.5x of the method)
-        heads = ["op_/one_shot", "method_/one_shot", "method/one_shot"] if dev == "cuda" else \
-            ["op_/method_", "op/method", "gloo/method_"]
-        print(f"{'elements':>10} " + " ".join(f"{c:>15}" for c in cols) + " " + " ".join(f"{h:>16}" for h in heads))
+              f"a ratio ending in k is against torch_kernel (where torch's symmetric memory cannot run)")
+        print(f"{'elements':>10} " + " ".join(f"{c:>15}" for c in cols) +
+              f" {'op_/one_shot':>13} {'method_/one_shot':>17} {'method/one_shot':>16}")
     rows = []
     for n in (int(c) for c in a.counts.split(",")):
-        inp = xp = yp = None
-        if dev == "cuda":
-            try:  # torch's symmetric memory refuses ranks sharing a GPU (PEERS_ONE_GPU): no column then
-                inp = symm_mem.empty(n, dtype=dtype, device=dev)
-                symm_mem.rendezvous(inp, group)
-                inp.zero_()
-            except RuntimeError as e:
-                print(f"# torch symmetric memory at {n} elements: {str(e).splitlines()[0][:120]}", file=sys.stderr)
-                inp = None
-            try:
-                with sc.mem_pool():
-                    xp, yp = torch.zeros(n, dtype=dtype, device=dev), torch.empty(n, dtype=dtype, device=dev)
-            except Exception as e:  # noqa: BLE001
-                print(f"# mem_pool: {e}", file=sys.stderr)
-        x, y = torch.zeros(n, dtype=dtype, device=dev), torch.empty(n, dtype=dtype, device=dev)
+        try:  # torch's symmetric memory refuses ranks sharing a GPU (PEERS_ONE_GPU): no column then
+            inp = symm_mem.empty(n, dtype=dtype, device="cuda")
+            symm_mem.rendezvous(inp, group)
+            inp.zero_()
+        except RuntimeError as e:
+            print(f"# torch symmetric memory at {n} elements: {str(e).splitlines()[0][:120]}", file=sys.stderr)
+            inp = None
+        x, y = torch.zeros(n, dtype=dtype, device="cuda"), torch.empty(n, dtype=dtype, device="cuda")
         h = sc.handle
-        xn = torch.zeros(n, dtype=dtype, device=dev)
+        try:
+            with sc.mem_pool():
+                xp, yp = torch.zeros(n, dtype=dtype, device="cuda"), torch.empty(n, dtype=dtype, device="cuda")
+        except Exception as e:  # noqa: BLE001
+            print(f"# mem_pool: {e}", file=sys.stderr)
+            xp = yp = None
+        xn = torch.zeros(n, dtype=dtype, device="cuda")
         fns = {"torch_one_shot": lambda: torch.ops.symm_mem.one_shot_all_reduce(inp, "sum", group),
                "torch_nccl": (lambda: dist.all_reduce(xn)) if dist.get_backend() == "nccl" else None,
-               "torch_gloo": lambda: dist.all_reduce(xn),
                "torch_kernel": lambda: torch.neg(x, out=y),
                "torch_copy": lambda: y.copy_(x),
                "symcoll_op_": lambda: torch.ops.symcoll.all_reduce_(x, "sum", h),
@@ -143,34 +130,24 @@ def eager_ops(a, dtype, rank, world, group, sc):
                "symcoll_method": lambda: sc.all_reduce(x, out=y),
                "symcoll_method_pool": lambda: sc.all_reduce(xp, out=yp)}
         res = {}
-        for c in cols:
-            fn = fns[c]
-            if fn is None or (c == "torch_one_shot" and inp is None) or (c == "symcoll_method_pool" and xp is None):
+        for c, fn in fns.items():
+            if fn is None:
                 res[c] = None
                 continue
             try:
-                t0 = time.perf_counter()
                 for _ in range(50):
                     fn()
-                sync()
-                # --calls, or fewer where a run would pass a second (gloo's calls at a millisecond);
-                # the ranks take the fewest of theirs, so that they make the same calls
-                calls = max(50, min(a.calls, int(50 / (time.perf_counter() - t0))))
-                tdev = "cuda" if dist.get_backend() == "nccl" else "cpu"
-                if world > 1:
-                    k = torch.tensor([calls], device=tdev)
-                    dist.all_reduce(k, op=dist.ReduceOp.MIN)
-                    calls = int(k.item())
+                torch.cuda.synchronize()
                 best = float("inf")
                 for _ in range(a.r):
                     if world > 1:
                         dist.barrier()
                     t0 = time.perf_counter()
-                    for _ in range(calls):
+                    for _ in range(a.calls):
                         fn()
-                    sync()
-                    best = min(best, (time.perf_counter() - t0) / calls * 1e6)
-                t = torch.tensor([best], device=tdev)
+                    torch.cuda.synchronize()
+                    best = min(best, (time.perf_counter() - t0) / a.calls * 1e6)
+                t = torch.tensor([best], device="cuda" if dist.get_backend() == "nccl" else "cpu")
                 if world > 1:
                     dist.all_reduce(t, op=dist.ReduceOp.MAX)
                 res[c] = t.item()
@@ -179,18 +156,13 @@ def eager_ops(a, dtype, rank, world, group, sc):
                 res[c] = None
         rows.append((n, res))
         if rank == 0:
-            def ratio(c, base, mark=""):
-                v, b = res.get(c), res.get(base)
-                return f"{v / b:.2f}{mark}" if v is not None and b else "-"
-
-            if dev == "cpu":
-                ratios = [ratio("symcoll_op_", "symcoll_method_"), ratio("symcoll_op", "symcoll_method"),
-                          ratio("torch_gloo", "symcoll_method_")]
-            else:  # where torch's symmetric memory cannot run, against the launch floor (k)
-                base, mark = ("torch_one_shot", "") if res["torch_one_shot"] else ("torch_kernel", "k")
-                ratios = [ratio(c, base, mark) for c in ("symcoll_op_", "symcoll_method_", "symcoll_method")]
+            one = res["torch_one_shot"]
+            ratio = lambda v: f"{v / one:.2f}" if v is not None and one else "-"  # noqa: E731
+            if one is None:  # no PyTorch peer here: the launch floor instead
+                one = res["torch_kernel"]
+                ratio = lambda v: f"{v / one:.2f}k" if v is not None and one else "-"  # noqa: E731
             print(f"{n:>10} " + " ".join(f"{res[c]:>15.2f}" if res[c] is not None else f"{'-':>15}" for c in cols) +
-                  " " + " ".join(f"{r:>16}" for r in ratios))
+                  f" {ratio(res['symcoll_op_']):>13} {ratio(res['symcoll_method_']):>17} {ratio(res['symcoll_method']):>16}")
     if a.csv and rank == 0:
         with open(a.csv, "w") as f:
             f.write("elements,nranks,kernels," + ",".join(f"{c}_us" for c in cols) + "\n")
@@ -213,9 +185,7 @@ def main():
                    choices=["all_reduce", "all_gather", "reduce_scatter", "all_gather_matmul", "matmul_reduce_scatter",
                             "all_reduce_rmsnorm", "eager_ops"])
     p.add_argument("--counts", default="1024,65536", help="eager_ops: elements per call")
-    p.add_argument("--calls", type=int, default=2000, help="eager_ops: calls per timed run (fewer where a run would pass 1 s)")
-    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
-                   help="eager_ops: GPU tensors, or CPU ranks (gloo the peer)")
+    p.add_argument("--calls", type=int, default=2000, help="eager_ops: calls per timed run")
     p.add_argument("--shapes", default="all", help="helion, kraken, all, or M,N,K (per-rank M)")
     a = p.parse_args()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.d]
@@ -228,17 +198,16 @@ def main():
     one_gpu = os.environ.get("PEERS_ONE_GPU") == "1"
     if one_gpu:
         local = 0
-    if a.device == "cuda":
-        torch.cuda.set_device(local)
+    torch.cuda.set_device(local)
     if world == 1:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
-    if one_gpu or a.device == "cpu":
+    if one_gpu:
         dist.init_process_group("gloo", rank=rank, world_size=world)
     else:
         dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", local))
     group = dist.group.WORLD.group_name
-    if a.device == "cuda" and hasattr(symm_mem, "enable_symm_mem_for_group"):
+    if hasattr(symm_mem, "enable_symm_mem_for_group"):
         try:
             symm_mem.enable_symm_mem_for_group(group)
         except Exception:
@@ -246,7 +215,7 @@ def main():
     sc = None
     if symcoll is not None:
         try:
-            sc = symcoll.Comm.from_process_group(dist.group.WORLD, device=local if a.device == "cuda" else None)
+            sc = symcoll.Comm.from_process_group(dist.group.WORLD, device=local)
         except Exception as e:  # noqa: BLE001
             print(f"# symcoll package: {e}", file=sys.stderr)
     if a.coll == "all_reduce_rmsnorm":

@@ -147,13 +147,15 @@ def _comm(handle):
 def _load_compiled():
     """The compiled kernels (python/csrc/torch_ops.cpp, PyTorch's stable ABI, built for torch
     >= 2.10): the library beside this file (the wheel's), beside the loaded libsymcoll, or in
-    build/lib. They are taken from torch 2.10, the stable ABI's first: one build, made against
-    2.10, passes the whole suite on CPU ranks with torch 2.10, 2.11, 2.12, 2.13, 2.14 and 2.15
-    from PyPI (scripts/torch-versions; refusals are RuntimeErrors carrying symcoll's message).
+    build/lib. One build, made against torch 2.10, passes the whole suite on CPU ranks with
+    torch 2.10, 2.11, 2.12, 2.13, 2.14 and 2.15 from PyPI (scripts/torch-versions; refusals are
+    RuntimeErrors carrying symcoll's message). They are taken by default from torch 2.11, the
+    oldest torch their GPU cases ran on (the GPU machine has 2.11); torch 2.10 keeps the Python
+    kernels unless SYMCOLL_TORCH_OPS=compiled; SYMCOLL_TORCH_OPS=python keeps them everywhere.
     In one environment with torch 2.11 (the GPU machine's) some C++ exceptions reach Python
     mangled, torch's own as well (addmm's autograd refusal, CUDA graph capture: SystemError or
     "translate_exception_to_python called with invalid exception pointer"), and so do the
-    compiled kernels' refusals there. SYMCOLL_TORCH_OPS=python keeps the Python kernels.
+    compiled kernels' refusals there.
     Returns (the ops it implements, its bind function) or (set(), None)."""
     choice = os.environ.get("SYMCOLL_TORCH_OPS", "")
     if choice == "python":
@@ -162,7 +164,7 @@ def _load_compiled():
         major, minor = (int(v) for v in torch.__version__.split(".")[:2])
     except ValueError:
         return set(), None
-    if (major, minor) < (2, 10):
+    if (major, minor) < ((2, 10) if choice == "compiled" else (2, 11)):
         return set(), None
     here = pathlib.Path(__file__).resolve().parent
     candidates = sorted(here.glob("_symcoll_torch_ops*.so"))
