@@ -520,6 +520,112 @@ static void test_mismatch_gpu(void **state) {
   unsetenv("SYMCOLL_TIMEOUT_MS");
 }
 
+/* Ranks that disagree on where a buffer lies: rank 0's at the start of a symmetric allocation,
+ * rank 1's at another offset of its allocation, or in plain memory. A kernel that stored into
+ * peers' outputs or read their inputs where they lie would touch the wrong bytes; the placement
+ * is part of the call's signature, so both ranks must say MISMATCH before any store: nothing of
+ * the allocation (but the input placed there) and nothing of the outputs is written, and the
+ * input is left as it was. */
+struct placement_case {
+  symcoll_coll_t coll;
+  symcoll_algo_t algo;
+  bool input; /* the input is the buffer the ranks place differently (else the output) */
+  bool plain; /* rank 1's lies in plain memory (else at another offset of the allocation) */
+};
+static void placement_rank(symcoll_comm_t comm, placement_case c, int *bad) {
+  cudaSetDevice(symcoll_comm_device(comm));
+  const int rank = symcoll_comm_rank(comm);
+  const size_t n = (size_t)symcoll_comm_nranks(comm), region = 1 << 16, count = 2048; /* fp32; outputs fit a region */
+  const size_t in_bytes = (c.coll == SYMCOLL_COLL_ALL_TO_ALL ? n : 1) * count * 4;
+  symcoll_mem_t mem;
+  char *plain_a = nullptr, *plain_b = nullptr;
+  cudaStream_t s;
+  *bad = 1;
+  if (symcoll_mem_alloc(comm, 2 * region, &mem) != SYMCOLL_OK) return;
+  if (cudaMalloc(&plain_a, region) != cudaSuccess || cudaMalloc(&plain_b, region) != cudaSuccess) return;
+  char *const sym = (char *)symcoll_mem_ptr(mem, rank);
+  char *const placed = rank == 0 ? sym : c.plain ? plain_b : sym + region;
+  char *const in = c.input ? placed : plain_a, *const out = c.input ? plain_a : placed;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaMemsetAsync(sym, TH_POISON, 2 * region, s);
+  cudaMemsetAsync(plain_a, TH_POISON, region, s);
+  cudaMemsetAsync(plain_b, TH_POISON, region, s);
+  cudaMemsetAsync(in, 0x3c, in_bytes, s);
+  cudaStreamSynchronize(s);
+  if (symcoll_comm_barrier(comm) != SYMCOLL_OK) return;
+  symcoll_coll_opts_t o;
+  symcoll_coll_opts_init(&o);
+  o.algo = c.algo;
+  symcoll_status_t st;
+  if (c.coll == SYMCOLL_COLL_ALL_REDUCE)
+    st = symcoll_all_reduce_ex(comm, in, out, count, SYMCOLL_FLOAT32, SYMCOLL_SUM, s, &o);
+  else if (c.coll == SYMCOLL_COLL_ALL_GATHER)
+    st = symcoll_all_gather_ex(comm, in, out, count, SYMCOLL_FLOAT32, s, &o);
+  else
+    st = symcoll_all_to_all_ex(comm, in, out, count, SYMCOLL_FLOAT32, s, &o);
+  int wrong = st != SYMCOLL_OK;
+  cudaStreamSynchronize(s);
+  const symcoll_status_t checked = symcoll_comm_check(comm);
+  const char *what = c.input ? "input" : "output";
+  if (checked != SYMCOLL_ERR_MISMATCH) {
+    fprintf(stderr, "rank %d, %s %s, %s placed apart%s: comm_check says %s\n", rank, symcoll_coll_name(c.coll),
+            symcoll_algo_name(c.algo), what, c.plain ? " (plain on rank 1)" : "", symcoll_status_string(checked));
+    wrong++;
+  }
+  /* every byte as it was: the poison, and the input's 0x3c where the input lies */
+  struct {
+    const char *base;
+    size_t bytes;
+  } spans[] = {{sym, 2 * region}, {plain_a, region}, {plain_b, region}};
+  for (const auto &sp : spans) {
+    std::vector<unsigned char> h(sp.bytes);
+    cudaMemcpy(h.data(), sp.base, sp.bytes, cudaMemcpyDeviceToHost);
+    size_t changed = 0;
+    for (size_t i = 0; i < sp.bytes; i++) {
+      const bool in_input = sp.base + i >= in && sp.base + i < in + in_bytes;
+      changed += h[i] != (in_input ? 0x3c : TH_POISON);
+    }
+    if (changed) {
+      fprintf(stderr, "rank %d, %s %s, %s placed apart%s: %zu bytes written by the refused call\n", rank,
+              symcoll_coll_name(c.coll), symcoll_algo_name(c.algo), what, c.plain ? " (plain on rank 1)" : "", changed);
+      wrong++;
+    }
+  }
+  *bad = wrong;
+  cudaFree(plain_a);
+  cudaFree(plain_b);
+  cudaStreamDestroy(s);
+}
+
+static void test_placement_mismatch_gpu(void **state) {
+  (void)state;
+  const placement_case cases[] = {
+      {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_TWO_SHOT, false, false},
+      {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_TWO_SHOT, false, true},
+      {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_TWO_SHOT, true, false},
+      {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_ONE_SHOT, true, false},
+      {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_PUSH, false, false},
+      {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_PUSH, false, true},
+      {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_PULL, true, false},
+      {SYMCOLL_COLL_ALL_TO_ALL, SYMCOLL_ALGO_PUSH, false, false},
+      {SYMCOLL_COLL_ALL_TO_ALL, SYMCOLL_ALGO_PULL, true, true},
+  };
+  setenv("SYMCOLL_TIMEOUT_MS", "3000", 1);
+  for (const placement_case &c : cases) {
+    symcoll_comm_t comms[2];
+    CK(symcoll_comm_create_all(2, devices(2).data(), comms));
+    int bad[2] = {1, 1};
+    std::thread t0(placement_rank, comms[0], c, &bad[0]), t1(placement_rank, comms[1], c, &bad[1]);
+    t0.join();
+    t1.join();
+    for (int r = 0; r < 2; r++) {
+      assert_int_equal(bad[r], 0);
+      symcoll_comm_destroy(comms[r]);
+    }
+  }
+  unsetenv("SYMCOLL_TIMEOUT_MS");
+}
+
 /* LAMPORT's sentinel rule, on the vector path (first 24 elements) and the tail: an fp16/bf16
  * -0.0 arrives as +0.0, an fp32 word 0x80008000 as -0.0; everything else as it is. */
 static void sentinel_rank(symcoll_comm_t comm, int *bad) {
@@ -577,8 +683,9 @@ static void test_lamport_sentinel(void **state) {
   }
 }
 
-/* One rank, auto: a copy (cudaMemcpyAsync), of any size and alignment, also into pinned host
- * memory; it must give the input back, and nothing past it may change. */
+/* One rank, auto: a copy (a kernel where 16-byte aligned and up to 4 MiB, else the copy
+ * engine), of any size and alignment, also into pinned host memory; it must give the input
+ * back, and nothing past it may change. */
 static void test_one_rank_copy(void **state) {
   (void)state;
   symcoll_comm_t one;
@@ -819,12 +926,12 @@ int main() {
     cudaFuncGetAttributes(&attr, many_barriers);
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_pads_at_rest),        cmocka_unit_test(test_graph_replay),
-      cmocka_unit_test(test_graph_matmul),        cmocka_unit_test(test_graph_norm),
-      cmocka_unit_test(test_mismatch_gpu),        cmocka_unit_test(test_lamport_sentinel),
-      cmocka_unit_test(test_nccl_engine),         cmocka_unit_test(test_one_rank_copy),
-      cmocka_unit_test(test_peer_never_launches), cmocka_unit_test(test_abort_gpu),
-      cmocka_unit_test(test_too_many_ranks),
+      cmocka_unit_test(test_pads_at_rest),     cmocka_unit_test(test_graph_replay),
+      cmocka_unit_test(test_graph_matmul),     cmocka_unit_test(test_graph_norm),
+      cmocka_unit_test(test_mismatch_gpu),     cmocka_unit_test(test_placement_mismatch_gpu),
+      cmocka_unit_test(test_lamport_sentinel), cmocka_unit_test(test_nccl_engine),
+      cmocka_unit_test(test_one_rank_copy),    cmocka_unit_test(test_peer_never_launches),
+      cmocka_unit_test(test_abort_gpu),        cmocka_unit_test(test_too_many_ranks),
   };
   return cmocka_run_group_tests_name("device_api", tests, NULL, NULL);
 }
