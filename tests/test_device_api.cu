@@ -430,6 +430,21 @@ static void test_graph_norm(void **state) {
   }
 }
 
+/* Two ranks of a fresh communicator, a thread each, running fn; each must leave *bad at 0. */
+template <typename Fn>
+static void run_pair(Fn fn) {
+  symcoll_comm_t comms[2];
+  CK(symcoll_comm_create_all(2, devices(2).data(), comms));
+  int bad[2] = {1, 1};
+  std::thread t0(fn, comms[0], &bad[0]), t1(fn, comms[1], &bad[1]);
+  t0.join();
+  t1.join();
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(bad[r], 0);
+    symcoll_comm_destroy(comms[r]);
+  }
+}
+
 /* Ranks in different calls: rank `refused`'s first call is refused locally (a NULL send), so
  * its next call, of another count, meets its peer's first. The kernels meet at a barrier or a
  * packet header carrying the call's signature: both ranks' symcoll_comm_check must say
@@ -505,18 +520,8 @@ static void test_mismatch_gpu(void **state) {
   };
   setenv("SYMCOLL_TIMEOUT_MS", "3000", 1);
   for (const mismatch_case &c : cases)
-    for (int refused = 0; refused < 2; refused++) {
-      symcoll_comm_t comms[2];
-      CK(symcoll_comm_create_all(2, devices(2).data(), comms));
-      int bad[2] = {1, 1};
-      std::thread t0(mismatch_rank, comms[0], c, refused, &bad[0]), t1(mismatch_rank, comms[1], c, refused, &bad[1]);
-      t0.join();
-      t1.join();
-      for (int r = 0; r < 2; r++) {
-        assert_int_equal(bad[r], 0);
-        symcoll_comm_destroy(comms[r]);
-      }
-    }
+    for (int refused = 0; refused < 2; refused++)
+      run_pair([&](symcoll_comm_t comm, int *bad) { mismatch_rank(comm, c, refused, bad); });
   unsetenv("SYMCOLL_TIMEOUT_MS");
 }
 
@@ -611,18 +616,7 @@ static void test_placement_mismatch_gpu(void **state) {
       {SYMCOLL_COLL_ALL_TO_ALL, SYMCOLL_ALGO_PULL, true, true},
   };
   setenv("SYMCOLL_TIMEOUT_MS", "3000", 1);
-  for (const placement_case &c : cases) {
-    symcoll_comm_t comms[2];
-    CK(symcoll_comm_create_all(2, devices(2).data(), comms));
-    int bad[2] = {1, 1};
-    std::thread t0(placement_rank, comms[0], c, &bad[0]), t1(placement_rank, comms[1], c, &bad[1]);
-    t0.join();
-    t1.join();
-    for (int r = 0; r < 2; r++) {
-      assert_int_equal(bad[r], 0);
-      symcoll_comm_destroy(comms[r]);
-    }
-  }
+  for (const placement_case &c : cases) run_pair([&](symcoll_comm_t comm, int *bad) { placement_rank(comm, c, bad); });
   unsetenv("SYMCOLL_TIMEOUT_MS");
 }
 
@@ -671,16 +665,7 @@ static void sentinel_rank(symcoll_comm_t comm, int *bad) {
 
 static void test_lamport_sentinel(void **state) {
   (void)state;
-  symcoll_comm_t comms[2];
-  CK(symcoll_comm_create_all(2, devices(2).data(), comms));
-  int bad[2] = {1, 1};
-  std::thread t0(sentinel_rank, comms[0], &bad[0]), t1(sentinel_rank, comms[1], &bad[1]);
-  t0.join();
-  t1.join();
-  for (int r = 0; r < 2; r++) {
-    assert_int_equal(bad[r], 0);
-    symcoll_comm_destroy(comms[r]);
-  }
+  run_pair(sentinel_rank);
 }
 
 /* One rank, auto: a copy (a kernel where 16-byte aligned and up to 4 MiB, else the copy
