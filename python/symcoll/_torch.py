@@ -111,7 +111,7 @@ def mem_pool(comm, graph=None, **graph_kwargs):
     if _POOL_ALLOCATOR is None:
         _POOL_ALLOCATOR = torch.cuda.memory.CUDAPluggableAllocator(_lib.lib._name, "symcoll_pool_alloc",
                                                                   "symcoll_pool_free")
-    if graph is None and getattr(comm, "_pool", None) is None:
+    if graph is None and comm._pool is None:
         comm._pool = torch.cuda.MemPool(_POOL_ALLOCATOR.allocator())
     _lib.check(_lib.lib.symcoll_pool_attach(comm._c), "symcoll_pool_attach")
     try:

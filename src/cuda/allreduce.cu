@@ -158,9 +158,9 @@ __device__ __forceinline__ void put_all(To to, int rank, int nranks, size_t v, c
  *    bytes), which takes a third barrier before the workspace is staged over again;
  *  - the barriers: inputs ready; results landed (peers are done with our input, and where
  *    they pushed, with our workspace); and after pulls, pulls done (peers are done with our
- *    workspace). Nothing of ours is read or written by a peer
- *    after the last, so the next round (or call) may stage over the workspace at once. Inputs
- *    that stay where they lie and outputs written straight in take the whole count as one round.
+ *    workspace). Nothing of ours is read or written by a peer after the last, so the next
+ *    round (or call) may stage over the workspace at once. Inputs that stay where they lie and
+ *    outputs written straight in take the whole count as one round.
  */
 template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_args_t a) {

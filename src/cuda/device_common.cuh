@@ -105,8 +105,8 @@ __device__ __forceinline__ float div_by_count(float acc, float n, float rcp) {
 
 /* After the last combine of `nsrc` sources: AVG divides the sum once, in Acc, as the CPU loops
  * do, correctly rounded: floats by div_by_count (the bits of IEEE division, not a plain
- * product by an inexact reciprocal; the build sets no fast-math flag: its -ftz would flush subnormals,
- * which the CPU loops keep), doubles by __ddiv_rn; integers: C's division of the wrapped
+ * product by an inexact reciprocal; the build sets no fast-math flag: its -ftz would flush
+ * subnormals, which the CPU loops keep), doubles by __ddiv_rn; integers: C's division of the wrapped
  * sum (signed: toward zero; nsrc <= 64 fits every type). A count that is a power of two (the
  * usual 2, 4, 8 ranks) has an exact reciprocal, so one rounded product is the correctly
  * rounded quotient everywhere, subnormals, infinities and NaN included. Every kernel combines
