@@ -125,6 +125,7 @@ static void run_matmul(bctx_t *c) {
                               .fp8 = o->fp8,
                               .scatter = o->mm == 5,
                               .reps = o->reps_set ? o->reps : 20,
+                              .calls = o->iters,
                               .csv = o->csv,
                               .mode = o->mode,
                               .machine = bench_report_machine(c->gpu)};

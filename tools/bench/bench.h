@@ -98,6 +98,7 @@ typedef struct {
   const char *fp8;    /* all_reduce_rmsnorm's quantised output: NULL, "static" or "rows" */
   bool scatter;       /* the norm's reduce-scatter form (reduce_scatter_rmsnorm) */
   int reps;
+  int calls; /* the norm table on GPU ranks: calls a graph (-n) */
   const char *csv, *mode, *machine;
 } bench_mm_opts_t;
 /* Runs the table on this rank; 0, or non-zero when a result was wrong. */

@@ -15,8 +15,9 @@
  * --fp8 static|rows: the fused columns write the FP8 (e4m3) output (one static scale, or a
  * scale per row) in place of out; sequential and nccl+norm write out, then quantise it in a
  * separate pass (GPU: a kernel of this benchmark, quant_kernels.cu; CPU: a loop here).
- * GPU: each call captured in a CUDA graph, replayed once per rep between device events; CPU:
- * wall clock of `iters` calls. Median of the reps. fused/seq: the fused column the tuning table
+ * GPU: -n calls (20) captured in a CUDA graph, replayed once per rep between device events, the
+ * time over -n (-n 1: a graph a call, its launch in every call's time); CPU: wall clock of
+ * enough calls to pass ~2 ms. Median of the reps. fused/seq: the fused column the tuning table
  * picks (auto) over sequential. The symcoll columns' outputs (out and residual_out) are compared
  * bit for bit with sequential's (#wrong, must be 0); NCCL's sum may differ in its last bits.
  */
@@ -204,8 +205,10 @@ static void warm_up(nx_t *x, const bool *usable) {
     }
 }
 
-/* us[k * reps + r]: rep r of column k, per call. GPU: a graph of one call per column, replayed
- * between events; CPU: `iters` calls between two clock reads. */
+/* us[k * reps + r]: rep r of column k, per call: `iters` calls between two clock reads (CPU),
+ * or a graph of `iters` calls per column replayed between device events (GPU), as the plain
+ * collectives' table times them: what a call costs among a model's graph nodes (-n 1: one call
+ * a graph, which adds the graph's launch to every call). */
 static void time_reps(nx_t *x, const bool *usable, int reps, int iters, double *us) {
   bctx_t *c = x->c;
   char err[512];
@@ -220,7 +223,8 @@ static void time_reps(nx_t *x, const bool *usable, int reps, int iters, double *
       cudaGraph_t g;
       if (!usable[k]) continue;
       cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
-      const int bad = norm_call(x, k, err, sizeof err);
+      int bad = 0;
+      for (int i = 0; i < iters && !bad; i++) bad = norm_call(x, k, err, sizeof err);
       if (cudaStreamEndCapture(s, &g) == cudaSuccess && !bad) {
         if (cudaGraphInstantiate(&exec[k], g, 0) != cudaSuccess) exec[k] = NULL;
         cudaGraphDestroy(g);
@@ -234,8 +238,9 @@ static void time_reps(nx_t *x, const bool *usable, int reps, int iters, double *
         cudaEventRecord(e0, s);
         if (exec[k])
           cudaGraphLaunch(exec[k], s);
-        else if (norm_call(x, k, err, sizeof err))
-          bench_fail(c, col_name(x, k), err);
+        else
+          for (int i = 0; i < iters; i++)
+            if (norm_call(x, k, err, sizeof err)) bench_fail(c, col_name(x, k), err);
         cudaEventRecord(e1, s);
         const cudaError_t e = cudaEventSynchronize(e1);
         if (e != cudaSuccess) bench_fail(c, col_name(x, k), cudaGetErrorString(e));
@@ -243,7 +248,7 @@ static void time_reps(nx_t *x, const bool *usable, int reps, int iters, double *
           bench_fail(c, col_name(x, k), bench_status(symcoll_comm_check(c->comm)));
         float ms = 0;
         cudaEventElapsedTime(&ms, e0, e1);
-        us[(size_t)k * (size_t)reps + (size_t)r] = 1e3 * ms;
+        us[(size_t)k * (size_t)reps + (size_t)r] = 1e3 * ms / iters;
       }
     for (int k = 0; k < NORM_COLS; k++)
       if (exec[k]) cudaGraphExecDestroy(exec[k]);
@@ -297,7 +302,7 @@ static void compare(nx_t *x, norm_row_t *row) {
   free(ref), free(got);
 }
 
-static void run_shape(nx_t *x, norm_shape_t sh, int reps, norm_row_t *row) {
+static void run_shape(nx_t *x, norm_shape_t sh, int reps, int calls, norm_row_t *row) {
   bctx_t *c = x->c;
   x->sh = sh;
   x->es = symcoll_dtype_size(x->dt);
@@ -318,9 +323,10 @@ static void run_shape(nx_t *x, norm_shape_t sh, int reps, norm_row_t *row) {
                                            symcoll_coll_algo_supported(c->comm, coll_of(x), algo_of(x, k)) == SYMCOLL_OK
                                      : true;
   warm_up(x, row->usable);
-  /* CPU: enough calls per rep to pass ~2 ms (a call of 1 row is a few microseconds). */
+  /* GPU: -n calls a graph; CPU: enough calls per rep to pass ~2 ms (a call of 1 row is a few
+   * microseconds). */
   const size_t xbytes = x_rows(x) * sh.hidden * x->es;
-  const int iters = c->gpu ? 1 : (int)(xbytes >= (1u << 20) ? 1 : xbytes >= (64u << 10) ? 5 : 50);
+  const int iters = c->gpu ? calls : (int)(xbytes >= (1u << 20) ? 1 : xbytes >= (64u << 10) ? 5 : 50);
   double *t = malloc(sizeof(double) * (size_t)reps * NORM_COLS);
   time_reps(x, row->usable, reps, iters, t);
   for (int k = 0; k < NORM_COLS; k++) {
@@ -357,8 +363,10 @@ static int parse_shapes(const char *what, norm_shape_t *out, int max) {
 
 static void print_header(const nx_t *x, const bench_mm_opts_t *o, const bool *shown, FILE *csv) {
   const bctx_t *c = x->c;
-  printf("# %s, %s, %d ranks (%s), %s%s\n# us per call (median of %d)\n", symcoll_coll_name(coll_of(x)),
+  printf("# %s, %s, %d ranks (%s), %s%s\n# us per call (median of %d", symcoll_coll_name(coll_of(x)),
          symcoll_dtype_name(x->dt), c->nranks, o->mode, o->machine, x->scatter ? ", rows per rank" : "", o->reps);
+  if (c->gpu) printf("; a CUDA graph of %d call%s a rep", o->calls, o->calls == 1 ? "" : "s");
+  printf(")\n");
   if (x->fp8)
     printf(
         "# fp8 output (e4m3), %s: the fused columns quantise in the call (out not written); sequential and nccl+norm "
@@ -443,7 +451,7 @@ int bench_norm_rank(bctx_t *c, const bench_mm_opts_t *o) {
   size_t wrong_total = 0;
   for (int i = 0; i < ns; i++) {
     norm_row_t row;
-    run_shape(&x, shapes[i], o->reps, &row);
+    run_shape(&x, shapes[i], o->reps, o->calls, &row);
     if (c->rank == 0) wrong_total += print_row(&x, shapes[i], &row, shown, csv);
   }
   if (csv) fclose(csv);
