@@ -67,6 +67,9 @@ enum {
   X(SYMCOLL_GPU_MAX_BLOCKS, INT, "0", 0, 4096, "",                                                                    \
     "GPU: most blocks of one collective's kernel where each rank has a GPU of its own; 0: auto (half the SMs, at "    \
     "most 64, so that a GEMM beside it and a second communicator's kernel still find SMs)")                           \
+  X(SYMCOLL_GPU_TWO_SHOT_PUSH_BYTES, BYTES, "512K", 0, 1ll << 40, "",                                                 \
+    "GPU: all_reduce two-shot rounds up to this many bytes push each result into every rank's workspace (two "        \
+    "barriers a round), larger ones are pulled from the owners (three); 0: always pull. The smallest any rank sets")  \
   X(SYMCOLL_GPU_SIGNATURE, BOOL, "1", 0, 1, "",                                                                       \
     "testing only: 0 makes GPU kernels carry 1 in place of each call's signature (to measure its cost; the "          \
     "double-buffered kernels still fold their staging half in)")                                                      \

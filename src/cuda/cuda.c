@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -525,9 +526,15 @@ static symcoll_status_t place_ranks(symcoll_comm_t comm, cuda_state_t *cs, char 
     }
   }
   /* [SMs, L2 bytes, ranks of a parent communicator on this GPU, native atomics to every peer,
-   * SYMCOLL_GPU_MAX_BLOCKS] */
-  int geo[5] = {cs->sms, 0, comm->sharers_floor, atomics, (int)symcoll__env_int("SYMCOLL_GPU_MAX_BLOCKS")},
-      geos[SYMCOLL_MAX_RANKS][5];
+   * SYMCOLL_GPU_MAX_BLOCKS, SYMCOLL_GPU_TWO_SHOT_PUSH_BYTES (up to INT_MAX)] */
+  const long long push = symcoll__env_int("SYMCOLL_GPU_TWO_SHOT_PUSH_BYTES");
+  int geo[6] = {cs->sms,
+                0,
+                comm->sharers_floor,
+                atomics,
+                (int)symcoll__env_int("SYMCOLL_GPU_MAX_BLOCKS"),
+                push > INT_MAX ? INT_MAX : (int)push},
+      geos[SYMCOLL_MAX_RANKS][6];
   if (cudaDeviceGetAttribute(&geo[1], cudaDevAttrL2CacheSize, comm->device) != cudaSuccess) geo[1] = 0;
   SYMCOLL_CHECK(comm->oob->allgather(comm, geo, geos, sizeof geo));
   /* Every rank refuses alike: the barriers' atomics on a peer's pad would not be atomic. */
@@ -542,7 +549,9 @@ static symcoll_status_t place_ranks(symcoll_comm_t comm, cuda_state_t *cs, char 
   cs->l2 = geo[1];
   cs->share = 0;
   int knob = 0; /* the smallest cap a rank asked for (every rank must launch the same grid) */
+  cs->push_max = (size_t)geo[5];
   for (int r = 0; r < comm->nranks; r++) {
+    if ((size_t)geos[r][5] < cs->push_max) cs->push_max = (size_t)geos[r][5]; /* a protocol: every rank alike */
     int same = 0;
     for (int q = 0; q < comm->nranks; q++) same += !strcmp(buses[q], buses[r]);
     if (same > cs->share) cs->share = same;

@@ -12,8 +12,7 @@
 
 #define DEFAULT_THREADS 512
 #define LL_THREADS 256
-#define COPY_KERNEL_MAX_BYTES (4u << 20)     /* one-rank copies up to this size by a kernel */
-#define TWO_SHOT_PUSH_MAX_BYTES (512u << 10) /* staged two-shot rounds up to this size push results */
+#define COPY_KERNEL_MAX_BYTES (4u << 20) /* one-rank copies up to this size by a kernel */
 
 /* Blocks of `fn` at `threads` that fit on the GPU beside every other rank sharing it; cached
  * (open addressing on the function and block size), since the occupancy query is slow.
@@ -166,9 +165,10 @@ static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const 
   if (two_shot) work = (work + (size_t)comm->nranks - 1) / (size_t)comm->nranks;
   /* Results into outputs of the ranks' own: pushed into peers' workspaces while a barrier costs
    * more than the copy out of the workspace that pushing adds (one GPU, bf16, 8 thread ranks:
-   * pushes 0.88x pulls at 32 KiB, 1.0 at 512 KiB, 1.08 at 2 MiB). Every rank alike: the count
-   * and the round are the same everywhere. */
-  k.push_gather = two_shot && round * es <= TWO_SHOT_PUSH_MAX_BYTES;
+   * pushes 0.88x pulls at 32 KiB, 1.0 at 512 KiB, 1.08 at 2 MiB; SYMCOLL_GPU_TWO_SHOT_PUSH_BYTES,
+   * 512 KiB by default, agreed at creation). Every rank alike: the count, the round and the
+   * bound are the same everywhere. */
+  k.push_gather = two_shot && round * es <= cs->push_max;
   shape(cs, comm, a, &l, work, DEFAULT_THREADS);
   k.sig = with_shape(cs, k.sig, &l, k.chunk_elems);
   int e = cudaSuccess, launches = 0;

@@ -35,6 +35,7 @@ typedef struct {
    * team's GPUs, and the most ranks sharing any one of them. */
   int dev, sms, l2, share;
   int grid_cap;                /* the most blocks of one collective's kernel (place_ranks) */
+  size_t push_max;             /* all_reduce TWO_SHOT: rounds up to this many bytes push results */
   int devs[SYMCOLL_MAX_RANKS]; /* thread mode: every rank's ordinal */
   struct symcoll_mem *ws;
   size_t ws_bytes, db_half, lp_slot;
