@@ -487,8 +487,10 @@ static symcoll_status_t norm_local(symcoll_comm_t comm, const symcoll__norm_args
   l.threads = norm_threads(a->hidden, a->dtype);
   l.vec = norm_vec(a);
   l.blocks = a->rows < 65535 ? (int)a->rows : 65535;
+  const cuda_state_t *cs = comm->tp_state;
+  l.early = l.blocks * (cs->share > 1 ? cs->share : 1) <= cs->sms; /* a block an SM, beside ranks sharing it */
   symcoll__cuda_norm_t n = norm_buffers(a);
-  n.error = ((cuda_state_t *)comm->tp_state)->args.error;
+  n.error = cs->args.error;
   return norm_launched(comm, a, &l, a->rows, 1, symcoll__cuda_rmsnorm_launch(&l, NULL, &n, a->stream));
 }
 

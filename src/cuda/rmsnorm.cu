@@ -7,7 +7,8 @@
  * (cuda_coll.c), but not the CPU path's order of that one sum.
  *
  * RmsNorm_Local: the local pass (algorithm SEQUENTIAL, and one rank): x already holds the sum
- *   over ranks. Core runs the all-reduce before it (src/core/norm.c).
+ *   over ranks. Core runs the all-reduce before it (src/core/norm.c). Launches of no more blocks
+ *   than SMs load the weight beside x and the residual (EARLY).
  * RmsNorm_OneShot: the fused call (ONE_SHOT), on the protocol of AllReduce_OneShot
  *   (allreduce.cu): each block stages the rows it owns into this rank's workspace (or peers
  *   read x where it lies: zero-copy), meets its twin blocks at a barrier with the call's
@@ -176,16 +177,25 @@ __device__ __forceinline__ void row_store(T *row, size_t p, int valid, const T (
 }
 
 /* One row's epilogue, the one code of every kernel here (so they give the same bits).
- * PRE: the residual's and the weight's packs a thread keeps in registers are loaded before the
- * sum is waited for, so that their latency hides behind it (the fused kernels, which wait for
- * peers); it costs registers, which the local pass keeps for a second block an SM (64
- * registers a thread at 512 threads: with PRE, 79, and one block an SM, 25% slower at 2048 x
- * 8192 on the H200).
+ * Pass 1 computes r, writes residual_out and sums the squares; pass 2 computes out (and the
+ * fp8 output, or the row's amax); pass 3 (dynamic scales only) writes the scale and the fp8
+ * output.
+ * PRE: for the packs a thread keeps in registers (up to kRowPacks), the residual's and the
+ * weight's packs, then the sum's, are all loaded before any is used or residual_out written,
+ * so that they are in flight at once and their latency hides behind the sum's (the fused
+ * kernels, which wait for peers, and the local pass of a block an SM). It costs registers,
+ * which the local pass of more rows keeps for a second block an SM (bf16 at 512 threads: 64
+ * registers a thread, with PRE 91 and one block an SM; an earlier PRE of 79 registers was 25%
+ * slower at 2048 x 8192 on the H200).
  * sum_pack(p): pack p of the row's sum over ranks, rounded to T (whole packs); sum_at(i):
- * element i of it (a short last pack); res: the residual row or NULL; d: where the results go. */
+ * element i of it (a short last pack); res: the residual row or NULL; d: where the results go.
+ * stop: NULL, or a shared word that thread 0 set before the row; when it is non-zero the row
+ * writes nothing and this returns false, on every thread alike (a __syncthreads after the loads
+ * are issued makes it visible). */
 template <typename T, int U, bool PRE, typename SumPack, typename SumAt>
-__device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T *res, const RowDst<T> d,
-                                         SumPack sum_pack, SumAt sum_at, float *red) {
+__device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T *res, const RowDst<T> d,
+                                         SumPack sum_pack, SumAt sum_at, float *red,
+                                         const volatile uint32_t *stop = nullptr) {
   using C = Conv<T>;
   constexpr int E = Pack<T, U>::E;
   const size_t h = n.hidden, npacks = (h + E - 1) / E, nt = blockDim.x;
@@ -197,12 +207,14 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
     if constexpr (U == VECTOR) return E;
     return p * E + E <= h ? E : (int)(h - p * E);
   };
-  /* r = s + residual rounded to T (no residual: s), of pack p into f; written to residual_out
-   * when `write`. */
-  auto r_pack = [&](size_t p, int valid, bool write, float(&f)[E], const Pack<T, U> *res_pre = nullptr) {
+  /* r = s + residual rounded to T (no residual: s) of pack p, into f; written to residual_out
+   * when `write`. s and the residual's pack come from s_in / res_in where `have` (whole packs,
+   * loaded in advance; passed by value, so that they stay in registers). */
+  auto r_pack = [&](size_t p, int valid, bool write, float(&f)[E], bool have = false, Pack<T, U> s_in = {},
+                    Pack<T, U> res_in = {}) {
     T r[E];
     if (valid == E) {
-      const Pack<T, U> s = sum_pack(p);
+      const Pack<T, U> s = have ? s_in : sum_pack(p);
 #pragma unroll
       for (int e = 0; e < E; e++) r[e] = s.e[e];
     } else {
@@ -212,8 +224,8 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
     }
     if (res) {
       float q[E];
-      if (res_pre)
-        unpack<T, U>(*res_pre, q);
+      if (have)
+        unpack<T, U>(res_in, q);
       else
         row_load<T, U>(res, p, valid, q);
 #pragma unroll
@@ -232,10 +244,10 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
     else
       r_pack(p, valid, false, f);
   };
-  /* PRE: the residual's and the weight's whole packs among the thread's first kRowPacks, loaded
-   * before the sum is waited for; read before anything is written (residual_out may be
-   * residual). */
-  Pack<T, U> res_pre[kRowPacks], w_pre[kRowPacks];
+  /* PRE: the thread's whole packs among its first kRowPacks, the residual's and the weight's,
+   * then the sum's, loaded before anything is written (residual_out may be residual). Without
+   * PRE each pack is loaded where it is used: fewer registers, more blocks an SM. */
+  Pack<T, U> res_pre[kRowPacks] = {}, w_pre[kRowPacks], s_pre[kRowPacks]; /* res_pre passed on without a residual */
   if constexpr (PRE) {
     size_t p = threadIdx.x;
 #pragma unroll
@@ -244,6 +256,14 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
         if (res) res_pre[k] = load_cg<T, U>(reinterpret_cast<const char *>(res), p);
         w_pre[k] = load_cg<T, U>(reinterpret_cast<const char *>(w), p);
       }
+    p = threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < kRowPacks; k++, p += nt)
+      if (p < npacks && valid_of(p) == E) s_pre[k] = sum_pack(p);
+  }
+  if (stop) {
+    __syncthreads();
+    if (*stop) return false;
   }
   float keep[kRowPacks][E];
   float ss = 0.0f;
@@ -253,7 +273,10 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
     for (int k = 0; k < kRowPacks; k++, p += nt)
       if (p < npacks) {
         const int valid = valid_of(p);
-        r_pack(p, valid, true, keep[k], PRE && valid == E ? &res_pre[k] : nullptr);
+        if (PRE && valid == E)
+          r_pack(p, valid, true, keep[k], true, s_pre[k], res_pre[k]);
+        else
+          r_pack(p, valid, true, keep[k]);
 #pragma unroll
         for (int e = 0; e < E; e++)
           if (e < valid) ss = __fadd_rn(ss, __fmul_rn(keep[k][e], keep[k][e])); /* not fused: as the CPU's */
@@ -273,11 +296,12 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
   const float sumsq = block_reduce(ss, red, Add{});
   const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sumsq, (float)h), n.eps)));
   float amax = 0.0f;
-  /* out of pack p from its r in f (f then holds out, as floats). */
-  auto out_pack = [&](size_t p, int valid, float(&f)[E], const Pack<T, U> *w_at = nullptr) {
+  /* out of pack p from its r in f (f then holds out, as floats), the weight's pack loaded, or
+   * given in w_in where `have`. */
+  auto out_pack = [&](size_t p, int valid, float(&f)[E], bool have = false, Pack<T, U> w_in = {}) {
     float wf[E];
-    if (w_at)
-      unpack<T, U>(*w_at, wf);
+    if (have)
+      unpack<T, U>(w_in, wf);
     else
       row_load<T, U>(w, p, valid, wf);
     T o[E];
@@ -302,7 +326,10 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
     for (int k = 0; k < kRowPacks; k++, p += nt)
       if (p < npacks) {
         const int valid = valid_of(p);
-        out_pack(p, valid, keep[k], PRE && valid == E ? &w_pre[k] : nullptr);
+        if (PRE && valid == E)
+          out_pack(p, valid, keep[k], true, w_pre[k]);
+        else
+          out_pack(p, valid, keep[k]);
       }
     for (; p < npacks; p += nt) {
       const int valid = valid_of(p);
@@ -311,7 +338,7 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
       out_pack(p, valid, f);
     }
   }
-  if (!dynamic) return;
+  if (!dynamic) return true;
   amax = block_reduce(amax, red, Max{});
   const float scale = fmaxf(__fdiv_rn(amax, kFp8Max), 1.0f / (kFp8Max * 512.0f));
   const float rcp = __frcp_rn(scale);
@@ -337,23 +364,27 @@ __device__ __forceinline__ void norm_row(const symcoll__cuda_norm_t &n, const T 
     }
     store_fp8<E>(fp8 + p * E, f, valid, scale, rcp);
   }
+  return true;
 }
 
-template <typename T, int U>
+/* EARLY: norm_row's PRE, for launches of a block an SM at most (few rows), where its registers
+ * cost no residency: the weight's packs load beside x's and the residual's, not after the sum.
+ * The chain's all-reduce, before this on the stream, may have given up (its output is not a
+ * sum): thread 0 reads the error word while the first row's loads are issued, and the block
+ * writes nothing when it is set. */
+template <typename T, int U, bool EARLY>
 __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cuda_norm_t n) {
   __shared__ float red[33];
-  /* The chain's all-reduce, before this on the stream, gave up: its output is not a sum. */
-  __shared__ uint32_t gave_up; /* one read for the block: every thread takes the same branch */
+  __shared__ uint32_t gave_up; /* read by thread 0, seen by all after norm_row's __syncthreads */
   if (threadIdx.x == 0) gave_up = n.error ? *(volatile const uint32_t *)n.error : 0u;
-  __syncthreads();
-  if (gave_up) return;
   const T *x = reinterpret_cast<const T *>(n.x);
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x) {
     const T *s = x + row * n.hidden;
-    norm_row<T, U, false>(
-        n, residual_row<T>(n, row), caller_row<T>(n, row),
-        [&](size_t p) { return load_cg<T, U>(reinterpret_cast<const char *>(s), p); }, [&](size_t i) { return s[i]; },
-        red);
+    if (!norm_row<T, U, EARLY>(
+            n, residual_row<T>(n, row), caller_row<T>(n, row),
+            [&](size_t p) { return load_cg<T, U>(reinterpret_cast<const char *>(s), p); },
+            [&](size_t i) { return s[i]; }, red, row == blockIdx.x ? &gave_up : nullptr))
+      return;
   }
 }
 
@@ -548,15 +579,16 @@ __global__ void __launch_bounds__(kNormThreads)
 }
 
 template <typename T, int U>
-const void *pick_access(symcoll_coll_t coll, symcoll_algo_t algo) {
-  if (coll == SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM) /* the one-shot over this rank's block, or the local pass */
-    return algo == SYMCOLL_ALGO_PULL         ? (const void *)RmsNorm_OneShot<T, U>
-           : algo == SYMCOLL_ALGO_SEQUENTIAL ? (const void *)RmsNorm_Local<T, U>
-                                             : nullptr;
-  if (coll != SYMCOLL_COLL_ALL_REDUCE_RMSNORM) return nullptr;
-  switch (algo) {
+const void *pick_access(const symcoll__cuda_launch_t *l) {
+  const void *local = l->early ? (const void *)RmsNorm_Local<T, U, true> : (const void *)RmsNorm_Local<T, U, false>;
+  if (l->coll == SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM) /* the one-shot over this rank's block, or the local pass */
+    return l->algo == SYMCOLL_ALGO_PULL         ? (const void *)RmsNorm_OneShot<T, U>
+           : l->algo == SYMCOLL_ALGO_SEQUENTIAL ? local
+                                                : nullptr;
+  if (l->coll != SYMCOLL_COLL_ALL_REDUCE_RMSNORM) return nullptr;
+  switch (l->algo) {
     case SYMCOLL_ALGO_SEQUENTIAL:
-      return (const void *)RmsNorm_Local<T, U>;
+      return local;
     case SYMCOLL_ALGO_ONE_SHOT:
       return (const void *)RmsNorm_OneShot<T, U>;
     case SYMCOLL_ALGO_TWO_SHOT:
@@ -569,7 +601,7 @@ const void *pick_access(symcoll_coll_t coll, symcoll_algo_t algo) {
 }
 template <typename T>
 const void *pick(const symcoll__cuda_launch_t *l) {
-  return l->vec ? pick_access<T, VECTOR>(l->coll, l->algo) : pick_access<T, UNIT>(l->coll, l->algo);
+  return l->vec ? pick_access<T, VECTOR>(l) : pick_access<T, UNIT>(l);
 }
 
 }  // namespace
