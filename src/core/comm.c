@@ -118,17 +118,21 @@ void symcoll__comm_free(symcoll_comm_t c) {
 }
 
 symcoll_status_t symcoll__comm_setup(symcoll_comm_t c) {
-  /* Every rank must agree on nranks and device kind; compare through the oob. */
-  int mine[2] = {c->nranks, c->device == SYMCOLL_DEVICE_HOST ? 0 : 1};
-  int all[SYMCOLL_MAX_RANKS][2];
+  /* Every rank must agree on nranks and device kind; compare through the oob. SYMCOLL_CHECK
+   * adds an exchange to every call, so every rank checks where any rank asked (a rank alone
+   * would wait in an exchange its peers never join). */
+  int mine[3] = {c->nranks, c->device == SYMCOLL_DEVICE_HOST ? 0 : 1, c->check_args};
+  int all[SYMCOLL_MAX_RANKS][3];
   SYMCOLL_CHECK(c->oob->allgather(c, mine, all, sizeof mine));
-  for (int r = 0; r < c->nranks; r++)
+  for (int r = 0; r < c->nranks; r++) {
+    c->check_args = c->check_args || all[r][2];
     if (all[r][0] != mine[0] || all[r][1] != mine[1]) {
       SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
                    "job %s: rank %d has nranks %d and a %s device, rank %d nranks %d and a %s device", c->job_id, r,
                    all[r][0], all[r][1] ? "CUDA" : "host", c->rank, mine[0], mine[1] ? "CUDA" : "host");
       return SYMCOLL_ERR_MISMATCH;
     }
+  }
   SYMCOLL_CHECK(c->tp->comm_init(c));
   symcoll__tune_init(c);
   /* All ranks must pick the same algorithm for the same call: adopt rank 0's table. */
