@@ -454,7 +454,9 @@ struct mismatch_case {
   symcoll_coll_t coll;
   symcoll_algo_t algo;
 };
-static void mismatch_rank(symcoll_comm_t comm, mismatch_case c, int refused, int *bad) {
+/* skew (the shape mismatch below): 0, or rank `refused` makes the same call as its peer with
+ * another block size (1), grid (2) or round (3) in its options. */
+static void mismatch_rank(symcoll_comm_t comm, mismatch_case c, int refused, int *bad, int skew = 0) {
   cudaSetDevice(symcoll_comm_device(comm));
   const int rank = symcoll_comm_rank(comm);
   const size_t bytes = 1 << 16;
@@ -481,7 +483,14 @@ static void mismatch_rank(symcoll_comm_t comm, mismatch_case c, int refused, int
     }
   };
   int wrong = 0;
-  if (rank == refused) {
+  if (skew) {
+    if (rank == refused) {
+      if (skew == 1) o.threads = 128;
+      if (skew == 2) o.blocks = 3;
+      if (skew == 3) o.round_bytes = 4096;
+    }
+    wrong += call(in, 4096) != SYMCOLL_OK; /* 16 KiB a rank: every output fits the buffer */
+  } else if (rank == refused) {
     wrong += call(nullptr, 8) != SYMCOLL_ERR_INVALID_ARGUMENT;
     wrong += call(in, 4) != SYMCOLL_OK;
   } else {
@@ -490,8 +499,8 @@ static void mismatch_rank(symcoll_comm_t comm, mismatch_case c, int refused, int
   cudaStreamSynchronize(s);
   const symcoll_status_t st = symcoll_comm_check(comm);
   if (st != SYMCOLL_ERR_MISMATCH) {
-    fprintf(stderr, "rank %d, %s %s, rank %d refused: comm_check says %s\n", rank, symcoll_coll_name(c.coll),
-            symcoll_algo_name(c.algo), refused, symcoll_status_string(st));
+    fprintf(stderr, "rank %d, %s %s, rank %d %s: comm_check says %s\n", rank, symcoll_coll_name(c.coll),
+            symcoll_algo_name(c.algo), refused, skew ? "has other options" : "refused", symcoll_status_string(st));
     wrong++;
   }
   std::vector<unsigned char> h(bytes);
@@ -522,6 +531,24 @@ static void test_mismatch_gpu(void **state) {
   for (const mismatch_case &c : cases)
     for (int refused = 0; refused < 2; refused++)
       run_pair([&](symcoll_comm_t comm, int *bad) { mismatch_rank(comm, c, refused, bad); });
+  unsetenv("SYMCOLL_TIMEOUT_MS");
+}
+
+/* Ranks in the same call whose options ask for another launch shape (block size, grid, round):
+ * the grid stride decides which rank owns which vectors, and the round how many barriers come,
+ * so the shape is part of the signature the kernels meet with: both ranks MISMATCH, nothing
+ * written. Every algorithm with barriers; the one-shot kernels stage nothing of a peer's. */
+static void test_shape_mismatch_gpu(void **state) {
+  (void)state;
+  const mismatch_case cases[] = {
+      {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_ONE_SHOT},    {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_TWO_SHOT},
+      {SYMCOLL_COLL_ALL_REDUCE, SYMCOLL_ALGO_ONE_SHOT_DB}, {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_PULL},
+      {SYMCOLL_COLL_ALL_GATHER, SYMCOLL_ALGO_PUSH},        {SYMCOLL_COLL_REDUCE_SCATTER, SYMCOLL_ALGO_PULL},
+  };
+  setenv("SYMCOLL_TIMEOUT_MS", "3000", 1);
+  for (const mismatch_case &c : cases)
+    for (int skew = 1; skew <= 3; skew++)
+      run_pair([&](symcoll_comm_t comm, int *bad) { mismatch_rank(comm, c, 1, bad, skew); });
   unsetenv("SYMCOLL_TIMEOUT_MS");
 }
 
@@ -911,12 +938,19 @@ int main() {
     cudaFuncGetAttributes(&attr, many_barriers);
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_pads_at_rest),     cmocka_unit_test(test_graph_replay),
-      cmocka_unit_test(test_graph_matmul),     cmocka_unit_test(test_graph_norm),
-      cmocka_unit_test(test_mismatch_gpu),     cmocka_unit_test(test_placement_mismatch_gpu),
-      cmocka_unit_test(test_lamport_sentinel), cmocka_unit_test(test_nccl_engine),
-      cmocka_unit_test(test_one_rank_copy),    cmocka_unit_test(test_peer_never_launches),
-      cmocka_unit_test(test_abort_gpu),        cmocka_unit_test(test_too_many_ranks),
+      cmocka_unit_test(test_pads_at_rest),
+      cmocka_unit_test(test_graph_replay),
+      cmocka_unit_test(test_graph_matmul),
+      cmocka_unit_test(test_graph_norm),
+      cmocka_unit_test(test_mismatch_gpu),
+      cmocka_unit_test(test_shape_mismatch_gpu),
+      cmocka_unit_test(test_placement_mismatch_gpu),
+      cmocka_unit_test(test_lamport_sentinel),
+      cmocka_unit_test(test_nccl_engine),
+      cmocka_unit_test(test_one_rank_copy),
+      cmocka_unit_test(test_peer_never_launches),
+      cmocka_unit_test(test_abort_gpu),
+      cmocka_unit_test(test_too_many_ranks),
   };
   return cmocka_run_group_tests_name("device_api", tests, NULL, NULL);
 }

@@ -194,6 +194,8 @@ int main(int argc, char **argv) {
       {"SYMCOLL_CHECK", {"1", "0"}, {NULL, NULL}, true},
       {"SYMCOLL_HOST_SIMD", {"scalar", NULL}, {NULL, NULL}, false},
       {"SYMCOLL_TIMEOUT_MS", {"2000", "20000"}, {NULL, NULL}, false},
+      {"SYMCOLL_NODE_RANKS", {"1", NULL}, {NULL, NULL}, true},
+      {"SYMCOLL_ENGINE", {"symcoll", "mpi"}, {"SYMCOLL_NODE_RANKS", "1"}, true},
   };
   const skew_case_t cuda_cases[] = {
       {"SYMCOLL_GPU_TWO_SHOT_PUSH_BYTES", {"0", "1G"}, {"SYMCOLL_ALGO", "twoshot"}, false},

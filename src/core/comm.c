@@ -167,12 +167,32 @@ static void solo_destroy(symcoll_comm_t c) {
 static const symcoll__oob_t solo_oob = {
     .allgather = solo_allgather, .bcast = solo_bcast, .exchange_fd = solo_exchange_fd, .destroy = solo_destroy};
 
+/* SYMCOLL_NODE_RANKS as every rank read it: the same everywhere, or MISMATCH on every rank (a
+ * rank that emulated nodes alone would wait in exchanges its peers never join). */
+static symcoll_status_t agree_node_ranks(symcoll_comm_t c, int k) {
+  int all[SYMCOLL_MAX_RANKS];
+  SYMCOLL_CHECK(c->oob->allgather(c, &k, all, sizeof k));
+  for (int r = 0; r < c->nranks; r++)
+    if (all[r] != k) {
+      SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT,
+                   "job %s: SYMCOLL_NODE_RANKS differs: rank %d emulates nodes of %d ranks, rank %d of %d (0: none)",
+                   c->job_id, r, all[r], c->rank, k);
+      return SYMCOLL_ERR_MISMATCH;
+    }
+  return SYMCOLL_OK;
+}
+
 symcoll_status_t symcoll_comm_create(const symcoll_config_t *cfg, symcoll_comm_t *comm_p) {
   symcoll__log_init();
   if (!comm_p) return SYMCOLL_ERR_INVALID_ARGUMENT;
   symcoll_comm_t c;
   SYMCOLL_CHECK(symcoll__comm_create_flat(cfg, 0, &c));
   const int k = symcoll__hier_node_ranks(c->nranks);
+  const symcoll_status_t s = agree_node_ranks(c, k);
+  if (s != SYMCOLL_OK) {
+    symcoll_comm_destroy(c);
+    return s;
+  }
   if (!k) {
     *comm_p = c;
     return SYMCOLL_OK;

@@ -78,9 +78,12 @@ static uint32_t kernel_sig(const cuda_state_t *cs, uint32_t sig, int zero_copy, 
                            size_t off) {
   if (!cs->signature) return 1; /* SYMCOLL_GPU_SIGNATURE=0: the value of the bare protocol */
   uint32_t s = sig;
-  if (zero_copy)
-    s ^= (0x9e3779b9u * (uint32_t)(m->id + 1) ^ (uint32_t)(off * 0x85ebca6bu) ^ 0x5bd1e995u) *
-         (uint32_t)(2 * zero_copy + 1);
+  if (zero_copy) { /* allocation, the whole offset and the direction, through a 64-bit mixer */
+    uint64_t x = (uint64_t)(m->id + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)off ^ (uint64_t)zero_copy << 62;
+    x = (x ^ x >> 30) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ x >> 27) * 0x94d049bb133111ebull;
+    s ^= (uint32_t)(x ^ x >> 31);
+  }
   return s ? s : 1;
 }
 
@@ -95,14 +98,18 @@ static size_t round_elems(cuda_state_t *cs, const symcoll__coll_args_t *a, size_
   return rb / es;
 }
 
-/* The signature with the launch shape folded in (grid and round): ranks that disagree on it
- * would meet at barriers with other blocks or rounds, so they meet SYMCOLL_ERR_MISMATCH
- * there instead. Every rank computes the same shape (shape(), round_elems()), so this never
- * fires unless that breaks. */
-static uint32_t with_shape(const cuda_state_t *cs, uint32_t sig, const symcoll__cuda_launch_t *l, size_t chunk) {
+/* The signature with the launch shape folded in (grid, block size, round) and the protocol's
+ * variant (all_reduce two-shot: results pushed, 1, or pulled, 0; else 0): ranks that disagree
+ * on any would meet at barriers with other blocks, other vectors' owners (the grid stride), or
+ * another count of barriers, so they meet SYMCOLL_ERR_MISMATCH there instead. Ranks compute
+ * the same shape from the same call, but a call's options (blocks, threads, round_bytes) are
+ * each rank's own. */
+static uint32_t with_shape(const cuda_state_t *cs, uint32_t sig, const symcoll__cuda_launch_t *l, size_t chunk,
+                           uint32_t variant) {
   if (!cs->signature) return sig;
-  const uint32_t s = sig ^ ((uint32_t)l->blocks * 0x27d4eb2fu) ^ ((uint32_t)chunk * 0x165667b1u) ^
-                     ((uint32_t)(chunk >> 32) * 0x9e3779b1u);
+  const uint32_t s = sig ^ ((uint32_t)l->blocks * 0x27d4eb2fu) ^ ((uint32_t)l->threads * 0x2545f491u) ^
+                     ((uint32_t)chunk * 0x165667b1u) ^ ((uint32_t)(chunk >> 32) * 0x9e3779b1u) ^
+                     (variant * 0x6a09e667u);
   return s ? s : 1;
 }
 
@@ -170,7 +177,7 @@ static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const 
    * bound are the same everywhere. */
   k.push_gather = two_shot && round * es <= cs->push_max;
   shape(cs, comm, a, &l, work, DEFAULT_THREADS);
-  k.sig = with_shape(cs, k.sig, &l, k.chunk_elems);
+  k.sig = with_shape(cs, k.sig, &l, k.chunk_elems, (uint32_t)k.push_gather);
   int e = cudaSuccess, launches = 0;
   if (l.algo != SYMCOLL_ALGO_LAMPORT) {
     e = symcoll__cuda_launch(&l, &k, a->stream), launches = 1;
@@ -196,7 +203,7 @@ static symcoll_status_t ll_launches(symcoll_comm_t comm, cuda_state_t *cs, const
                                     symcoll__cuda_args_t *k, symcoll__cuda_launch_t *l, size_t total, size_t unit) {
   const size_t per = SYMCOLL_CUDA_LL_DATA / unit;
   shape(cs, comm, a, l, ((total < per ? total : per) * unit + 7) / 8, LL_THREADS);
-  k->sig = with_shape(cs, k->sig, l, per);
+  k->sig = with_shape(cs, k->sig, l, per, 0);
   int e = cudaSuccess, launches = 0;
   const char *send = k->send;
   char *recv = k->recv;
@@ -219,7 +226,7 @@ static symcoll_status_t launch_rounds(symcoll_comm_t comm, cuda_state_t *cs, con
   const size_t es = symcoll_dtype_size(a->dtype);
   const size_t round = k->zero_copy || a->count < k->chunk_elems ? a->count : k->chunk_elems;
   shape(cs, comm, a, l, round / (16 / es), DEFAULT_THREADS);
-  k->sig = with_shape(cs, k->sig, l, k->chunk_elems);
+  k->sig = with_shape(cs, k->sig, l, k->chunk_elems, 0);
   int e = symcoll__cuda_launch(l, k, a->stream);
   trace(comm, a, l, round, 1);
   return e == cudaSuccess ? SYMCOLL_OK : launch_failed(a, l, e);
@@ -251,7 +258,7 @@ static symcoll_status_t copy_engine(symcoll_comm_t comm, cuda_state_t *cs, const
   const bool in_place = sends && send + (size_t)me * c.send_piece == recv + (size_t)me * c.recv_piece;
   /* Ranks whose workspaces differ would stage different rounds: they meet MISMATCH instead. */
   const symcoll__cuda_launch_t one = {.blocks = 1};
-  k->sig = with_shape(cs, k->sig, &one, round);
+  k->sig = with_shape(cs, k->sig, &one, round, 0);
   cudaStream_t s = (cudaStream_t)a->stream;
   cudaError_t e = cudaSuccess;
   int rounds = 0;
@@ -539,7 +546,7 @@ static symcoll_status_t norm_one_shot(symcoll_comm_t comm, cuda_state_t *cs, con
   /* Zero-copy: one round of every row (nothing is staged), so up to a block per row. */
   const size_t busy = k.zero_copy ? a->rows : n.rows_per_round;
   l.blocks = busy < (size_t)maxb ? (int)busy : maxb;
-  k.sig = with_shape(cs, k.sig, &l, n.rows_per_round);
+  k.sig = with_shape(cs, k.sig, &l, n.rows_per_round, 0);
   return norm_launched(comm, a, &l, n.rows_per_round, 1, symcoll__cuda_rmsnorm_launch(&l, &k, &n, a->stream));
 }
 
@@ -600,7 +607,7 @@ static symcoll_status_t norm_two_shot(symcoll_comm_t comm, cuda_state_t *cs, con
   const int maxb = norm_kernel_setup(comm, cs, a, SYMCOLL_ALGO_TWO_SHOT, &k, &l);
   const size_t share = (n.rows_per_round + (size_t)nr - 1) / (size_t)nr; /* the largest share of a round */
   l.blocks = share < (size_t)maxb ? (int)share : maxb;
-  k.sig = with_shape(cs, k.sig, &l, n.rows_per_round);
+  k.sig = with_shape(cs, k.sig, &l, n.rows_per_round, 0);
   return norm_launched(comm, a, &l, n.rows_per_round, 1, symcoll__cuda_rmsnorm_launch(&l, &k, &n, a->stream));
 }
 
@@ -619,7 +626,7 @@ static symcoll_status_t norm_lamport(symcoll_comm_t comm, cuda_state_t *cs, cons
   symcoll__cuda_launch_t l;
   const int maxb = norm_kernel_setup(comm, cs, a, SYMCOLL_ALGO_LAMPORT, &k, &l);
   l.blocks = per < (size_t)maxb ? (int)per : maxb;
-  k.sig = with_shape(cs, k.sig, &l, per);
+  k.sig = with_shape(cs, k.sig, &l, per, 0);
   int e = cudaSuccess, launches = 0;
   for (size_t base = 0; base < a->rows && e == cudaSuccess; base += per, launches++) {
     symcoll__norm_args_t part = *a;
