@@ -186,10 +186,12 @@ int main(int argc, char **argv) {
   if (write(fd, rows, strlen(rows)) != (ssize_t)strlen(rows)) return 1;
   close(fd);
   const skew_case_t host_cases[] = {
-      {"SYMCOLL_ALGO", {"oneshot", "twoshot"}, {NULL, NULL}, true},
-      {"SYMCOLL_ALGO", {"all_gather:push", "all_gather:pull"}, {NULL, NULL}, true},
-      {"SYMCOLL_ALGO", {"lamport", NULL}, {NULL, NULL}, true},
-      {"SYMCOLL_TUNE_FILE", {table, NULL}, {NULL, NULL}, true},
+      {"SYMCOLL_ALGO", {"oneshot", "twoshot"}, {NULL, NULL}, false}, /* rank 0's is everyone's */
+      {"SYMCOLL_ALGO", {"all_gather:push", "all_gather:pull"}, {NULL, NULL}, false},
+      {"SYMCOLL_ALGO", {"lamport", NULL}, {NULL, NULL}, false},
+      {"SYMCOLL_ALGO", {NULL, "lamport"}, {NULL, NULL}, false},
+      {"SYMCOLL_TUNE_FILE", {table, NULL}, {NULL, NULL}, false},
+      {"SYMCOLL_TUNE_FILE", {NULL, table}, {NULL, NULL}, false},
       {"SYMCOLL_WORKSPACE_BYTES", {"64K", "1M"}, {NULL, NULL}, true},
       {"SYMCOLL_CHECK", {"1", "0"}, {NULL, NULL}, true},
       {"SYMCOLL_HOST_SIMD", {"scalar", NULL}, {NULL, NULL}, false},
@@ -201,9 +203,11 @@ int main(int argc, char **argv) {
       {"SYMCOLL_GPU_TWO_SHOT_PUSH_BYTES", {"0", "1G"}, {"SYMCOLL_ALGO", "twoshot"}, false},
       {"SYMCOLL_GPU_TWO_SHOT_PUSH_BYTES", {"64K", NULL}, {"SYMCOLL_ALGO", "twoshot"}, false},
       {"SYMCOLL_GPU_MAX_BLOCKS", {"3", NULL}, {NULL, NULL}, false},
-      {"SYMCOLL_ALGO", {"oneshot", "twoshot"}, {NULL, NULL}, true},
-      {"SYMCOLL_ALGO", {"lamport", NULL}, {NULL, NULL}, true},
-      {"SYMCOLL_TUNE_FILE", {table, NULL}, {NULL, NULL}, true},
+      {"SYMCOLL_ALGO", {"oneshot", "twoshot"}, {NULL, NULL}, false},
+      {"SYMCOLL_ALGO", {"lamport", NULL}, {NULL, NULL}, false},
+      {"SYMCOLL_ALGO", {NULL, "lamport"}, {NULL, NULL}, false},
+      {"SYMCOLL_TUNE_FILE", {table, NULL}, {NULL, NULL}, false},
+      {"SYMCOLL_TUNE_FILE", {NULL, table}, {NULL, NULL}, false},
       {"SYMCOLL_WORKSPACE_BYTES", {"1M", "4M"}, {NULL, NULL}, true},
       {"SYMCOLL_CHECK", {"1", "0"}, {NULL, NULL}, true},
       {"SYMCOLL_NCCL", {"1", "0"}, {NULL, NULL}, false},

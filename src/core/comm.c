@@ -133,6 +133,15 @@ symcoll_status_t symcoll__comm_setup(symcoll_comm_t c) {
       return SYMCOLL_ERR_MISMATCH;
     }
   }
+  /* SYMCOLL_ALGO as rank 0 read it, like its tuning table below: ranks forcing different
+   * algorithms would wait in protocols that never meet (the GPU's LAMPORT all_reduce carries no
+   * signature that would tell them). */
+  symcoll_algo_t forced[SYMCOLL_NUM_COLL_KINDS];
+  memcpy(forced, c->forced_algo, sizeof forced);
+  SYMCOLL_CHECK(c->oob->bcast(c, c->forced_algo, sizeof c->forced_algo));
+  if (memcmp(forced, c->forced_algo, sizeof forced) != 0)
+    SYMCOLL_WARN(SYMCOLL_SUBSYS_INIT, "job %s: rank %d's SYMCOLL_ALGO differs from rank 0's: rank 0's is used",
+                 c->job_id, c->rank);
   SYMCOLL_CHECK(c->tp->comm_init(c));
   symcoll__tune_init(c);
   /* All ranks must pick the same algorithm for the same call: adopt rank 0's table. */
