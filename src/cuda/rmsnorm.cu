@@ -185,7 +185,7 @@ __device__ __forceinline__ void row_store(T *row, size_t p, int valid, const T (
  * so that they are in flight at once and their latency hides behind the sum's (the fused
  * kernels, which wait for peers, and the local pass of a block an SM). It costs registers,
  * which the local pass of more rows keeps for a second block an SM (bf16 at 512 threads: 64
- * registers a thread, with PRE 91 and one block an SM; an earlier PRE of 79 registers was 25%
+ * registers a thread, with PRE 81 and one block an SM; an earlier PRE of 79 registers was 25%
  * slower at 2048 x 8192 on the H200).
  * sum_pack(p): pack p of the row's sum over ranks, rounded to T (whole packs); sum_at(i):
  * element i of it (a short last pack); res: the residual row or NULL; d: where the results go.
@@ -370,8 +370,8 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
 /* EARLY: norm_row's PRE, for launches of a block an SM at most (few rows), where its registers
  * cost no residency: the weight's packs load beside x's and the residual's, not after the sum.
  * The chain's all-reduce, before this on the stream, may have given up (its output is not a
- * sum): thread 0 reads the error word while the first row's loads are issued, and the block
- * writes nothing when it is set. */
+ * sum): thread 0 reads the error word (EARLY: while the first row's loads are in flight), and
+ * the block writes nothing when it is set. */
 template <typename T, int U, bool EARLY>
 __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cuda_norm_t n) {
   __shared__ float red[33];
