@@ -157,10 +157,11 @@ static int run_case(const skew_case_t *c, const th_buf_ops_t *ops, bool gpu, int
   const int a = shared[0], b = shared[1];
   const bool ok =
       !res.timed_out && !res.signaled && res.sum == 0 && a == b && (a == RIGHT || (a == REFUSED && c->may_refuse));
-  printf("%s %s=%s | %s%s%s: rank 0 %s, rank 1 %s%s\n", ok ? "ok  " : "FAIL", c->name,
+  printf("%s %s=%s | %s%s%s%s%s: rank 0 %s, rank 1 %s%s\n", ok ? "ok  " : "FAIL", c->name,
          c->value[0] ? c->value[0] : "(unset)", c->value[1] ? c->value[1] : "(unset)", c->both[0] ? ", both " : "",
-         c->both[0] ? c->both[0] : "", outcome_names[a < 0 || a > FAILED ? 0 : a],
-         outcome_names[b < 0 || b > FAILED ? 0 : b], res.timed_out ? " (killed after 120 s)" : "");
+         c->both[0] ? c->both[0] : "", c->both[0] ? "=" : "", c->both[0] ? c->both[1] : "",
+         outcome_names[a < 0 || a > FAILED ? 0 : a], outcome_names[b < 0 || b > FAILED ? 0 : b],
+         res.timed_out ? " (killed after 120 s)" : "");
   for (int r = 0; r < 2; r++)
     if (why[256 * r]) printf("       rank %d: %s\n", r, why + 256 * r);
   return ok ? 0 : 1;
