@@ -8,7 +8,8 @@
  *   (input already symmetric) skips the staging.
  * AllReduce_TwoShot: each rank reduces its 1/n of the vectors from all ranks (staged, or where
  *   symmetric inputs lie) and pushes the results to every rank (straight into symmetric
- *   outputs, or into peers' workspaces for rounds up to 512 KiB) with two barriers a round, or
+ *   outputs, or into peers' workspaces for rounds up to SYMCOLL_GPU_TWO_SHOT_PUSH_BYTES) with two
+ *   barriers a round, or
  *   leaves them in its workspace for the others to pull, with a third.
  * AllReduce_Lamport: no barrier at all; data carries its own arrival (lamport.cuh).
  * Block b of every rank owns the same elements, so per-block barriers (slot = block) are
