@@ -187,6 +187,8 @@ def main():
     p.add_argument("--counts", default="1024,65536", help="eager_ops: elements per call")
     p.add_argument("--calls", type=int, default=2000, help="eager_ops: calls per timed run")
     p.add_argument("--shapes", default="all", help="helion, kraken, all, or M,N,K (per-rank M)")
+    p.add_argument("--fp8", choices=["static", "rows"],
+                   help="all_reduce_rmsnorm: the e4m3 output with a static scale or a scale per row")
     a = p.parse_args()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.d]
     es = torch.tensor([], dtype=dtype).element_size()
@@ -466,13 +468,27 @@ def norm_colls(a, dtype, rank, world, group, sc):
     """The block's end as PyTorch runs it (an all-reduce, then x + residual and F.rms_norm as
     separate kernels: through NCCL and through torch's symmetric-memory one-shot), symcoll's
     all-reduce with torch's add and norm, and symcoll's fused op through its package; rows x
-    hidden as symcoll-bench --coll all_reduce_rmsnorm --shapes all. CUDA-graph replays, median."""
+    hidden as symcoll-bench --coll all_reduce_rmsnorm --shapes all. CUDA-graph replays, median.
+    --fp8 static|rows: every chain then quantises its output to e4m3 as PyTorch does (a static
+    scale: out / scale, clamped to +-448, converted; per row: the row's amax / 448 as its scale),
+    and the fused column is symcoll's all_reduce_rmsnorm_fp8 op (no bf16 out written)."""
     import torch.nn.functional as F
     cols = ["torch_nccl_chain", "torch_symm_chain", "symcoll_py_chain", "symcoll_py_fused"]
     eps = 1e-6
+    fp8_max = 448.0
+    static_scale = torch.tensor([0.05], dtype=torch.float32, device="cuda")
+
+    def quant(y):
+        if a.fp8 is None:
+            return y
+        if a.fp8 == "static":
+            return (y.float() / static_scale).clamp(-fp8_max, fp8_max).to(torch.float8_e4m3fn)
+        scales = (y.float().abs().amax(dim=-1, keepdim=True) / fp8_max).clamp(min=1e-12)
+        return (y.float() / scales).clamp(-fp8_max, fp8_max).to(torch.float8_e4m3fn), scales
+
     if rank == 0:
-        print(f"# torch {torch.__version__}, all_reduce_rmsnorm, world {world}, {a.d}, graph replays of {a.n} calls, "
-              f"median of {a.r}")
+        print(f"# torch {torch.__version__}, all_reduce_rmsnorm{'' if a.fp8 is None else ' --fp8 ' + a.fp8}, "
+              f"world {world}, {a.d}, graph replays of {a.n} calls, median of {a.r}")
         print(f"{'rows':>6} {'hidden':>6} " + " ".join(f"{c:>17}" for c in cols))
     rows = []
     for hidden in (4096, 8192):
@@ -489,17 +505,24 @@ def norm_colls(a, dtype, rank, world, group, sc):
             def nccl_chain():
                 y.copy_(x)
                 dist.all_reduce(y)
-                return F.rms_norm(y + residual, (hidden,), w, eps)
+                return quant(F.rms_norm(y + residual, (hidden,), w, eps))
 
             def symm_chain():
                 torch.ops.symm_mem.one_shot_all_reduce_out(x, "sum", group, summed)
-                return F.rms_norm(summed + residual, (hidden,), w, eps)
+                return quant(F.rms_norm(summed + residual, (hidden,), w, eps))
+
+            def symcoll_chain():
+                return quant(F.rms_norm(torch.ops.symcoll.all_reduce(x, "sum", sc.handle) + residual, (hidden,), w, eps))
+
+            def symcoll_fused():
+                if a.fp8 is None:
+                    return torch.ops.symcoll.all_reduce_rmsnorm(x, residual, w, eps, sc.handle, "auto")
+                return torch.ops.symcoll.all_reduce_rmsnorm_fp8(x, residual, w, eps,
+                                                                static_scale if a.fp8 == "static" else None,
+                                                                sc.handle, "auto")
 
             fns = {"torch_nccl_chain": nccl_chain if world > 1 else None, "torch_symm_chain": symm_chain,
-                   "symcoll_py_chain": (lambda: F.rms_norm(torch.ops.symcoll.all_reduce(x, "sum", sc.handle) + residual,
-                                                           (hidden,), w, eps)) if sc else None,
-                   "symcoll_py_fused": (lambda: torch.ops.symcoll.all_reduce_rmsnorm(x, residual, w, eps, sc.handle,
-                                                                                     "auto")) if sc else None}
+                   "symcoll_py_chain": symcoll_chain if sc else None, "symcoll_py_fused": symcoll_fused if sc else None}
             res = {}
             for c in cols:
                 res[c] = None
@@ -518,7 +541,7 @@ def norm_colls(a, dtype, rank, world, group, sc):
         with open(a.csv, "w") as f:
             f.write("coll,dtype,nranks,rows,hidden," + ",".join(c + "_us" for c in cols) + "\n")
             for nrows, hidden, res in rows:
-                f.write(f"all_reduce_rmsnorm,{a.d},{world},{nrows},{hidden}," +
+                f.write(f"all_reduce_rmsnorm{'' if a.fp8 is None else '+fp8_' + a.fp8},{a.d},{world},{nrows},{hidden}," +
                         ",".join("" if res[c] is None else f"{res[c]:.2f}" for c in cols) + "\n")
     dist.destroy_process_group()
 
