@@ -55,24 +55,32 @@ namespace {
 
 constexpr float kFp8Max = 448.0f;
 
+/* The block reductions' shared memory: two buffers of 32 floats that successive reductions
+ * take in turn (`turn`: each thread's count of reductions, the same on every thread), so that
+ * a reduction's writes never meet the previous one's reads: between two reductions on one
+ * buffer lies the other's barrier, which every warp reaches after its reads. */
+struct BlockRed {
+  float *buf; /* 64 floats */
+  unsigned turn;
+};
+
 /* The op over the block of one float per thread (blockDim.x a multiple of 32): a butterfly in
- * each warp, then warp 0 over the warps' results in warp order; every thread gets the result.
- * red: 33 floats of shared memory. */
+ * each warp, then every warp runs the same butterfly over the warps' results in warp order (0
+ * past the last warp: the identity of both uses, sums of squares and amax), so every thread
+ * gets the result after one barrier (the bits of warp 0's butterfly alone, then a second
+ * barrier to hand it on). */
 template <typename Op>
-__device__ __forceinline__ float block_reduce(float v, float *red, Op op) {
+__device__ __forceinline__ float block_reduce(float v, BlockRed &r, Op op) {
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  float *const red = r.buf + 32 * (r.turn++ & 1u);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   if (lane == 0) red[warp] = v;
   __syncthreads();
-  if (warp == 0) {
-    v = lane < warps ? red[lane] : 0.0f; /* 0: the identity of both uses (sums of squares, amax) */
+  v = lane < warps ? red[lane] : 0.0f;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-    if (lane == 0) red[32] = v;
-  }
-  __syncthreads();
-  return red[32];
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
 }
 
 struct Add {
@@ -194,7 +202,7 @@ __device__ __forceinline__ void row_store(T *row, size_t p, int valid, const T (
  * are issued makes it visible). */
 template <typename T, int U, bool PRE, typename SumPack, typename SumAt>
 __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T *res, const RowDst<T> d,
-                                         SumPack sum_pack, SumAt sum_at, float *red,
+                                         SumPack sum_pack, SumAt sum_at, BlockRed &red,
                                          const volatile uint32_t *stop = nullptr) {
   using C = Conv<T>;
   constexpr int E = Pack<T, U>::E;
@@ -248,6 +256,11 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
    * then the sum's, loaded before anything is written (residual_out may be residual). Without
    * PRE each pack is loaded where it is used: fewer registers, more blocks an SM. */
   Pack<T, U> res_pre[kRowPacks] = {}, w_pre[kRowPacks], s_pre[kRowPacks]; /* res_pre passed on without a residual */
+  const bool dynamic = fp8 && d.scale;
+  /* The static scale: PRE, first of the row's loads (its latency hides behind theirs); else
+   * after pass 1, while the block reduces. */
+  float fixed = 1.0f;
+  if (PRE && fp8 && !dynamic) fixed = __ldg(n.fp8_scale);
   if constexpr (PRE) {
     size_t p = threadIdx.x;
 #pragma unroll
@@ -290,8 +303,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
         if (e < valid) ss = __fadd_rn(ss, __fmul_rn(f[e], f[e]));
     }
   }
-  const bool dynamic = fp8 && d.scale;
-  const float fixed = fp8 && !dynamic ? __ldg(n.fp8_scale) : 1.0f; /* loaded while the block reduces */
+  if (!PRE && fp8 && !dynamic) fixed = __ldg(n.fp8_scale);
   const float fixed_rcp = __frcp_rn(fixed);
   const float sumsq = block_reduce(ss, red, Add{});
   const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sumsq, (float)h), n.eps)));
@@ -374,7 +386,8 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
  * the block writes nothing when it is set. */
 template <typename T, int U, bool EARLY>
 __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cuda_norm_t n) {
-  __shared__ float red[33];
+  __shared__ float red_buf[64];
+  BlockRed red{red_buf, 0};
   __shared__ uint32_t gave_up; /* read by thread 0, seen by all after norm_row's __syncthreads */
   if (threadIdx.x == 0) gave_up = n.error ? *(volatile const uint32_t *)n.error : 0u;
   const T *x = reinterpret_cast<const T *>(n.x);
@@ -396,7 +409,8 @@ __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cud
 template <typename T, int U>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_OneShot(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
-  __shared__ float red[33];
+  __shared__ float red_buf[64];
+  BlockRed red{red_buf, 0};
   const size_t rb = n.hidden * sizeof(T);
   const size_t round = a.zero_copy ? n.rows : n.rows_per_round;
   const int blocks = n.scatter ? a.nranks : 1;        /* of x */
@@ -491,7 +505,8 @@ __device__ __forceinline__ void copy_cg(char *dst, const char *src, size_t bytes
 template <typename T, int U>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_TwoShot(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
-  __shared__ float red[33];
+  __shared__ float red_buf[64];
+  BlockRed red{red_buf, 0};
   __shared__ uint32_t gave_up; /* one read for the block: every thread takes the same branch */
   if (threadIdx.x == 0) gave_up = *(volatile const uint32_t *)a.error;
   __syncthreads();
@@ -544,7 +559,8 @@ __global__ void __launch_bounds__(kNormThreads)
 template <typename T, int U>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_Lamport(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
-  __shared__ float red[33];
+  __shared__ float red_buf[64];
+  BlockRed red{red_buf, 0};
   constexpr bool VEC = U == VECTOR;
   constexpr int E = Pack<T, U>::E;
   const size_t h = n.hidden, nvec = VEC ? h / E : h; /* a row's pushes: packs, or elements */
