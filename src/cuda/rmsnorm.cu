@@ -67,8 +67,8 @@ struct BlockRed {
 /* The op over the block of one float per thread (blockDim.x a multiple of 32): a butterfly in
  * each warp, then every warp runs the same butterfly over the warps' results in warp order (0
  * past the last warp: the identity of both uses, sums of squares and amax), so every thread
- * gets the result after one barrier (the bits of warp 0's butterfly alone, then a second
- * barrier to hand it on). */
+ * gets the result after one barrier. Every lane of a butterfly ends with the same bits (op is
+ * commutative), those warp 0 alone would compute. */
 template <typename Op>
 __device__ __forceinline__ float block_reduce(float v, BlockRed &r, Op op) {
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
