@@ -471,12 +471,18 @@ def norm_colls(a, dtype, rank, world, group, sc):
     hidden as symcoll-bench --coll all_reduce_rmsnorm --shapes all. CUDA-graph replays, median.
     --fp8 static|rows: every chain then quantises its output to e4m3 as PyTorch does (a static
     scale: out / scale, clamped to +-448, converted; per row: the row's amax / 448 as its scale),
-    and the fused column is symcoll's all_reduce_rmsnorm_fp8 op (no bf16 out written)."""
+    and the fused column is symcoll's all_reduce_rmsnorm_fp8 op (no bf16 out written); with a
+    static scale also symcoll_py_fused_f64, the op given the scale as float64, which it converts
+    into its scale output with a copy kernel of its own (a float32 scale's copy is written by
+    the fused kernel itself)."""
     import torch.nn.functional as F
     cols = ["torch_nccl_chain", "torch_symm_chain", "symcoll_py_chain", "symcoll_py_fused"]
+    if a.fp8 == "static":
+        cols.append("symcoll_py_fused_f64")
     eps = 1e-6
     fp8_max = 448.0
     static_scale = torch.tensor([0.05], dtype=torch.float32, device="cuda")
+    static_f64 = static_scale.double()
 
     def quant(y):
         if a.fp8 is None:
@@ -521,8 +527,12 @@ def norm_colls(a, dtype, rank, world, group, sc):
                                                                 static_scale if a.fp8 == "static" else None,
                                                                 sc.handle, "auto")
 
+            def symcoll_fused_f64():
+                return torch.ops.symcoll.all_reduce_rmsnorm_fp8(x, residual, w, eps, static_f64, sc.handle, "auto")
+
             fns = {"torch_nccl_chain": nccl_chain if world > 1 else None, "torch_symm_chain": symm_chain,
-                   "symcoll_py_chain": symcoll_chain if sc else None, "symcoll_py_fused": symcoll_fused if sc else None}
+                   "symcoll_py_chain": symcoll_chain if sc else None, "symcoll_py_fused": symcoll_fused if sc else None,
+                   "symcoll_py_fused_f64": symcoll_fused_f64 if sc else None}
             res = {}
             for c in cols:
                 res[c] = None

@@ -267,13 +267,24 @@ static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, shape_t s
   o.fp8_out = q;
   o.fp8_scale = fp8 && !dynamic ? c->dscale : NULL;
   o.fp8_row_scales = (float *)(void *)sc;
+  /* the static scale's copy, where the per-row scales would go */
+  o.fp8_scale_out = fp8 && !dynamic ? (float *)(void *)(c->ds + GUARD * sizeof(float)) : NULL;
   if (symcoll_comm_barrier(c->comm) != SYMCOLL_OK) return -1; /* every rank's inputs are in place */
   const symcoll_status_t s = c->scatter ? symcoll_reduce_scatter_rmsnorm(c->comm, x, res, c->dw, EPS, out, ro, sh.rows,
                                                                          sh.hidden, dt, &o, c->ops->stream())
                                         : symcoll_all_reduce_rmsnorm(c->comm, x, res, c->dw, EPS, out, ro, sh.rows,
                                                                      sh.hidden, dt, &o, c->ops->stream());
   if (finish(c, what, s) < 0) return -1;
-  const int f = check_case(c, what, dt, sh, v, out, ro, q, sc, dynamic, static_scale);
+  int f = check_case(c, what, dt, sh, v, out, ro, q, sc, dynamic, static_scale);
+  if (o.fp8_scale_out) {
+    float copy;
+    f += fetch(c, what, "fp8_scale_out", (const char *)o.fp8_scale_out, 1, sizeof(float));
+    memcpy(&copy, c->h3 + GUARD * sizeof(float), sizeof copy);
+    if (copy != static_scale) {
+      fprintf(stderr, "rank %d: %s: fp8_scale_out %.9g, want the scale %.9g\n", c->rank, what, copy, static_scale);
+      f++;
+    }
+  }
   if (symcoll_comm_barrier(c->comm) != SYMCOLL_OK) return -1; /* peers are done with x */
   return f;
 }
@@ -288,7 +299,7 @@ static int contract_cases(ctx_t *c) {
   upload(c, x, dt, 0, 2 * h * (size_t)c->n, c->rank, 0, 1.0, 0.0, 1);
   upload(c, res, dt, 0, 2 * h, c->rank, 1, 1.0, 0.0, 1);
   upload(c, c->dw, dt, 0, h, 0, 2, 0.5, 1.0, 1);
-  symcoll_norm_opts_t both, bad_size, pull, two_shot;
+  symcoll_norm_opts_t both, bad_size, pull, two_shot, copy_dynamic, copy_over;
   symcoll_norm_opts_init(&pull);
   pull.algo = SYMCOLL_ALGO_PULL;
   symcoll_norm_opts_init(&two_shot);
@@ -297,6 +308,11 @@ static int contract_cases(ctx_t *c) {
   both.fp8_out = c->dq + GUARD, both.fp8_scale = c->dscale, both.fp8_row_scales = (float *)(void *)c->ds;
   symcoll_norm_opts_init(&bad_size);
   bad_size.struct_size--;
+  symcoll_norm_opts_init(&copy_dynamic); /* the scale's copy asked for with per-row scales */
+  copy_dynamic.fp8_out = both.fp8_out, copy_dynamic.fp8_row_scales = both.fp8_row_scales;
+  copy_dynamic.fp8_scale_out = (float *)(void *)(c->ds + 4096 * sizeof(float));
+  symcoll_norm_opts_init(&copy_over); /* the copy over the scale */
+  copy_over.fp8_out = both.fp8_out, copy_over.fp8_scale = c->dscale, copy_over.fp8_scale_out = c->dscale;
   symcoll_comm_t m = c->comm;
   struct {
     symcoll_status_t s;
@@ -310,6 +326,10 @@ static int contract_cases(ctx_t *c) {
       {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, -1.0f, out, NULL, 2, h, dt, NULL, NULL), "eps < 0"},
       {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, NAN, out, NULL, 2, h, dt, NULL, NULL), "eps NaN"},
       {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, out, NULL, 2, h, dt, &both, NULL), "two fp8 scales"},
+      {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, out, NULL, 2, h, dt, &copy_dynamic, NULL),
+       "fp8_scale_out with per-row scales"},
+      {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, out, NULL, 2, h, dt, &copy_over, NULL),
+       "fp8_scale_out over fp8_scale"},
       {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, out, NULL, 2, h, dt, &bad_size, NULL), "struct_size"},
       {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, res, NULL, 2, h, dt, NULL, NULL), "out == residual"},
       {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, out, x + es, 2, h, dt, NULL, NULL), "residual_out in x"},

@@ -434,8 +434,13 @@ std::tuple<Tensor, Tensor, Tensor> norm_fp8(const char *what, symcoll_comm_t c, 
     SC_CHECK(scale->numel() == 1, r.what, ": scale has ", scale->numel(),
              " elements, not one (None: dynamic per-row scales)");
     scales = empty_on(r.x, {1}, ScalarType::Float);
-    torch::stable::copy_(scales, torch::stable::reshape(*scale, {1}));
-    o.fp8_scale = (const float *)scales.data_ptr();
+    if (scale->scalar_type() == ScalarType::Float && same_device(*scale, r.x) && r.rows) {
+      o.fp8_scale = (const float *)scale->data_ptr(); /* the kernel writes the copy beside the rows */
+      o.fp8_scale_out = (float *)scales.data_ptr();
+    } else {
+      torch::stable::copy_(scales, torch::stable::reshape(*scale, {1}));
+      o.fp8_scale = (const float *)scales.data_ptr();
+    }
   } else {
     std::vector<int64_t> shape = r.shape;
     shape.back() = 1;

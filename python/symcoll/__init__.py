@@ -592,7 +592,7 @@ class Comm:
 
     # -- all-reduce fused with residual add and RMSNorm --
     def all_reduce_rmsnorm(self, x, residual, weight, eps, out=None, residual_out=None, fp8_out=None,
-                           fp8_scale=None, fp8_row_scales=None, algo=None):
+                           fp8_scale=None, fp8_row_scales=None, algo=None, fp8_scale_out=None):
         """What a tensor-parallel block runs after its attention and its MLP, in one call
         (symcoll_all_reduce_rmsnorm), per row of hidden = x.shape[-1] elements (any leading
         dimensions of x are its rows):
@@ -615,15 +615,17 @@ class Comm:
         tensor, on the GPU for CUDA tensors: read when the call runs, as a CUDA graph needs),
         and fp8_row_scales, rows float32 that receive the per-row scales
         max(max|out row| / 448, 1 / (448 * 512)) (dynamic, as vLLM and TensorRT-LLM compute them).
+        fp8_scale_out: with a static scale, None or 1 float32 (x's device) that receives the
+        scale the call used, written by the call itself (no copy of one's own to hand it on).
         algo: None or "auto" (the tuning table), "oneshot", "twoshot", "lamport" or "sequential"
         (the library refuses an algorithm that is not all_reduce_rmsnorm's).
         Every rank passes the same shapes, dtype, eps, options and set of buffers.
         Returns out (None when only fp8_out was asked for)."""
         return self._rmsnorm("all_reduce_rmsnorm", x, residual, weight, eps, out, residual_out, fp8_out, fp8_scale,
-                             fp8_row_scales, algo)
+                             fp8_row_scales, algo, fp8_scale_out)
 
     def reduce_scatter_rmsnorm(self, x, residual, weight, eps, out=None, residual_out=None, fp8_out=None,
-                               fp8_scale=None, fp8_row_scales=None, algo=None):
+                               fp8_scale=None, fp8_row_scales=None, algo=None, fp8_scale_out=None):
         """The same on a reduce-scatter, the sequence-parallel form (symcoll_reduce_scatter_rmsnorm):
         x (S, ..., hidden) holds this rank's partial sums of every rank's rows, S a multiple of
         nranks, split on its first dimension as reduce_scatter_tensor splits it: rank p's shard
@@ -640,9 +642,10 @@ class Comm:
         (reduce_scatter, then the add and the norm). An all_gather of out afterwards gives every
         rank all the rows. Returns out (None when only fp8_out was asked for)."""
         return self._rmsnorm("reduce_scatter_rmsnorm", x, residual, weight, eps, out, residual_out, fp8_out,
-                             fp8_scale, fp8_row_scales, algo)
+                             fp8_scale, fp8_row_scales, algo, fp8_scale_out)
 
-    def _rmsnorm(self, what, x, residual, weight, eps, out, residual_out, fp8_out, fp8_scale, fp8_row_scales, algo):
+    def _rmsnorm(self, what, x, residual, weight, eps, out, residual_out, fp8_out, fp8_scale, fp8_row_scales, algo,
+                 fp8_scale_out):
         scatter = what == "reduce_scatter_rmsnorm"
         if len(x.shape) < (2 if scatter else 1):
             raise InvalidArgumentError(f"{what}: x has shape {tuple(x.shape)}, not rows x hidden "
@@ -712,8 +715,13 @@ class Comm:
                     o.fp8_scale = ctypes.addressof(keep)
             else:
                 o.fp8_scale = buf("fp8_scale", fp8_scale, ("fp32",), 1)
-        elif fp8_scale is not None or fp8_row_scales is not None:
-            raise InvalidArgumentError(f"{what}: fp8_scale or fp8_row_scales without fp8_out")
+            if fp8_scale_out is not None:
+                if fp8_scale is None:
+                    raise InvalidArgumentError(f"{what}: fp8_scale_out without fp8_scale (it copies the static "
+                                               "scale)")
+                o.fp8_scale_out = buf("fp8_scale_out", fp8_scale_out, ("fp32",), 1)
+        elif fp8_scale is not None or fp8_row_scales is not None or fp8_scale_out is not None:
+            raise InvalidArgumentError(f"{what}: fp8_scale, fp8_row_scales or fp8_scale_out without fp8_out")
         fn = lib.symcoll_reduce_scatter_rmsnorm if scatter else lib.symcoll_all_reduce_rmsnorm
         check(fn(self._c, px, pr, pw, float(eps), po, pro, rows, hidden, dt, ctypes.byref(o), _stream_of(self, cuda)),
               what)

@@ -138,7 +138,8 @@ class MatmulOpts(ctypes.Structure):
 class NormOpts(ctypes.Structure):
     """symcoll_norm_opts_t: the options of symcoll_all_reduce_rmsnorm and symcoll_reduce_scatter_rmsnorm."""
     _fields_ = [("struct_size", ctypes.c_size_t), ("algo", ctypes.c_int), ("fp8_out", ctypes.c_void_p),
-                ("fp8_scale", ctypes.c_void_p), ("fp8_row_scales", ctypes.c_void_p)]
+                ("fp8_scale", ctypes.c_void_p), ("fp8_row_scales", ctypes.c_void_p),
+                ("fp8_scale_out", ctypes.c_void_p)]
 
 
 class DeviceView(ctypes.Structure):

@@ -400,8 +400,14 @@ def _norm_fp8(what, run, x, shape, residual, weight, eps, scale, algo):
         if scale.numel() != 1:
             raise _lib.InvalidArgumentError(f"{what}: scale has shape {tuple(scale.shape)}, not one element "
                                             "(None: dynamic per-row scales)")
-        scales = scale.reshape(1).to(torch.float32, copy=True)
-        run(x, residual, weight, eps, residual_out=residual_out, fp8_out=q, fp8_scale=scales, algo=algo)
+        if scale.dtype == torch.float32 and scale.device == x.device and q.numel():
+            # the kernel writes the scale's copy beside the rows (no copy of the op's own)
+            scales = torch.empty((1,), dtype=torch.float32, device=x.device)
+            run(x, residual, weight, eps, residual_out=residual_out, fp8_out=q, fp8_scale=scale, algo=algo,
+                fp8_scale_out=scales)
+        else:
+            scales = scale.reshape(1).to(torch.float32, copy=True)
+            run(x, residual, weight, eps, residual_out=residual_out, fp8_out=q, fp8_scale=scales, algo=algo)
     return q, scales, residual_out
 
 

@@ -163,7 +163,11 @@ def _norm_numpy_rank(rank, n):
                dict(out=np.empty((9, 127), np.float32)), dict(fp8_out=np.empty(x.shape, np.uint8)),
                dict(fp8_out=np.empty(x.shape, np.int8), fp8_scale=1.0),
                dict(fp8_out=np.empty(x.shape, np.uint8), fp8_row_scales=np.empty(8, np.float32)),
-               dict(fp8_scale=1.0), dict(algo="nosuch"), dict(x=x.astype(np.float64))]
+               dict(fp8_out=np.empty(x.shape, np.uint8), fp8_row_scales=np.empty(9, np.float32),
+                    fp8_scale_out=np.empty(1, np.float32)),
+               dict(fp8_out=np.empty(x.shape, np.uint8), fp8_scale=1.0, fp8_scale_out=np.empty(2, np.float32)),
+               dict(fp8_scale=1.0), dict(fp8_scale_out=np.empty(1, np.float32)), dict(algo="nosuch"),
+               dict(x=x.astype(np.float64))]
         base = dict(x=x, residual=res, weight=w, eps=EPS)
         failures += _not_refused(comm.all_reduce_rmsnorm, base, bad)
         # and from C: a negative eps, an algorithm of another collective
@@ -326,6 +330,7 @@ def _norm_torch_rank(rank, n):
                 scale = torch.tensor([out.float().abs().max().item() / 600])  # some saturate
                 q2, sc2, _ = ops.all_reduce_rmsnorm_fp8(x, res, w, EPS, scale, h, algo)  # static
                 assert torch.equal(sc2, scale) and torch.equal(bits(q2), bits(_t_fp8(torch, out, scale))), tag
+                assert sc2.data_ptr() != scale.data_ptr(), tag  # the op's own tensor, the scale's copy
                 assert (bits(q2) & 0x7F == 0x7E).any(), tag
             # the method with tensors: out in place over x, fp8 as float8_e4m3fn with a float scale
             xi = x.clone()
@@ -334,6 +339,13 @@ def _norm_torch_rank(rank, n):
             got = comm.all_reduce_rmsnorm(xi, res, w, EPS, out=xi, fp8_out=q3, fp8_scale=scale, algo="twoshot")
             assert got is xi and torch.equal(xi, out), name
             assert torch.equal(bits(q3), bits(_t_fp8(torch, out, torch.tensor(scale, dtype=torch.float32)))), name
+            # the scale as a tensor, and its copy written by the call; a float64 scale (the op copies it)
+            st, so = torch.tensor([scale], dtype=torch.float32), torch.full((1,), -1.0)
+            comm.all_reduce_rmsnorm(x, res, w, EPS, fp8_out=q3, fp8_scale=st, fp8_scale_out=so, algo="oneshot")
+            assert torch.equal(so, st) and torch.equal(bits(q3), bits(_t_fp8(torch, out, st))), name
+            q4, sc4, _ = ops.all_reduce_rmsnorm_fp8(x, res, w, EPS, st.double().reshape(()), h, "auto")
+            assert sc4.dtype == torch.float32 and sc4.shape == (1,) and torch.equal(sc4, st), name
+            assert torch.equal(bits(q4), bits(q3)), name
             # reduce_scatter_rmsnorm: this rank's shard of the first dimension, all_reduce_rmsnorm's bits
             xs2, res2, w2 = _t_inputs(torch, dt, n, (2 * n, 3, 40))
             full, full_ro = ops.all_reduce_rmsnorm(xs2[rank], res2, w2, EPS, h, "oneshot")

@@ -15,7 +15,8 @@ void symcoll_norm_opts_init(symcoll_norm_opts_t *opts) {
 }
 
 /* Which buffers a call has, as one number: ranks that differ in it compute different things
- * (two-shot: one rank's rows for all), so it is part of the signature. */
+ * (two-shot: one rank's rows for all), so it is part of the signature. fp8_scale_out is not:
+ * each rank writes its own from its own scale. */
 static size_t buffer_set(const symcoll__norm_args_t *a) {
   return (a->residual ? 1u : 0u) | (a->residual_out ? 2u : 0u) | (a->out ? 4u : 0u) | (a->fp8_out ? 8u : 0u) |
          (a->fp8_scale ? 16u : 0u) | (a->fp8_row_scales ? 32u : 0u);
@@ -68,11 +69,15 @@ typedef struct {
 static symcoll_status_t check_overlaps(symcoll_comm_t comm, const symcoll__norm_args_t *a, size_t es) {
   const char *name = symcoll_coll_name(a->coll);
   const size_t all = a->rows * a->hidden;
-  const buf_t b[] = {
-      {a->x, x_rows(comm, a) * a->hidden * es, "x"}, {a->residual, all * es, "residual"},
-      {a->weight, a->hidden * es, "weight"},         {a->out, all * es, "out"},
-      {a->residual_out, all * es, "residual_out"},   {a->fp8_out, all, "fp8_out"},
-      {a->fp8_scale, sizeof(float), "fp8_scale"},    {a->fp8_row_scales, a->rows * sizeof(float), "fp8_row_scales"}};
+  const buf_t b[] = {{a->x, x_rows(comm, a) * a->hidden * es, "x"},
+                     {a->residual, all * es, "residual"},
+                     {a->weight, a->hidden * es, "weight"},
+                     {a->out, all * es, "out"},
+                     {a->residual_out, all * es, "residual_out"},
+                     {a->fp8_out, all, "fp8_out"},
+                     {a->fp8_scale, sizeof(float), "fp8_scale"},
+                     {a->fp8_row_scales, a->rows * sizeof(float), "fp8_row_scales"},
+                     {a->fp8_scale_out, sizeof(float), "fp8_scale_out"}};
   const int nb = (int)(sizeof b / sizeof b[0]);
   for (int i = 0; i < nb; i++)
     for (int j = i + 1; j < nb; j++) {
@@ -103,6 +108,8 @@ static symcoll_status_t check_args(symcoll_comm_t comm, const symcoll__norm_args
     SYMCOLL_REFUSE("%s: fp8_out takes exactly one of fp8_scale (static) and fp8_row_scales (dynamic)", name);
   if (!a->fp8_out && (a->fp8_scale || a->fp8_row_scales))
     SYMCOLL_REFUSE("%s: fp8_scale or fp8_row_scales without fp8_out", name);
+  if (a->fp8_scale_out && !a->fp8_scale)
+    SYMCOLL_REFUSE("%s: fp8_scale_out without fp8_scale (it copies the static scale)", name);
   if (a->rows == 0) return SYMCOLL_OK;
   if (a->hidden == 0) SYMCOLL_REFUSE("%s: hidden is 0", name);
   const size_t es = symcoll_dtype_size(a->dtype);
@@ -116,8 +123,8 @@ static symcoll_status_t check_args(symcoll_comm_t comm, const symcoll__norm_args
       es)
     SYMCOLL_REFUSE("%s: x, residual, weight, out or residual_out is not aligned to the %zu-byte %s element", name, es,
                    symcoll_dtype_name(a->dtype));
-  if (((uintptr_t)a->fp8_scale | (uintptr_t)a->fp8_row_scales) % sizeof(float))
-    SYMCOLL_REFUSE("%s: fp8_scale or fp8_row_scales is not aligned to a float", name);
+  if (((uintptr_t)a->fp8_scale | (uintptr_t)a->fp8_row_scales | (uintptr_t)a->fp8_scale_out) % sizeof(float))
+    SYMCOLL_REFUSE("%s: fp8_scale, fp8_row_scales or fp8_scale_out is not aligned to a float", name);
   SYMCOLL_CHECK(check_overlaps(comm, a, es));
   if (comm->device == SYMCOLL_DEVICE_HOST && a->stream != NULL)
     SYMCOLL_REFUSE("%s: a CPU communicator takes no stream (got %p)", name, a->stream);
@@ -203,6 +210,7 @@ static symcoll_status_t run_norm(symcoll_comm_t comm, symcoll_coll_t coll, const
                             .fp8_out = has_opts ? opts->fp8_out : NULL,
                             .fp8_scale = has_opts ? opts->fp8_scale : NULL,
                             .fp8_row_scales = has_opts ? opts->fp8_row_scales : NULL,
+                            .fp8_scale_out = has_opts ? opts->fp8_scale_out : NULL,
                             .eps = eps,
                             .rows = rows,
                             .hidden = hidden,

@@ -77,6 +77,7 @@ typedef struct symcoll__norm_args {
   void *fp8_out;                     /* NULL, or e4m3 rows x hidden with... */
   const float *fp8_scale;            /* ...a static scale, or */
   float *fp8_row_scales;             /* ...per-row scales written */
+  float *fp8_scale_out;              /* static: NULL, or where the scale used is written too */
   float eps;
   size_t rows, hidden;
   symcoll_dtype_t dtype;

@@ -129,6 +129,12 @@ __device__ __forceinline__ RowDst<T> caller_row(const symcoll__cuda_norm_t &n, s
                    n.fp8_out && n.fp8_row_scales ? n.fp8_row_scales + row : nullptr};
 }
 
+/* fp8_scale_out: the static scale's copy, written by block 0 as the last thing a kernel does,
+ * once its rows are done (a kernel that gives up returns before: it writes nothing more). */
+__device__ __forceinline__ void copy_scale(const symcoll__cuda_norm_t &n) {
+  if (n.fp8_scale_out && blockIdx.x == 0 && threadIdx.x == 0) *n.fp8_scale_out = __ldg(n.fp8_scale);
+}
+
 /* The residual's row `row`, or NULL. */
 template <typename T>
 __device__ __forceinline__ const T *residual_row(const symcoll__cuda_norm_t &n, size_t row) {
@@ -399,6 +405,7 @@ __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cud
             [&](size_t i) { return s[i]; }, red, row == blockIdx.x ? &gave_up : nullptr))
       return;
   }
+  copy_scale(n);
 }
 
 /* Block b of every rank owns rows b, b + grid, ... of each round, stages them, and reads them
@@ -436,6 +443,7 @@ __global__ void __launch_bounds__(kNormThreads)
     /* Peers are done reading this block's rows of our workspace (or of our input). */
     BARRIER(a);
   }
+  copy_scale(n);
 }
 
 /* Two-shot: a round of R = n.rows_per_round row positions (the last round may hold fewer rows)
@@ -550,6 +558,7 @@ __global__ void __launch_bounds__(kNormThreads)
   }
   /* Peers are done reading our staging and records (and our input, zero-copy). */
   BARRIER(a);
+  copy_scale(n);
 }
 
 /* Block b pushes and normalises rows b, b + grid, ...: a block waits only for what its twins
@@ -592,6 +601,7 @@ __global__ void __launch_bounds__(kNormThreads)
         [&](size_t i) { return one.gather(n.x, e0 + i, ok).e[0]; }, red);
     if (!__syncthreads_and(ok)) GIVE_UP(a);
   }
+  copy_scale(n);
 }
 
 template <typename T, int U>
