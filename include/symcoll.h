@@ -694,9 +694,10 @@ SYMCOLL_API symcoll_status_t symcoll_matmul_reduce_scatter(symcoll_comm_t comm, 
  * device memory on GPU ranks) or dynamic per-row scales written to fp8_row_scales (rows
  * floats): scale = max(max|out| / 448, 1 / (448 * 512)) over the row, as vLLM and
  * TensorRT-LLM compute them. out may then be NULL. With the static scale, fp8_scale_out (one
- * float, or NULL) receives the scale the call used, written by the call's own kernel: a caller
- * that hands the scale on with the quantised rows needs no copy of its own (a rank-local
- * output, outside the signature; rows == 0 writes nothing, this neither).
+ * float, device memory on GPU ranks, or NULL) receives the scale the call used, written by the
+ * call itself (on GPU ranks by its last kernel, on the stream): a caller that hands the scale
+ * on with the quantised rows needs no copy of its own. A rank-local output, outside the
+ * signature; rows == 0 writes nothing, this neither.
  *
  * In place: out may be x; residual_out may be residual. Any other overlap between the buffers
  * is refused. x in a symmetric allocation is read by peers where it lies (zero-copy) unless out
@@ -732,8 +733,8 @@ typedef struct {
   float *fp8_row_scales;  /* ...or dynamic: one scale per row written here (exactly one of
                              the two with fp8_out, neither without) */
   float *fp8_scale_out;   /* static form only, or NULL: the call also writes *fp8_scale here (one
-                             float, on this rank), so that the scale goes on beside the quantised
-                             rows (as a tensor of its own) without a copy of the caller's */
+                             float; device memory on GPU ranks), so that the scale goes on beside
+                             the quantised rows (as a tensor of its own) without a copy */
 } symcoll_norm_opts_t;
 
 SYMCOLL_API void symcoll_norm_opts_init(symcoll_norm_opts_t *opts);

@@ -5,19 +5,17 @@
  * sequential; the reduce-scatter form: auto, pull, sequential); rows from 1 to 4096 (per rank,
  * the reduce-scatter form) and hidden sizes from 64 to 16384, odd ones included;
  * residual given or not, residual_out separate, in place over residual or not asked for, out in
- * place over x, x in symmetric memory (zero-copy), FP8 outputs with a static scale and with
- * per-row scales, and FP8 alone. Inputs are fresh random values (a new seed per case, TH_SEED
- * replays), different on every rank. References: residual_out bit for bit against the chain
- * symcoll.h defines (fp32 sum in rank order, rounded; fp32 add, rounded); out against an fp64
- * RMSNorm of that residual within a stated tolerance per dtype (the fp32 sum of squares and
- * one rounding); FP8 bit for bit against the quantisation of the out the call wrote (and its
- * per-row scales), or, when out is not asked for, dequantised against the fp64 reference.
- * TH_SMALL=1 (the sanitizer runs) takes --quick. Outputs are poisoned first and guard elements
- * around them must stay untouched. On CPU ranks
- * also: bad arguments refused on every rank with nothing written, and ranks that disagree on
- * the call (MISMATCH on every rank, nothing written, then in step again). --contract-only: those
- * alone (across emulated nodes, where sums are per node first and so not in rank order's bits,
- * with SYMCOLL_CHECK=1, which the engines between nodes need to see a disagreement).
+ * place over x, x in symmetric memory (zero-copy), FP8 outputs with a static scale (and its
+ * copy, fp8_scale_out) and with per-row scales, and FP8 alone with either. Inputs are fresh random values (a new seed
+ * per case, TH_SEED replays), different on every rank. References: residual_out bit for bit against the chain symcoll.h
+ * defines (fp32 sum in rank order, rounded; fp32 add, rounded); out against an fp64 RMSNorm of that residual within a
+ * stated tolerance per dtype (the fp32 sum of squares and one rounding); FP8 bit for bit against the quantisation of
+ * the out the call wrote (and its per-row scales), or, when out is not asked for, dequantised against the fp64
+ * reference. TH_SMALL=1 (the sanitizer runs) takes --quick. Outputs are poisoned first and guard elements around them
+ * must stay untouched. On CPU ranks also: bad arguments refused on every rank with nothing written, and ranks that
+ * disagree on the call (MISMATCH on every rank, nothing written, then in step again). --contract-only: those alone
+ * (across emulated nodes, where sums are per node first and so not in rank order's bits, with SYMCOLL_CHECK=1, which
+ * the engines between nodes need to see a disagreement).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -50,20 +48,21 @@ static const symcoll_algo_t algos[] = {SYMCOLL_ALGO_AUTO,    SYMCOLL_ALGO_ONE_SH
                                        SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_PULL,     SYMCOLL_ALGO_SEQUENTIAL};
 static const symcoll_coll_t colls[] = {SYMCOLL_COLL_ALL_REDUCE_RMSNORM, SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM};
 enum {
-  V_BASIC,        /* residual, residual_out and out, all separate */
-  V_RES_IN_PLACE, /* residual_out == residual */
-  V_NO_RESIDUAL,  /* r = the sum */
-  V_NO_RES_OUT,   /* residual_out not asked for */
-  V_OUT_IN_PLACE, /* out == x (the reduce-scatter form: this rank's block of x) */
-  V_SYMMETRIC,    /* x in symmetric memory */
-  V_FP8_STATIC,   /* out and fp8 with a static scale */
-  V_FP8_DYNAMIC,  /* out and fp8 with per-row scales, residual_out in place */
-  V_FP8_ONLY,     /* fp8 with per-row scales, no out */
+  V_BASIC,           /* residual, residual_out and out, all separate */
+  V_RES_IN_PLACE,    /* residual_out == residual */
+  V_NO_RESIDUAL,     /* r = the sum */
+  V_NO_RES_OUT,      /* residual_out not asked for */
+  V_OUT_IN_PLACE,    /* out == x (the reduce-scatter form: this rank's block of x) */
+  V_SYMMETRIC,       /* x in symmetric memory */
+  V_FP8_STATIC,      /* out and fp8 with a static scale */
+  V_FP8_DYNAMIC,     /* out and fp8 with per-row scales, residual_out in place */
+  V_FP8_ONLY,        /* fp8 with per-row scales, no out */
+  V_FP8_STATIC_ONLY, /* fp8 with a static scale (and its copy), no out */
   NUM_VARIANTS
 };
-static const char *const variant_names[] = {"basic",           "residual_out in place",  "no residual",
-                                            "no residual_out", "out in place",           "x symmetric",
-                                            "fp8 static",      "fp8 per row + in place", "fp8 only"};
+static const char *const variant_names[] = {
+    "basic",      "residual_out in place",  "no residual", "no residual_out", "out in place", "x symmetric",
+    "fp8 static", "fp8 per row + in place", "fp8 only",    "fp8 static only"};
 
 /* A value in [-1, 1) from (seed, rank, i, stream). */
 static double rnd(uint32_t seed, int rank, size_t i, int stream) {
@@ -248,7 +247,9 @@ static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, shape_t s
            sh.rows, sh.hidden, symcoll_algo_name(algo), variant_names[v], seed);
   const bool residual = v != V_NO_RESIDUAL, fp8 = v >= V_FP8_STATIC, dynamic = v == V_FP8_DYNAMIC || v == V_FP8_ONLY;
   char *x = v == V_SYMMETRIC ? c->dsym : c->dx + GUARD * es, *res = residual ? c->dres + GUARD * es : NULL;
-  char *out = v == V_FP8_ONLY ? NULL : v == V_OUT_IN_PLACE ? x + mine * es : c->dout + GUARD * es;
+  char *out = v == V_FP8_ONLY || v == V_FP8_STATIC_ONLY ? NULL
+              : v == V_OUT_IN_PLACE                     ? x + mine * es
+                                                        : c->dout + GUARD * es;
   char *ro = v == V_NO_RES_OUT ? NULL : v == V_RES_IN_PLACE || v == V_FP8_DYNAMIC ? res : c->dro + GUARD * es;
   char *q = fp8 ? c->dq + GUARD : NULL, *sc = dynamic ? c->ds + GUARD * sizeof(float) : NULL;
   poison(c, c->dout, span_bytes(count, es));
@@ -299,7 +300,7 @@ static int contract_cases(ctx_t *c) {
   upload(c, x, dt, 0, 2 * h * (size_t)c->n, c->rank, 0, 1.0, 0.0, 1);
   upload(c, res, dt, 0, 2 * h, c->rank, 1, 1.0, 0.0, 1);
   upload(c, c->dw, dt, 0, h, 0, 2, 0.5, 1.0, 1);
-  symcoll_norm_opts_t both, bad_size, pull, two_shot, copy_dynamic, copy_over;
+  symcoll_norm_opts_t both, bad_size, pull, two_shot, copy_dynamic, copy_over, copy_odd, copy;
   symcoll_norm_opts_init(&pull);
   pull.algo = SYMCOLL_ALGO_PULL;
   symcoll_norm_opts_init(&two_shot);
@@ -313,6 +314,9 @@ static int contract_cases(ctx_t *c) {
   copy_dynamic.fp8_scale_out = (float *)(void *)(c->ds + 4096 * sizeof(float));
   symcoll_norm_opts_init(&copy_over); /* the copy over the scale */
   copy_over.fp8_out = both.fp8_out, copy_over.fp8_scale = c->dscale, copy_over.fp8_scale_out = c->dscale;
+  copy_odd = copy_over, copy_odd.fp8_scale_out = (float *)(void *)(c->ds + GUARD * sizeof(float) + 1); /* misaligned */
+  copy = copy_over, copy.fp8_scale_out = (float *)(void *)(c->ds + GUARD * sizeof(float));
+  poison(c, c->ds, span_bytes(1, sizeof(float)));
   symcoll_comm_t m = c->comm;
   struct {
     symcoll_status_t s;
@@ -330,6 +334,8 @@ static int contract_cases(ctx_t *c) {
        "fp8_scale_out with per-row scales"},
       {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, out, NULL, 2, h, dt, &copy_over, NULL),
        "fp8_scale_out over fp8_scale"},
+      {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, out, NULL, 2, h, dt, &copy_odd, NULL),
+       "misaligned fp8_scale_out"},
       {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, out, NULL, 2, h, dt, &bad_size, NULL), "struct_size"},
       {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, res, NULL, 2, h, dt, NULL, NULL), "out == residual"},
       {symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, out, x + es, 2, h, dt, NULL, NULL), "residual_out in x"},
@@ -354,6 +360,17 @@ static int contract_cases(ctx_t *c) {
   f += fetch(c, "after refused calls", "out", out, 2 * h, es);
   if (memcmp(c->h3 + GUARD * es, c->h2, 2 * h * es) != 0) {
     fprintf(stderr, "rank %d: a refused call wrote out\n", c->rank);
+    f++;
+  }
+  /* No rows: nothing to do, the scale's copy not written either. */
+  const symcoll_status_t none = symcoll_all_reduce_rmsnorm(m, x, res, c->dw, EPS, out, NULL, 0, h, dt, &copy, NULL);
+  if (none != SYMCOLL_OK) {
+    fprintf(stderr, "rank %d: 0 rows: %s\n", c->rank, symcoll_status_string(none));
+    f++;
+  }
+  f += fetch(c, "after refused calls and 0 rows", "fp8_scale_out", (const char *)copy.fp8_scale_out, 1, sizeof(float));
+  if (memcmp(c->h3 + GUARD * sizeof(float), c->h2, sizeof(float)) != 0) {
+    fprintf(stderr, "rank %d: a refused call or 0 rows wrote fp8_scale_out\n", c->rank);
     f++;
   }
   if (c->n < 2) return f;

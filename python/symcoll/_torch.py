@@ -406,7 +406,7 @@ def _norm_fp8(what, run, x, shape, residual, weight, eps, scale, algo):
             run(x, residual, weight, eps, residual_out=residual_out, fp8_out=q, fp8_scale=scale, algo=algo,
                 fp8_scale_out=scales)
         else:
-            scales = scale.reshape(1).to(torch.float32, copy=True)
+            scales = scale.reshape(1).to(device=x.device, dtype=torch.float32, copy=True)
             run(x, residual, weight, eps, residual_out=residual_out, fp8_out=q, fp8_scale=scales, algo=algo)
     return q, scales, residual_out
 

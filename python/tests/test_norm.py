@@ -330,7 +330,6 @@ def _norm_torch_rank(rank, n):
                 scale = torch.tensor([out.float().abs().max().item() / 600])  # some saturate
                 q2, sc2, _ = ops.all_reduce_rmsnorm_fp8(x, res, w, EPS, scale, h, algo)  # static
                 assert torch.equal(sc2, scale) and torch.equal(bits(q2), bits(_t_fp8(torch, out, scale))), tag
-                assert sc2.data_ptr() != scale.data_ptr(), tag  # the op's own tensor, the scale's copy
                 assert (bits(q2) & 0x7F == 0x7E).any(), tag
             # the method with tensors: out in place over x, fp8 as float8_e4m3fn with a float scale
             xi = x.clone()

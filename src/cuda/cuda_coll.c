@@ -638,7 +638,7 @@ static symcoll_status_t norm_lamport(symcoll_comm_t comm, cuda_state_t *cs, cons
     if (a->residual_out) part.residual_out = (char *)a->residual_out + base * rb;
     if (a->fp8_out) part.fp8_out = (unsigned char *)a->fp8_out + base * a->hidden;
     if (a->fp8_row_scales) part.fp8_row_scales = a->fp8_row_scales + base;
-    if (base) part.fp8_scale_out = NULL; /* the first launch copies the scale */
+    if (base + part.rows < a->rows) part.fp8_scale_out = NULL; /* the last launch copies the scale */
     symcoll__cuda_norm_t n = norm_buffers(&part);
     e = symcoll__cuda_rmsnorm_launch(&l, &k, &n, a->stream);
   }

@@ -86,7 +86,7 @@ typedef struct symcoll__cuda_norm {
   unsigned char *fp8_out;   /* e4m3, or NULL; then with... */
   const float *fp8_scale;   /* ...a static scale (device memory), or */
   float *fp8_row_scales;    /* ...per-row scales written here */
-  float *fp8_scale_out;     /* static: NULL, or where block 0 copies the scale as it ends */
+  float *fp8_scale_out;     /* static: NULL, or where block 0 copies the scale at its end */
   float eps;
   size_t rows, hidden;
   size_t rows_per_round; /* one-shot, staged: whole rows the workspace holds per round (of

@@ -129,8 +129,9 @@ __device__ __forceinline__ RowDst<T> caller_row(const symcoll__cuda_norm_t &n, s
                    n.fp8_out && n.fp8_row_scales ? n.fp8_row_scales + row : nullptr};
 }
 
-/* fp8_scale_out: the static scale's copy, written by block 0 as the last thing a kernel does,
- * once its rows are done (a kernel that gives up returns before: it writes nothing more). */
+/* fp8_scale_out: the static scale's copy, written by block 0 as the last thing it does, once
+ * its rows are done and its barriers met (a block that gives up returns before; a call that
+ * fails in another block or on a peer may have written it, as its other outputs). */
 __device__ __forceinline__ void copy_scale(const symcoll__cuda_norm_t &n) {
   if (n.fp8_scale_out && blockIdx.x == 0 && threadIdx.x == 0) *n.fp8_scale_out = __ldg(n.fp8_scale);
 }
