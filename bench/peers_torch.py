@@ -90,11 +90,12 @@ def eager_ops(a, dtype, rank, world, group, sc):
     compiled = sorted(getattr(symcoll.ops, "COMPILED", ()))
     kernels = "compiled" if "all_reduce_" in compiled else "python"
     # torch_kernel (one elementwise kernel into an existing tensor) and torch_copy (y.copy_(x)) are
-    # the floors of any eager op: a launch, and the copy a one-rank out-of-place call makes.
+    # the floors of any eager op: a launch, and the copy a one-rank out-of-place call makes;
+    # torch_clone (x.clone(): a new tensor and that copy) the floor of an op returning a new one.
     # symcoll_method_pool: the method on tensors torch allocated inside comm.mem_pool() (symmetric:
     # no copy into the workspace), against symcoll_method on plain tensors. torch_nccl:
     # dist.all_reduce in place through ProcessGroupNCCL (where the job's group is NCCL's).
-    cols = ["torch_one_shot", "torch_nccl", "torch_kernel", "torch_copy", "symcoll_op_", "symcoll_op",
+    cols = ["torch_one_shot", "torch_nccl", "torch_kernel", "torch_copy", "torch_clone", "symcoll_op_", "symcoll_op",
             "symcoll_method_", "symcoll_method", "symcoll_method_pool"]
     if rank == 0:
         print(f"# torch {torch.__version__}, world {world}, {a.d}, eager, host clock over {a.calls} calls + sync, "
@@ -124,6 +125,7 @@ def eager_ops(a, dtype, rank, world, group, sc):
                "torch_nccl": (lambda: dist.all_reduce(xn)) if dist.get_backend() == "nccl" else None,
                "torch_kernel": lambda: torch.neg(x, out=y),
                "torch_copy": lambda: y.copy_(x),
+               "torch_clone": lambda: x.clone(),
                "symcoll_op_": lambda: torch.ops.symcoll.all_reduce_(x, "sum", h),
                "symcoll_op": lambda: torch.ops.symcoll.all_reduce(x, "sum", h),
                "symcoll_method_": lambda: sc.all_reduce(x),
