@@ -427,6 +427,29 @@ def _torch_cuda_norms(comm, rank, n):
         torch.cuda.synchronize()
         assert torch.equal(out_g, full[mine]) and torch.equal(ro_g, full_ro[mine])
     del graph
+    # the static FP8 output: the scale's copy comes from the kernel (a float32 scale on the GPU)
+    # or from the op's own conversion (float64, or on the CPU); read when the call runs (graphs)
+    bits = lambda t: t.view(torch.uint8)  # noqa: E731
+    quant = lambda s: (full.float() / s).clamp(-448, 448).to(torch.float8_e4m3fn)  # noqa: E731
+    scale = torch.tensor([full.float().abs().max().item() / 300], device="cuda")  # some saturate
+    for algo in ("auto", "oneshot", "twoshot", "lamport", "sequential"):
+        for s in (scale, scale.double(), scale.cpu()):
+            q, sc, ro = ops.all_reduce_rmsnorm_fp8(x, res, w, 1e-6, s, h, algo)
+            assert sc.dtype == torch.float32 and sc.shape == (1,) and sc.device == x.device, (algo, s.dtype)
+            assert torch.equal(sc, scale) and torch.equal(bits(q), bits(quant(scale))), (algo, s.dtype)
+            assert torch.equal(ro, full_ro), (algo, s.dtype)
+    torch.cuda.synchronize()
+    comm.barrier()
+    live = scale.clone()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        q_g, sc_g, _ = ops.all_reduce_rmsnorm_fp8(x, res, w, 1e-6, live, h, "auto")
+    for k in (1, 2):
+        live.copy_(scale * k)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(sc_g, scale * k) and torch.equal(bits(q_g), bits(quant(scale * k))), k
+    del graph
     comm.check()
 
 
