@@ -288,7 +288,7 @@ static symcoll_status_t scatter_pull(symcoll_comm_t comm, host_state_t *hs, cons
   return SYMCOLL_OK;
 }
 
-static symcoll_status_t run(symcoll_comm_t comm, host_state_t *hs, const symcoll__norm_args_t *a) {
+static symcoll_status_t run_algo(symcoll_comm_t comm, host_state_t *hs, const symcoll__norm_args_t *a) {
   const size_t rb = a->hidden * symcoll_dtype_size(a->dtype);
   if (a->algo == SYMCOLL_ALGO_SEQUENTIAL) return local_pass(hs, a);
   if (a->coll == SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM) {
@@ -308,7 +308,7 @@ static symcoll_status_t run(symcoll_comm_t comm, host_state_t *hs, const symcoll
 }
 
 symcoll_status_t symcoll__host_rmsnorm(symcoll_comm_t comm, host_state_t *hs, const symcoll__norm_args_t *a) {
-  const symcoll_status_t s = run(comm, hs, a);
+  const symcoll_status_t s = run_algo(comm, hs, a);
   if (s == SYMCOLL_OK && a->fp8_scale_out) *a->fp8_scale_out = *a->fp8_scale;
   return s;
 }
