@@ -6,16 +6,18 @@
  * the reduce-scatter form) and hidden sizes from 64 to 16384, odd ones included;
  * residual given or not, residual_out separate, in place over residual or not asked for, out in
  * place over x, x in symmetric memory (zero-copy), FP8 outputs with a static scale (and its
- * copy, fp8_scale_out) and with per-row scales, and FP8 alone with either. Inputs are fresh random values (a new seed
- * per case, TH_SEED replays), different on every rank. References: residual_out bit for bit against the chain symcoll.h
- * defines (fp32 sum in rank order, rounded; fp32 add, rounded); out against an fp64 RMSNorm of that residual within a
- * stated tolerance per dtype (the fp32 sum of squares and one rounding); FP8 bit for bit against the quantisation of
- * the out the call wrote (and its per-row scales), or, when out is not asked for, dequantised against the fp64
- * reference. TH_SMALL=1 (the sanitizer runs) takes --quick. Outputs are poisoned first and guard elements around them
- * must stay untouched. On CPU ranks also: bad arguments refused on every rank with nothing written, and ranks that
- * disagree on the call (MISMATCH on every rank, nothing written, then in step again). --contract-only: those alone
- * (across emulated nodes, where sums are per node first and so not in rank order's bits, with SYMCOLL_CHECK=1, which
- * the engines between nodes need to see a disagreement).
+ * copy, fp8_scale_out) and with per-row scales, and FP8 alone with either. Inputs are fresh
+ * random values (a new seed per case, TH_SEED replays), different on every rank. References:
+ * residual_out bit for bit against the chain symcoll.h defines (fp32 sum in rank order,
+ * rounded; fp32 add, rounded); out against an fp64 RMSNorm of that residual within a stated
+ * tolerance per dtype (the fp32 sum of squares and one rounding); FP8 bit for bit against the
+ * quantisation of the out the call wrote (and its per-row scales), or, when out is not asked
+ * for, dequantised against the fp64 reference. TH_SMALL=1 (the sanitizer runs) takes --quick.
+ * Outputs are poisoned first and guard elements around them must stay untouched. On CPU ranks
+ * also: bad arguments refused on every rank with nothing written, and ranks that disagree on
+ * the call (MISMATCH on every rank, nothing written, then in step again). --contract-only: those
+ * alone (across emulated nodes, where sums are per node first and so not in rank order's bits,
+ * with SYMCOLL_CHECK=1, which the engines between nodes need to see a disagreement).
  */
 #include <math.h>
 #include <setjmp.h>

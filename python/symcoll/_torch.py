@@ -403,11 +403,11 @@ def _norm_fp8(what, run, x, shape, residual, weight, eps, scale, algo):
         if scale.dtype == torch.float32 and scale.device == x.device and q.numel():
             # the kernel writes the scale's copy beside the rows (no copy of the op's own)
             scales = torch.empty((1,), dtype=torch.float32, device=x.device)
-            run(x, residual, weight, eps, residual_out=residual_out, fp8_out=q, fp8_scale=scale, algo=algo,
-                fp8_scale_out=scales)
+            given = dict(fp8_scale=scale, fp8_scale_out=scales)
         else:
             scales = scale.reshape(1).to(device=x.device, dtype=torch.float32, copy=True)
-            run(x, residual, weight, eps, residual_out=residual_out, fp8_out=q, fp8_scale=scales, algo=algo)
+            given = dict(fp8_scale=scales)
+        run(x, residual, weight, eps, residual_out=residual_out, fp8_out=q, algo=algo, **given)
     return q, scales, residual_out
 
 
