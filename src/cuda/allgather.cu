@@ -92,9 +92,7 @@ __global__ void __launch_bounds__(1024) AllGather_Pull(const symcoll__cuda_args_
     }
     BARRIER_VALUE(a, meet);
     /* Peers in rotated order (rank + 1 first: no peer is every rank's first read), a batch of
-     * peers_in_flight at a time: the batch's loads of a vector are all issued before its
-     * stores, which the compiler may not move them past (the buffers may alias, as far as it
-     * knows). */
+     * peers_in_flight at a time (copy_streams). */
     auto peer_src = [&](int p) -> const char * {
       return a.zero_copy ? a.src[p] + (piece_of<A2A>(a.rank, a.stride) + base) * sizeof(T)
                          : a.db[p] + half + (size_t)a.rank * slot;
@@ -102,15 +100,13 @@ __global__ void __launch_bounds__(1024) AllGather_Pull(const symcoll__cuda_args_
     auto peer_out = [&](int p) { return a.recv + ((size_t)p * a.stride + base) * sizeof(T); };
     constexpr int B = peers_in_flight<T, U>();
     for (int k0 = 1; k0 < a.nranks; k0 += B) {
-      for (size_t v = first; v < nvec; v += stride) {
-        Pack<T, U> y[B];
-#pragma unroll
-        for (int j = 0; j < B; j++)
-          if (k0 + j < a.nranks) y[j] = load_cg<T, U>(peer_src((a.rank + k0 + j) % a.nranks), v);
-#pragma unroll
-        for (int j = 0; j < B; j++)
-          if (k0 + j < a.nranks) store<T, U>(peer_out((a.rank + k0 + j) % a.nranks), v, y[j]);
-      }
+      auto peer = [&](int j) {
+        const int p = a.rank + k0 + j;
+        return p < a.nranks ? p : p - a.nranks;
+      };
+      copy_streams<T, U>(
+          a.nranks - k0 < B ? a.nranks - k0 : B, [&](int j) { return peer_src(peer(j)); },
+          [&](int j) { return peer_out(peer(j)); }, nvec, first, stride);
     }
     if (owner)
       for (int k = 1; k < a.nranks; k++) {

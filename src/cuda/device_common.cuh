@@ -319,6 +319,30 @@ __device__ __forceinline__ void reduce_tail(Src src, int nranks, char *dst, size
   for (size_t i = nvec * E; i < nvec * E + tail; i++) store<T, false>(dst, i, reduce_at<T, OP, false>(src, nranks, i));
 }
 
+/* Copies this thread's vectors (first, first + stride, ... < nvec) of np streams (np <= P),
+ * from src(j) to dst(j): a vector's loads from every stream are issued before its first store
+ * (the compiler may not move a load past a store that may alias it). */
+template <typename T, int ACC, int P, typename Src, typename Dst>
+__device__ __forceinline__ void copy_vectors(int np, Src src, Dst dst, size_t nvec, size_t first, size_t stride) {
+  for (size_t v = first; v < nvec; v += stride) {
+    Pack<T, ACC> y[P];
+#pragma unroll
+    for (int j = 0; j < P; j++)
+      if (j < np) y[j] = load_cg<T, ACC>(src(j), v);
+#pragma unroll
+    for (int j = 0; j < P; j++)
+      if (j < np) store<T, ACC>(dst(j), v, y[j]);
+  }
+}
+
+/* copy_vectors of np streams (1 .. peers_in_flight); one stream (two ranks) in a loop of its
+ * own, with nothing to test a vector. */
+template <typename T, int ACC, typename Src, typename Dst>
+__device__ __forceinline__ void copy_streams(int np, Src src, Dst dst, size_t nvec, size_t first, size_t stride) {
+  if (np == 1) return copy_vectors<T, ACC, 1>(1, src, dst, nvec, first, stride);
+  copy_vectors<T, ACC, peers_in_flight<T, ACC>()>(np, src, dst, nvec, first, stride);
+}
+
 /* Copies this thread's share of one round (nvec vectors and a tail) from `in` to `dst`;
  * returns whether the thread owns the tail. */
 template <typename T, int ACC>
