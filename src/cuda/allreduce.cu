@@ -111,14 +111,17 @@ __global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_ar
   if (tail_here) tail_part.push(nvec * E + threadIdx.x, load_fixed<T, false>(a.send, nvec * E + threadIdx.x));
   lamport_clear(a, buf, prev_bytes);
   bool ok = true;
+  /* Two ranks poll their one peer alone: a batch of one costs 3-5% at 64 B - 2 MiB (one H100,
+   * bench/results/h100/run16). */
+  const bool each = a.nranks == 2;
   for (size_t v = first; v < nvec; v += stride) {
-    const Pack<T, VEC> y = part.gather(a.send, v, ok);
+    const Pack<T, VEC> y = each ? part.gather_each(a.send, v, ok) : part.gather(a.send, v, ok);
     if (!ok) GIVE_UP(a);
     store<T, VEC>(a.recv, v, y);
   }
   if (tail_here) {
     const size_t i = nvec * E + threadIdx.x;
-    const Pack<T, false> y = tail_part.gather(a.send, i, ok);
+    const Pack<T, false> y = each ? tail_part.gather_each(a.send, i, ok) : tail_part.gather(a.send, i, ok);
     if (!ok) GIVE_UP(a);
     store<T, false>(a.recv, i, y);
   }

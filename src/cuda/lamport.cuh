@@ -168,8 +168,9 @@ __device__ __forceinline__ void lamport_clear(const symcoll__cuda_args_t &a, uin
  * until every peer's vector v has arrived in ours and returns the op over ranks (this rank's
  * own part from its input), in rank order, as every kernel reduces. The peers' slots are polled
  * a batch at a time (peers_in_flight): each pass reloads every slot of the batch still empty,
- * so the waits for peers overlap instead of following one another. gather() clears ok on
- * timeout (recorded in the error word), and does not wait once ok is false. */
+ * so the waits for peers overlap instead of following one another. gather_each() polls one
+ * peer at a time. Both clear ok on timeout (recorded in the error word), and do not wait once
+ * ok is false. */
 template <typename T, int OP, bool VEC>
 struct LamportPart {
   const symcoll__cuda_args_t &a;
@@ -205,6 +206,24 @@ struct LamportPart {
                 return pending == 0;
               },
               a.timeout_ns, a.error, r0 + __ffs((int)pending) - 1, a.rank);
+        },
+        a.nranks);
+  }
+  /* gather() one rank at a time, each peer's slot polled alone until it arrives: for two
+   * ranks, where a batch would hold one peer. */
+  __device__ Pack<T, VEC> gather_each(const char *own, size_t v, bool &ok) const {
+    return reduce_with<T, OP, VEC>(
+        [&](int r) {
+          if (r == a.rank) return load_fixed<T, VEC>(own, v);
+          Pack<T, VEC> y;
+          const char *s = slot(a.rank, r);
+          ok = ok && symcoll_impl::spin(
+                         [&] {
+                           y = load_cv<T, VEC>(s, v);
+                           return arrived<T, VEC>(y);
+                         },
+                         a.timeout_ns, a.error, r, a.rank);
+          return y;
         },
         a.nranks);
   }
