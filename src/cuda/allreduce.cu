@@ -111,8 +111,8 @@ __global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_ar
   if (tail_here) tail_part.push(nvec * E + threadIdx.x, load_fixed<T, false>(a.send, nvec * E + threadIdx.x));
   lamport_clear(a, buf, prev_bytes);
   bool ok = true;
-  /* Two ranks poll their one peer alone: a batch of one costs 3-5% at 64 B - 2 MiB (one H100,
-   * bench/results/h100/run16). */
+  /* Two ranks poll their one peer alone: a batch of one cost 3-5% at most sizes from 64 B to
+   * 2 MiB (one H100, bench/results/h100/run16). */
   const bool each = a.nranks == 2;
   for (size_t v = first; v < nvec; v += stride) {
     const Pack<T, VEC> y = each ? part.gather_each(a.send, v, ok) : part.gather(a.send, v, ok);
