@@ -92,8 +92,12 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
   }
 }
 
-/* AllReduce_Lamport: the LAMPORT protocol (lamport.cuh) over the input as it lies. */
-template <typename T, int OP, bool VEC>
+/* AllReduce_Lamport: the LAMPORT protocol (lamport.cuh) over the input as it lies. EACH_PEER
+ * (one or two ranks: at most one peer) polls each peer's slot alone: a batch of one cost 3-5%
+ * at most sizes from 64 B to 2 MiB (one H100, bench/results/h100/run16). It is a kernel of its
+ * own: chosen at run time inside one kernel, it slowed the batched gather of 8 ranks by 4-10%
+ * (bench/results/h100/run20). */
+template <typename T, int OP, bool VEC, bool EACH_PEER>
 __global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_args_t a) {
   constexpr int E = Pack<T, VEC>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -111,17 +115,14 @@ __global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_ar
   if (tail_here) tail_part.push(nvec * E + threadIdx.x, load_fixed<T, false>(a.send, nvec * E + threadIdx.x));
   lamport_clear(a, buf, prev_bytes);
   bool ok = true;
-  /* Two ranks poll their one peer alone: a batch of one cost 3-5% at most sizes from 64 B to
-   * 2 MiB (one H100, bench/results/h100/run16). */
-  const bool each = a.nranks == 2;
   for (size_t v = first; v < nvec; v += stride) {
-    const Pack<T, VEC> y = each ? part.gather_each(a.send, v, ok) : part.gather(a.send, v, ok);
+    const Pack<T, VEC> y = EACH_PEER ? part.gather_each(a.send, v, ok) : part.gather(a.send, v, ok);
     if (!ok) GIVE_UP(a);
     store<T, VEC>(a.recv, v, y);
   }
   if (tail_here) {
     const size_t i = nvec * E + threadIdx.x;
-    const Pack<T, false> y = each ? tail_part.gather_each(a.send, i, ok) : tail_part.gather(a.send, i, ok);
+    const Pack<T, false> y = EACH_PEER ? tail_part.gather_each(a.send, i, ok) : tail_part.gather(a.send, i, ok);
     if (!ok) GIVE_UP(a);
     store<T, false>(a.recv, i, y);
   }
@@ -215,8 +216,8 @@ __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_ar
 }
 
 template <typename T, int OP, bool VEC>
-const void *pick(symcoll_algo_t algo) {
-  switch (algo) {
+const void *pick(const symcoll__cuda_launch_t *l) {
+  switch (l->algo) {
     case SYMCOLL_ALGO_TWO_SHOT:
       return (const void *)AllReduce_TwoShot<T, OP, VEC>;
     case SYMCOLL_ALGO_ONE_SHOT_DB:
@@ -226,7 +227,8 @@ const void *pick(symcoll_algo_t algo) {
        * (the host runs them one-shot double-buffered). */
       if constexpr (std::is_same<T, float>::value || std::is_same<T, __half>::value ||
                     std::is_same<T, __nv_bfloat16>::value)
-        return (const void *)AllReduce_Lamport<T, OP, VEC>;
+        return l->each_peer ? (const void *)AllReduce_Lamport<T, OP, VEC, true>
+                            : (const void *)AllReduce_Lamport<T, OP, VEC, false>;
       return nullptr;
     case SYMCOLL_ALGO_ONE_SHOT:
       return (const void *)AllReduce_OneShot<T, OP, VEC>;
@@ -237,7 +239,7 @@ const void *pick(symcoll_algo_t algo) {
 
 template <typename T, int OP>
 const void *pick_vec(const symcoll__cuda_launch_t *l) {
-  return l->vec ? pick<T, OP, true>(l->algo) : pick<T, OP, false>(l->algo);
+  return l->vec ? pick<T, OP, true>(l) : pick<T, OP, false>(l);
 }
 
 template <typename T>

@@ -151,6 +151,7 @@ static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const 
   if (a->round_bytes) rb = a->round_bytes < cs->round_cap[l.algo] ? a->round_bytes : cs->round_cap[l.algo];
   k.chunk_elems = rb / es;
   l.vec = (((uintptr_t)a->send | (uintptr_t)a->recv) & 15) == 0;
+  l.each_peer = l.algo == SYMCOLL_ALGO_LAMPORT && comm->nranks <= 2;
   const bool two_shot = l.algo == SYMCOLL_ALGO_TWO_SHOT, in_place = a->send == a->recv;
   const struct symcoll_mem *in = in_place && two_shot ? a->recv_mem : a->send_mem;
   const size_t in_off = in_place && two_shot ? a->recv_off : a->send_off;

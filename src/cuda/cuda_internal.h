@@ -108,8 +108,9 @@ typedef struct symcoll__cuda_launch {
   symcoll_algo_t algo;
   symcoll_dtype_t dtype;
   symcoll_op_t op;
-  int vec;   /* 16-byte vector path (every address the kernel computes is 16-byte aligned) */
-  int early; /* the norm's local pass: a block an SM at most, the weight loaded beside x */
+  int vec;       /* 16-byte vector path (every address the kernel computes is 16-byte aligned) */
+  int early;     /* the norm's local pass: a block an SM at most, the weight loaded beside x */
+  int each_peer; /* LAMPORT all_reduce polls each peer alone (1 or 2 ranks: at most one peer) */
   int blocks, threads;
 } symcoll__cuda_launch_t;
 

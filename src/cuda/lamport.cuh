@@ -209,8 +209,8 @@ struct LamportPart {
         },
         a.nranks);
   }
-  /* gather() one rank at a time, each peer's slot polled alone until it arrives: for two
-   * ranks, where a batch would hold one peer. */
+  /* gather() one rank at a time, each peer's slot polled alone until it arrives: for one or
+   * two ranks, where a batch would hold one peer at most. */
   __device__ Pack<T, VEC> gather_each(const char *own, size_t v, bool &ok) const {
     return reduce_with<T, OP, VEC>(
         [&](int r) {
