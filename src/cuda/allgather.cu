@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(1024) AllGather_Pull(const symcoll__cuda_args_
     const size_t n = a.count - base < round ? a.count - base : round;
     const size_t nvec = n / E, tail = n - nvec * E;
     auto piece = [&](int q) { return a.send + (piece_of<A2A>(q, a.stride) + base) * sizeof(T); };
-    const bool owner = owns_tail(first, stride, nvec);
+    const int j = owns_tail(first, stride, nvec, tail); /* this thread's tail element, or -1 */
     if (!a.zero_copy) {
       if constexpr (A2A) {
         for (int k = 1; k < a.nranks; k++) {
@@ -108,15 +108,13 @@ __global__ void __launch_bounds__(1024) AllGather_Pull(const symcoll__cuda_args_
           a.nranks - k0 < B ? a.nranks - k0 : B, [&](int j) { return peer_src(peer(j)); },
           [&](int j) { return peer_out(peer(j)); }, nvec, first, stride);
     }
-    if (owner)
+    if (j >= 0)
       for (int k = 1; k < a.nranks; k++) {
         const int p = (a.rank + k) % a.nranks;
-        for (size_t i = nvec * E; i < nvec * E + tail; i++)
-          store<T, ONE>(peer_out(p), i, load_cg<T, ONE>(peer_src(p), i));
+        store<T, ONE>(peer_out(p), nvec * E + j, load_cg<T, ONE>(peer_src(p), nvec * E + j));
       }
     if (!in_place)
-      copy_share<T, U>(a.recv + ((size_t)a.rank * a.stride + base) * sizeof(T), piece(a.rank), nvec, tail, first,
-                       stride, owner);
+      copy_share<T, U>(a.recv + ((size_t)a.rank * a.stride + base) * sizeof(T), piece(a.rank), nvec, first, stride, j);
   }
   if (a.zero_copy) BARRIER_VALUE(a, meet); /* peers are done reading our input */
 }
@@ -136,8 +134,8 @@ __global__ void __launch_bounds__(1024) AllGather_Push(const symcoll__cuda_args_
     BARRIER(a);
     size_t v = first;
     for (; v < nvec; v += stride) send_unit<T, U, A2A>(a, piece, dst, own, v);
-    if (v == nvec)
-      for (size_t i = nvec * E; i < nvec * E + tail; i++) send_unit<T, false, A2A>(a, piece, dst, own, i);
+    const int j = tail_at(v, nvec, tail);
+    if (j >= 0) send_unit<T, false, A2A>(a, piece, dst, own, nvec * E + j);
     BARRIER(a);
     return;
   }
@@ -156,16 +154,15 @@ __global__ void __launch_bounds__(1024) AllGather_Push(const symcoll__cuda_args_
     auto dst = [&](int q) { return a.db[q] + half + (size_t)a.rank * slot; };
     size_t v = first;
     for (; v < nvec; v += stride) send_unit<T, U, A2A>(a, piece, dst, nullptr, v);
-    const bool owner = v == nvec;
-    if (owner)
-      for (size_t i = nvec * E; i < nvec * E + tail; i++) send_unit<T, false, A2A>(a, piece, dst, nullptr, i);
+    const int j = tail_at(v, nvec, tail);
+    if (j >= 0) send_unit<T, false, A2A>(a, piece, dst, nullptr, nvec * E + j);
     BARRIER_VALUE(a, meet);
     for (int p = 0; p < a.nranks; p++) {
       char *out = a.recv + ((size_t)p * a.stride + base) * sizeof(T);
       if (p != a.rank)
-        copy_share<T, U>(out, a.db[a.rank] + half + (size_t)p * slot, nvec, tail, first, stride, owner);
+        copy_share<T, U>(out, a.db[a.rank] + half + (size_t)p * slot, nvec, first, stride, j);
       else if (!in_place)
-        copy_share<T, U>(out, piece(a.rank), nvec, tail, first, stride, owner);
+        copy_share<T, U>(out, piece(a.rank), nvec, first, stride, j);
     }
   }
 }

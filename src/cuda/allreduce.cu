@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShot(const symcoll__cuda_ar
       char *out = a.recv + base * sizeof(T);
       size_t v = first;
       for (; v < nvec; v += stride) store<T, U>(out, v, reduce_at<T, OP, U>(src, a.nranks, v));
-      reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, v == nvec);
+      reduce_tail<T, OP>(src, a.nranks, out, nvec, tail_at(v, nvec, tail));
     }
     /* Peers are done reading this block's share of our workspace (or of our input). */
     BARRIER(a);
@@ -85,10 +85,10 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
     const size_t nvec = n / E, tail = n - nvec * E;
     const char *in = a.send + base * sizeof(T);
     char *out = a.recv + base * sizeof(T);
-    const bool owner = stage<T, U>(mine, in, nvec, tail, first, stride);
+    const int j = stage<T, U>(mine, in, nvec, tail, first, stride);
     BARRIER_VALUE(a, meet);
     for (size_t v = first; v < nvec; v += stride) store<T, U>(out, v, reduce_at<T, OP, U>(src, a.nranks, v));
-    reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, owner);
+    reduce_tail<T, OP>(src, a.nranks, out, nvec, j);
   }
 }
 
@@ -149,9 +149,9 @@ __device__ __forceinline__ void put_all(To to, int rank, int nranks, size_t v, c
 /*
  * AllReduce_TwoShot: a reduce-scatter, then an all-gather. Vector first + k * stride of a round
  * belongs to rank k % nranks (the grid is sized so that k rarely exceeds nranks - 1: each rank
- * reduces about one stride of every round), and so do the elements past the last whole vector
- * (the "vector" nvec). Its owner alone reads every rank's copy of it, then writes the result;
- * no other rank touches the owner's copy in the round. So:
+ * reduces about one stride of every round), and so does each element past the last whole
+ * vector (units nvec + j: tail_at). Its owner alone reads every rank's copy of it, then
+ * writes the result; no other rank touches the owner's copy in the round. So:
  *  - where it reads: peers' inputs where they lie (zero_copy: symmetric inputs, in place too,
  *    since the owner reads an element everywhere before it writes it anywhere), or every
  *    rank's workspace, where each stages its input first;
@@ -194,23 +194,22 @@ __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_ar
         store<T, A>(out, v, o);
       }
     };
-    const bool tail_here =
-        !zc_in ? stage<T, U>(mine, a.send + at, nvec, tail, first, stride) : owns_tail(first, stride, nvec);
+    /* This thread's tail element (tail_at), and whether this rank is its owner. */
+    const int j =
+        !zc_in ? stage<T, U>(mine, a.send + at, nvec, tail, first, stride) : owns_tail(first, stride, nvec, tail);
     BARRIER(a);
     size_t v = ours;
     for (; v < nvec; v += ours_stride) put(v, reduce_at<T, OP, U>(src, a.nranks, v));
-    const bool tail_ours = v == nvec; /* the tail is "vector" nvec */
-    if (tail_ours)
-      for (size_t i = nvec * E; i < nvec * E + tail; i++) put(i, reduce_at<T, OP, ONE>(src, a.nranks, i));
+    const bool tail_ours = tail_at(v, nvec, tail) >= 0; /* then it is element j */
+    if (tail_ours) put(nvec * E + j, reduce_at<T, OP, ONE>(src, a.nranks, nvec * E + j));
     BARRIER(a);
     if (zc_out) continue;
     /* The others' results: from our workspace (pushed there) or from their owners'. */
     int from = 0; /* the owner of vector v */
     for (v = first; v < nvec; v += stride, from = from + 1 == a.nranks ? 0 : from + 1)
       if (from != a.rank) store<T, U>(out, v, load_cg<T, U>(push ? mine : a.ws[from], v));
-    if (tail_here && !tail_ours) /* v == nvec: `from` owns the tail */
-      for (size_t i = nvec * E; i < nvec * E + tail; i++)
-        store<T, ONE>(out, i, load_cg<T, ONE>(push ? mine : a.ws[from], i));
+    if (j >= 0 && !tail_ours) /* v == nvec + j: `from` owns it */
+      store<T, ONE>(out, nvec * E + j, load_cg<T, ONE>(push ? mine : a.ws[from], nvec * E + j));
     if (!push) BARRIER(a); /* peers are done pulling from our workspace */
   }
 }

@@ -39,14 +39,14 @@ __global__ void __launch_bounds__(1024) Broadcast_Pull(const symcoll__cuda_args_
     if (base > 0) BARRIER_VALUE(a, meet); /* every rank is done with the previous round's staging */
     const size_t n = a.count - base < a.chunk_elems ? a.count - base : a.chunk_elems;
     const size_t nvec = n / E, tail = n - nvec * E;
-    const bool owner = owns_tail(first, stride, nvec);
+    const int j = owns_tail(first, stride, nvec, tail); /* this thread's tail element, or -1 */
     char *out = a.recv + base * sizeof(T);
     if (root) stage<T, U>(a.db[a.rank] + half, a.send + base * sizeof(T), nvec, tail, first, stride);
     BARRIER_VALUE(a, meet);
     if (!root)
-      copy_share<T, U>(out, a.db[a.root] + half, nvec, tail, first, stride, owner);
+      copy_share<T, U>(out, a.db[a.root] + half, nvec, first, stride, j);
     else if (a.send != a.recv)
-      copy_share<T, U>(out, a.send + base * sizeof(T), nvec, tail, first, stride, owner);
+      copy_share<T, U>(out, a.send + base * sizeof(T), nvec, first, stride, j);
   }
 }
 

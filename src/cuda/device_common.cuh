@@ -298,25 +298,36 @@ __device__ __forceinline__ Pack<T, ACC> reduce_at(Src src, int nranks, size_t v)
 
 /*
  * Which thread touches which staged bytes, in every kernel with rounds: thread `first` of the
- * grid owns the vectors first, first + stride, ... of every round, and the elements past the
- * last whole vector (only the last round has them) belong to the owner of the vector they
- * sit in. The split never depends on the round's size, so a block that went on to the next
- * round only overwrites staging that the same block of every peer (met at the barrier) was
- * reading; other blocks of a peer may still be in the round before, on other bytes.
- * A thread learns it owns the tail when its grid-stride loop stops exactly at nvec.
+ * grid owns the vectors first, first + stride, ... of every round. The elements past the last
+ * whole vector (only the last round has them: the tail, fewer than a vector's) count as units
+ * nvec, nvec + 1, ... of one element each: element j belongs to the thread whose share holds
+ * unit nvec + j, so that a tail's elements move side by side, one a thread (a grid's stride,
+ * 32 threads at least, exceeds any tail), instead of one after another in one thread. The
+ * split never depends on the round's size or on a rank's alignment, so a block that went on
+ * to the next round only overwrites staging that the same block of every peer (met at the
+ * barrier) was reading; other blocks of a peer may still be in the round before, on other
+ * bytes.
  */
 
-/* Whether the thread starting at `first` owns the tail: its grid-stride loop stops at nvec. */
-__device__ __forceinline__ bool owns_tail(size_t first, size_t stride, size_t nvec) {
-  return first <= nvec && (nvec - first) % stride == 0;
+/* The tail element of a share whose first unit at or past nvec is v: j, or -1 (none). */
+__device__ __forceinline__ int tail_at(size_t v, size_t nvec, size_t tail) {
+  return v < nvec + tail ? (int)(v - nvec) : -1;
 }
 
-/* Elements past the last whole vector, reduced one by one by their owner. */
+/* tail_at() for the share from `first`, where the kernel does not walk it. */
+__device__ __forceinline__ int owns_tail(size_t first, size_t stride, size_t nvec, size_t tail) {
+  if (first >= nvec) return tail_at(first, nvec, tail);
+  const size_t r = (nvec - first) % stride;
+  return tail_at(r ? nvec + (stride - r) : nvec, nvec, tail);
+}
+
+/* Tail element j (>= 0: this thread's) reduced over ranks. */
 template <typename T, int OP, typename Src>
-__device__ __forceinline__ void reduce_tail(Src src, int nranks, char *dst, size_t nvec, size_t tail, bool owner) {
-  constexpr int E = Pack<T, VECTOR>::E; /* only unit rounds have a tail */
-  if (!owner) return;
-  for (size_t i = nvec * E; i < nvec * E + tail; i++) store<T, false>(dst, i, reduce_at<T, OP, false>(src, nranks, i));
+__device__ __forceinline__ void reduce_tail(Src src, int nranks, char *dst, size_t nvec, int j) {
+  constexpr int E = Pack<T, VECTOR>::E; /* a unit's elements, VECTOR or UNIT */
+  if (j < 0) return;
+  const size_t i = nvec * E + (size_t)j;
+  store<T, ONE>(dst, i, reduce_at<T, OP, ONE>(src, nranks, i));
 }
 
 /* Copies this thread's vectors (first, first + stride, ... < nvec) of np streams (np <= P),
@@ -343,29 +354,26 @@ __device__ __forceinline__ void copy_streams(int np, Src src, Dst dst, size_t nv
   copy_vectors<T, ACC, peers_in_flight<T, ACC>()>(np, src, dst, nvec, first, stride);
 }
 
-/* Copies this thread's share of one round (nvec vectors and a tail) from `in` to `dst`;
- * returns whether the thread owns the tail. */
+/* Copies this thread's share of one round (nvec vectors and its tail element, if any) from
+ * `in` to `dst`; returns the tail element's index j, or -1 (tail_at). */
 template <typename T, int ACC>
-__device__ __forceinline__ bool stage(char *dst, const char *in, size_t nvec, size_t tail, size_t first,
-                                      size_t stride) {
+__device__ __forceinline__ int stage(char *dst, const char *in, size_t nvec, size_t tail, size_t first, size_t stride) {
   constexpr int E = Pack<T, ACC>::E;
   size_t v = first;
   for (; v < nvec; v += stride) store<T, ACC>(dst, v, load_cg<T, ACC>(in, v));
-  const bool owner = v == nvec;
-  if (owner)
-    for (size_t i = nvec * E; i < nvec * E + tail; i++) store<T, false>(dst, i, load_cg<T, false>(in, i));
-  return owner;
+  const int j = tail_at(v, nvec, tail);
+  if (j >= 0) store<T, ONE>(dst, nvec * E + j, load_cg<T, ONE>(in, nvec * E + j));
+  return j;
 }
 
-/* Copies this thread's share of one round of a block (nvec vectors, and the tail if it owns
- * it) from src to dst: the same share stage() takes. */
+/* Copies this thread's share of one round of a block (nvec vectors, and tail element j if
+ * j >= 0) from src to dst: the same share stage() takes. */
 template <typename T, int ACC>
-__device__ __forceinline__ void copy_share(char *dst, const char *src, size_t nvec, size_t tail, size_t first,
-                                           size_t stride, bool owner) {
+__device__ __forceinline__ void copy_share(char *dst, const char *src, size_t nvec, size_t first, size_t stride,
+                                           int j) {
   constexpr int E = Pack<T, ACC>::E;
   for (size_t v = first; v < nvec; v += stride) store<T, ACC>(dst, v, load_cg<T, ACC>(src, v));
-  if (owner)
-    for (size_t i = nvec * E; i < nvec * E + tail; i++) store<T, false>(dst, i, load_cg<T, false>(src, i));
+  if (j >= 0) store<T, ONE>(dst, nvec * E + j, load_cg<T, ONE>(src, nvec * E + j));
 }
 
 /* The communicator's error word, made visible to the host: a kernel that gives up (it timed

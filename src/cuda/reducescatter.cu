@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(1024) ReduceScatter_Pull(const symcoll__cuda_a
     if (base > 0) BARRIER_VALUE(a, meet); /* peers are done with the previous round's staging */
     const size_t n = a.count - base < round ? a.count - base : round;
     const size_t nvec = n / E, tail = n - nvec * E;
-    bool owner = owns_tail(first, stride, nvec);
+    const int j = owns_tail(first, stride, nvec, tail); /* this thread's tail element, or -1 */
     if (!a.zero_copy)
       for (int q = 0; q < a.nranks; q++)
         if (q != a.rank)
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(1024) ReduceScatter_Pull(const symcoll__cuda_a
     };
     char *out = a.recv + base * sizeof(T);
     for (size_t v = first; v < nvec; v += stride) store<T, U>(out, v, reduce_at<T, OP, U>(src, a.nranks, v));
-    reduce_tail<T, OP>(src, a.nranks, out, nvec, tail, owner);
+    reduce_tail<T, OP>(src, a.nranks, out, nvec, j);
   }
   if (a.zero_copy) BARRIER_VALUE(a, meet); /* peers are done reading our input */
 }
