@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(1024) AllGather_Pull(const symcoll__cuda_args_
     const size_t n = a.count - base < round ? a.count - base : round;
     const size_t nvec = n / E, tail = n - nvec * E;
     auto piece = [&](int q) { return a.send + (piece_of<A2A>(q, a.stride) + base) * sizeof(T); };
-    const int j = owns_tail(first, stride, nvec, tail); /* this thread's tail element, or -1 */
+    const int tj = owns_tail(first, stride, nvec, tail); /* this thread's tail element, or -1 */
     if (!a.zero_copy) {
       if constexpr (A2A) {
         for (int k = 1; k < a.nranks; k++) {
@@ -108,13 +108,13 @@ __global__ void __launch_bounds__(1024) AllGather_Pull(const symcoll__cuda_args_
           a.nranks - k0 < B ? a.nranks - k0 : B, [&](int j) { return peer_src(peer(j)); },
           [&](int j) { return peer_out(peer(j)); }, nvec, first, stride);
     }
-    if (j >= 0)
+    if (tj >= 0)
       for (int k = 1; k < a.nranks; k++) {
         const int p = (a.rank + k) % a.nranks;
-        store<T, ONE>(peer_out(p), nvec * E + j, load_cg<T, ONE>(peer_src(p), nvec * E + j));
+        store<T, ONE>(peer_out(p), nvec * E + tj, load_cg<T, ONE>(peer_src(p), nvec * E + tj));
       }
     if (!in_place)
-      copy_share<T, U>(a.recv + ((size_t)a.rank * a.stride + base) * sizeof(T), piece(a.rank), nvec, first, stride, j);
+      copy_share<T, U>(a.recv + ((size_t)a.rank * a.stride + base) * sizeof(T), piece(a.rank), nvec, first, stride, tj);
   }
   if (a.zero_copy) BARRIER_VALUE(a, meet); /* peers are done reading our input */
 }

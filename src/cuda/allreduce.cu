@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_ar
         store<T, A>(out, v, o);
       }
     };
-    /* This thread's tail element (tail_at), and whether this rank is its owner. */
+    /* This thread's tail element (tail_at), or -1; tail_ours below: this rank owns it. */
     const int j =
         !zc_in ? stage<T, U>(mine, a.send + at, nvec, tail, first, stride) : owns_tail(first, stride, nvec, tail);
     BARRIER(a);
