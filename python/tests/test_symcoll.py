@@ -270,9 +270,28 @@ def test_mismatch_raises():
     assert run_ranks(_mismatch_rank, 2) == [2.0, 2.0]
 
 
+def _meet_before_creation(rank, n):
+    """Waits (up to 60 s) until every rank of the job got here: the 1 s timeout of the test
+    below also bounds creation, and a loaded machine may start a rank's process later."""
+    import tempfile
+    import time
+
+    d = os.path.join(tempfile.gettempdir(), "symcoll-test-" + os.environ["SYMCOLL_JOB_ID"])
+    os.makedirs(d, exist_ok=True)
+    open(os.path.join(d, str(rank)), "w").close()
+    end = time.monotonic() + 60
+    while len(os.listdir(d)) < n and time.monotonic() < end:
+        time.sleep(0.01)
+    return d
+
+
 def _timeout_rank(rank, n):
+    import shutil
+
+    met = _meet_before_creation(rank, n)
     comm = symcoll.Comm.from_env()
     if rank == 0:
+        shutil.rmtree(met, ignore_errors=True)  # every rank has listed it: creation met them all
         with pytest.raises(symcoll.TimeoutError):
             comm.all_reduce(np.ones(4, np.float32))
     else:

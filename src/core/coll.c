@@ -320,12 +320,13 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
                             .stream = stream};
   const symcoll__tune_entry_t *t = symcoll__coll_entry(comm, coll, count, dtype);
   const char *why = "table";
+  bool table = false; /* the algorithm is the table's pick, not asked for */
   if (opts && opts->algo != SYMCOLL_ALGO_AUTO)
     a.algo = opts->algo, why = "options";
   else if (comm->forced_algo[coll] != SYMCOLL_ALGO_AUTO)
     a.algo = comm->forced_algo[coll], why = "SYMCOLL_ALGO";
   else
-    a.algo = t->algo;
+    a.algo = t->algo, table = true;
   /* One rank: the result is the input. Auto copies it (in place there is nothing to do), as
    * NCCL does; a forced algorithm still runs its protocol, so that the benchmark can time it. */
   if (n == 1 && (!opts || opts->algo == SYMCOLL_ALGO_AUTO) && comm->forced_algo[coll] == SYMCOLL_ALGO_AUTO) {
@@ -340,6 +341,13 @@ static symcoll_status_t run_coll(symcoll_comm_t comm, symcoll_coll_t coll, const
   a.threads = opts && opts->threads ? opts->threads : t->threads;
   a.round_bytes = ov.round ? ov.round : t->round_bytes;
   place_symmetric(comm, d, &a, in_place);
+  /* A table's one-shot double-buffered copies its input into the workspace first; a symmetric
+   * input of at least zc_one_shot_bytes is read in place by one-shot instead, the copy costing
+   * more than the trailing barrier one-shot adds (docs/gpu-tuning-model.md). Every rank alike:
+   * the placement and the size agree across ranks, or the call is a MISMATCH in any case. */
+  if (table && a.algo == SYMCOLL_ALGO_ONE_SHOT_DB && a.send_mem && comm->zc_one_shot_bytes &&
+      block >= comm->zc_one_shot_bytes && symcoll_coll_algo_supported(comm, coll, SYMCOLL_ALGO_ONE_SHOT) == SYMCOLL_OK)
+    a.algo = SYMCOLL_ALGO_ONE_SHOT, why = "table, symmetric input";
   a.sig = call_signature(&a);
   if (comm->check_args) SYMCOLL_CHECK(check_agreement(comm, &a));
   comm->coll_seq++;

@@ -70,6 +70,10 @@ enum {
   X(SYMCOLL_GPU_TWO_SHOT_PUSH_BYTES, BYTES, "512K", 0, 1ll << 40, "",                                                 \
     "GPU: all_reduce two-shot rounds up to this many bytes push each result into every rank's workspace (two "        \
     "barriers a round), larger ones are pulled from the owners (three); 0: always pull. The smallest any rank sets")  \
+  X(SYMCOLL_GPU_ZERO_COPY_ONE_SHOT_BYTES, BYTES, "4M", 0, 1ll << 40, "",                                              \
+    "GPU: an all_reduce the table runs one-shot double-buffered (which copies its input into the workspace) runs "    \
+    "one-shot, reading it in place, where the input lies in symmetric memory and has at least this many bytes; "      \
+    "0: never. The largest any rank sets (0 on any rank: never)")                                                     \
   X(SYMCOLL_GPU_SIGNATURE, BOOL, "1", 0, 1, "",                                                                       \
     "testing only: 0 makes GPU kernels carry 1 in place of each call's signature (to measure its cost; the "          \
     "double-buffered kernels still fold their staging half in)")                                                      \

@@ -91,6 +91,10 @@ struct symcoll_comm {
   bool check_args;                                    /* SYMCOLL_CHECK=1 */
   symcoll_algo_t forced_algo[SYMCOLL_NUM_COLL_KINDS]; /* SYMCOLL_ALGO */
   symcoll__tune_t tune[SYMCOLL_NUM_COLL_KINDS][SYMCOLL_NUM_DTYPES];
+  /* A table's ONE_SHOT_DB (which stages its input) over a symmetric input of at least this many
+   * bytes runs ONE_SHOT instead, reading the input in place; 0: never. Set by the transport at
+   * creation, alike on every rank. */
+  size_t zc_one_shot_bytes;
   uint64_t coll_seq;                                /* collectives issued on this rank */
   uint64_t split_seq;                               /* splits of this communicator (names their rendezvous) */
   symcoll_algo_t last_algo[SYMCOLL_NUM_COLL_KINDS]; /* for INFO lines when the choice changes */

@@ -526,15 +526,18 @@ static symcoll_status_t place_ranks(symcoll_comm_t comm, cuda_state_t *cs, char 
     }
   }
   /* [SMs, L2 bytes, ranks of a parent communicator on this GPU, native atomics to every peer,
-   * SYMCOLL_GPU_MAX_BLOCKS, SYMCOLL_GPU_TWO_SHOT_PUSH_BYTES (up to INT_MAX)] */
+   * SYMCOLL_GPU_MAX_BLOCKS, SYMCOLL_GPU_TWO_SHOT_PUSH_BYTES, SYMCOLL_GPU_ZERO_COPY_ONE_SHOT_BYTES
+   * (bytes up to INT_MAX)] */
   const long long push = symcoll__env_int("SYMCOLL_GPU_TWO_SHOT_PUSH_BYTES");
-  int geo[6] = {cs->sms,
+  const long long zc = symcoll__env_int("SYMCOLL_GPU_ZERO_COPY_ONE_SHOT_BYTES");
+  int geo[7] = {cs->sms,
                 0,
                 comm->sharers_floor,
                 atomics,
                 (int)symcoll__env_int("SYMCOLL_GPU_MAX_BLOCKS"),
-                push > INT_MAX ? INT_MAX : (int)push},
-      geos[SYMCOLL_MAX_RANKS][6];
+                push > INT_MAX ? INT_MAX : (int)push,
+                zc > INT_MAX ? INT_MAX : (int)zc},
+      geos[SYMCOLL_MAX_RANKS][7];
   if (cudaDeviceGetAttribute(&geo[1], cudaDevAttrL2CacheSize, comm->device) != cudaSuccess) geo[1] = 0;
   SYMCOLL_CHECK(comm->oob->allgather(comm, geo, geos, sizeof geo));
   /* Every rank refuses alike: the barriers' atomics on a peer's pad would not be atomic. */
@@ -550,8 +553,13 @@ static symcoll_status_t place_ranks(symcoll_comm_t comm, cuda_state_t *cs, char 
   cs->share = 0;
   int knob = 0; /* the smallest cap a rank asked for (every rank must launch the same grid) */
   cs->push_max = (size_t)geo[5];
+  comm->zc_one_shot_bytes = (size_t)geo[6];
   for (int r = 0; r < comm->nranks; r++) {
     if ((size_t)geos[r][5] < cs->push_max) cs->push_max = (size_t)geos[r][5]; /* a protocol: every rank alike */
+    if (geos[r][6] == 0 || comm->zc_one_shot_bytes == 0)
+      comm->zc_one_shot_bytes = 0;
+    else if ((size_t)geos[r][6] > comm->zc_one_shot_bytes)
+      comm->zc_one_shot_bytes = (size_t)geos[r][6];
     int same = 0;
     for (int q = 0; q < comm->nranks; q++) same += !strcmp(buses[q], buses[r]);
     if (same > cs->share) cs->share = same;
