@@ -207,11 +207,13 @@ static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const sy
     const char *x = (const char *)a->x + lo * rb;
     const host_epoch_t ep = symcoll__host_epoch_begin(comm, hs, &rec, lo == 0, NULL, 0);
     const size_t results = ep.half_off + records_at(rows, rb); /* records, after the staged rows */
-    memcpy(hs->data[me] + ep.half_off, x, rows * rb);
-    symcoll__host_publish(&pad->ready, (ep.e << EPOCH_SHIFT) | 1);
-    SYMCOLL_CHECK(symcoll__host_wait_ready(comm, hs, &ep, 0));
     size_t my_lo, my_n;
     share(rows, n, me, &my_lo, &my_n);
+    /* Peers read the rows they own; this rank reads its own share from x: stage the others. */
+    memcpy(hs->data[me] + ep.half_off, x, my_lo * rb);
+    memcpy(hs->data[me] + ep.half_off + (my_lo + my_n) * rb, x + (my_lo + my_n) * rb, (rows - my_lo - my_n) * rb);
+    symcoll__host_publish(&pad->ready, (ep.e << EPOCH_SHIFT) | 1);
+    SYMCOLL_CHECK(symcoll__host_wait_ready(comm, hs, &ep, 0));
     for (size_t r = my_lo; r < my_lo + my_n; r++) {
       for (int p = 0; p < n; p++) srcs[p] = hs->data[p] + ep.half_off + r * rb;
       srcs[me] = x + r * rb;
