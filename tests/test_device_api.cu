@@ -11,6 +11,7 @@
 #include <cstring>
 #include <setjmp.h>
 #include <unistd.h>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -665,6 +666,64 @@ static void test_placement_mismatch_gpu(void **state) {
   unsetenv("SYMCOLL_TIMEOUT_MS");
 }
 
+/* all_reduce_rmsnorm's LAMPORT with ranks in calls of other rows (rank 0 one row, rank 1 two,
+ * so the signatures differ): rank 1's second row never comes, and its block must meet rank 0's
+ * header while it waits for that row (the headers are checked after the first row's data, not
+ * before the wait) instead of timing out. Both ranks MISMATCH, well within the 3 s timeout, and
+ * nothing is written. */
+static void norm_lamport_rows_rank(symcoll_comm_t comm, int *bad) {
+  cudaSetDevice(symcoll_comm_device(comm));
+  const int rank = symcoll_comm_rank(comm);
+  const size_t hidden = 1024, rows = rank == 0 ? 1 : 2, bytes = 2 * hidden * sizeof(__nv_bfloat16);
+  char *x, *w, *out;
+  cudaStream_t s;
+  *bad = 1;
+  if (cudaMalloc(&x, bytes) != cudaSuccess || cudaMalloc(&w, bytes) != cudaSuccess ||
+      cudaMalloc(&out, bytes) != cudaSuccess)
+    return;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaMemsetAsync(x, 0x3c, bytes, s);
+  cudaMemsetAsync(w, 0x3c, bytes, s);
+  cudaMemsetAsync(out, TH_POISON, bytes, s);
+  cudaStreamSynchronize(s);
+  if (symcoll_comm_barrier(comm) != SYMCOLL_OK) return;
+  symcoll_norm_opts_t o;
+  symcoll_norm_opts_init(&o);
+  o.algo = SYMCOLL_ALGO_LAMPORT;
+  const auto t0 = std::chrono::steady_clock::now();
+  int wrong = symcoll_all_reduce_rmsnorm(comm, x, nullptr, w, 1e-6f, out, nullptr, rows, hidden, SYMCOLL_BFLOAT16, &o,
+                                         s) != SYMCOLL_OK;
+  cudaStreamSynchronize(s);
+  const symcoll_status_t st = symcoll_comm_check(comm);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (st != SYMCOLL_ERR_MISMATCH || secs > 1.5) {
+    fprintf(stderr, "rank %d, all_reduce_rmsnorm lamport, %zu row(s) against %zu: comm_check says %s after %.2f s\n",
+            rank, rows, 3 - rows, symcoll_status_string(st), secs);
+    wrong++;
+  }
+  std::vector<unsigned char> h(bytes);
+  cudaMemcpy(h.data(), out, bytes, cudaMemcpyDeviceToHost);
+  size_t changed = 0;
+  for (unsigned char b : h) changed += b != TH_POISON;
+  if (changed) {
+    fprintf(stderr, "rank %d, all_reduce_rmsnorm lamport: %zu bytes of out written by the refused call\n", rank,
+            changed);
+    wrong++;
+  }
+  *bad = wrong;
+  cudaFree(x);
+  cudaFree(w);
+  cudaFree(out);
+  cudaStreamDestroy(s);
+}
+
+static void test_norm_lamport_mismatch_gpu(void **state) {
+  (void)state;
+  setenv("SYMCOLL_TIMEOUT_MS", "3000", 1);
+  run_pair(norm_lamport_rows_rank);
+  unsetenv("SYMCOLL_TIMEOUT_MS");
+}
+
 /* LAMPORT's sentinel rule, on the vector path (first 24 elements) and the tail: an fp16/bf16
  * -0.0 arrives as +0.0, an fp32 word 0x80008000 as -0.0; everything else as it is. */
 static void sentinel_rank(symcoll_comm_t comm, int *bad) {
@@ -963,6 +1022,7 @@ int main() {
       cmocka_unit_test(test_mismatch_gpu),
       cmocka_unit_test(test_shape_mismatch_gpu),
       cmocka_unit_test(test_placement_mismatch_gpu),
+      cmocka_unit_test(test_norm_lamport_mismatch_gpu),
       cmocka_unit_test(test_lamport_sentinel),
       cmocka_unit_test(test_nccl_engine),
       cmocka_unit_test(test_one_rank_copy),

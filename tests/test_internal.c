@@ -437,12 +437,48 @@ static void test_coll_table(void **state) {
                       "lamport, nccl, pull, hierarchical, engine");
 }
 
+/* Only a communicator's most specific rows apply (tune.c), and a size past a group's last row
+ * takes that row: so every group of the built-in table (collective, device and class, rank
+ * count; a dtype's rows go with the group's) must reach inf, or a rank count's small-size row
+ * would run at every size. */
+static void test_builtin_table_groups(void **state) {
+  (void)state;
+  char *text = strdup(symcoll__tune_builtin());
+  assert_non_null(text);
+  static char groups[256][256];
+  bool ends[256] = {false};
+  int ng = 0;
+  for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    char f[6][32];
+    const int n = sscanf(line, "%31s %31s %31s %31s %31s %31s", f[0], f[1], f[2], f[3], f[4], f[5]);
+    if (n < 5 || f[0][0] == '#') continue;
+    const bool no_coll = !strncmp(f[0], "host", 4) || !strncmp(f[0], "cuda", 4); /* all_reduce's rows */
+    const int o = no_coll ? -1 : 0;
+    char key[256];
+    snprintf(key, sizeof key, "%.31s %.31s %.31s", no_coll ? "all_reduce" : f[0], f[o + 1], f[o + 2]);
+    int g = 0;
+    while (g < ng && strcmp(groups[g], key) != 0) g++;
+    if (g == ng) {
+      assert_true(ng < 256);
+      memcpy(groups[ng++], key, sizeof key);
+    }
+    if (!strcmp(f[o + 4], "inf")) ends[g] = true;
+  }
+  for (int g = 0; g < ng; g++) {
+    if (!ends[g]) fprintf(stderr, "built-in table: the rows of \"%s\" stop short of inf\n", groups[g]);
+    assert_true(ends[g]);
+  }
+  assert_true(ng > 10);
+  free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_reduce_builds_agree), cmocka_unit_test(test_row_loops_agree),
-      cmocka_unit_test(test_half_conversions),    cmocka_unit_test(test_fp8_conversions),
-      cmocka_unit_test(test_fp8_quotient),        cmocka_unit_test(test_avg_quotient),
-      cmocka_unit_test(test_env_parsing),         cmocka_unit_test(test_coll_table),
+      cmocka_unit_test(test_reduce_builds_agree),  cmocka_unit_test(test_row_loops_agree),
+      cmocka_unit_test(test_half_conversions),     cmocka_unit_test(test_fp8_conversions),
+      cmocka_unit_test(test_fp8_quotient),         cmocka_unit_test(test_avg_quotient),
+      cmocka_unit_test(test_env_parsing),          cmocka_unit_test(test_coll_table),
+      cmocka_unit_test(test_builtin_table_groups),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

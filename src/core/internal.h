@@ -200,6 +200,8 @@ SYMCOLL_HIDDEN symcoll_status_t symcoll__boot_hello_parse(const symcoll__boot_hd
 
 /* ---- selection (tune.c) --------------------------------------------------------------------- */
 SYMCOLL_HIDDEN void symcoll__tune_init(symcoll_comm_t comm);
+/* The built-in table's text (tests). */
+SYMCOLL_HIDDEN const char *symcoll__tune_builtin(void);
 /* Parses a table (see docs/tuning.md) into comm->tune; rows for other backends, CPU classes
  * or nranks are skipped. Returns the number of rows used, or -1 on a syntax error (line in
  * *line_p). */

@@ -233,6 +233,7 @@ static symcoll_status_t run_norm(symcoll_comm_t comm, symcoll_coll_t coll, const
   const bool asked = strcmp(why, "table") != 0;
   if (!asked && a.algo == SYMCOLL_ALGO_TWO_SHOT && a.rows < (size_t)comm->nranks)
     a.algo = SYMCOLL_ALGO_ONE_SHOT, why = "table, fewer rows than ranks";
+  a.from_table = !asked;
   if (symcoll_coll_algo_supported(comm, coll, a.algo) != SYMCOLL_OK) {
     if (asked) { /* refused, as the plain collectives do */
       SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL, "%s: %s (from the %s) is not available on this communicator",
@@ -249,15 +250,20 @@ static symcoll_status_t run_norm(symcoll_comm_t comm, symcoll_coll_t coll, const
   if (a.out != a.x || coll == SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM)
     a.x_mem = symcoll__mem_find(comm, a.x, x_rows(comm, &a) * a.hidden * es, &a.x_off);
   comm->coll_seq++;
-  note_call(comm, &a, why);
   symcoll__fault_point(comm->rank, "coll");
-  if (comm->nranks == 1) return local_pass(comm, &a);
-  if (a.algo == SYMCOLL_ALGO_SEQUENTIAL) return sequential(comm, &a);
+  if (comm->nranks == 1 || a.algo == SYMCOLL_ALGO_SEQUENTIAL) {
+    note_call(comm, &a, why);
+    return comm->nranks == 1 ? local_pass(comm, &a) : sequential(comm, &a);
+  }
   const symcoll_status_t s = comm->tp->norm(comm, &a);
-  /* UNSUPPORTED from the transport: a row (and its results) larger than its workspace, decided
-   * on every rank alike before anything moved. A table's choice then runs the chain; an asked-for
-   * algorithm is refused. */
-  if (s != SYMCOLL_ERR_UNSUPPORTED) return s;
+  /* UNSUPPORTED from the transport: a row (and its results) larger than its workspace, or a
+   * table's choice the transport declines for this shape, decided on every rank alike before
+   * anything moved. A table's choice then runs the chain; an asked-for algorithm is refused.
+   * The call is noted once its algorithm is settled. */
+  if (s != SYMCOLL_ERR_UNSUPPORTED) {
+    note_call(comm, &a, why);
+    return s;
+  }
   if (asked) {
     SYMCOLL_WARN(SYMCOLL_SUBSYS_COLL,
                  "%s: %s (from the %s) cannot take rows of %zu bytes on this communicator "
@@ -267,6 +273,7 @@ static symcoll_status_t run_norm(symcoll_comm_t comm, symcoll_coll_t coll, const
   }
   a.algo = SYMCOLL_ALGO_SEQUENTIAL;
   a.sig = signature(&a);
+  note_call(comm, &a, "table, the transport's chain for this shape");
   return sequential(comm, &a);
 }
 

@@ -82,6 +82,8 @@ typedef struct symcoll__norm_args {
   size_t rows, hidden;
   symcoll_dtype_t dtype;
   symcoll_algo_t algo;
+  bool from_table; /* algo is the tuning table's pick: the transport may decline it for this shape
+                      (SYMCOLL_ERR_UNSUPPORTED, decided alike on every rank), and core runs the chain */
   void *stream;
   struct symcoll_mem *x_mem; /* x lies in this symmetric allocation at x_off on every rank */
   size_t x_off;

@@ -127,8 +127,11 @@ static const char *const builtin_table =
      * the same up to the same element count. GPUs (H200,
      * bench/results/h200/norm): one rank, the fused one-shot; ranks sharing the GPU (2 and 8
      * thread ranks), the chain of the tuned all_reduce and the local pass was as fast or faster
-     * at every shape (every rank's one-shot reads all ranks' rows on the one GPU; the fused
-     * lamport 0.78-1.14x of it at 1-32 rows, slower from 128); re-tune on a real node. */
+     * at every shape (every rank's one-shot reads all ranks' rows on the one GPU), but for the
+     * fused lamport with a thread a pack: 0.79-1.00x of the chain at 1-32 rows of bf16 x 4096
+     * with 2 and 4 ranks sharing an H100, 1.0-1.6x from 128 rows (bench/results/h100/run31;
+     * the transport declines it for longer rows, where the chain runs). 8 ranks not measured
+     * since; re-tune on a real node. */
     "all_reduce_rmsnorm host * fp32 2097152 oneshot\n"
     "all_reduce_rmsnorm host * fp32 inf twoshot\n"
     "all_reduce_rmsnorm host * fp16 1048576 oneshot\n"
@@ -136,6 +139,12 @@ static const char *const builtin_table =
     "all_reduce_rmsnorm host * * 32768 oneshot\n"
     "all_reduce_rmsnorm host * * inf twoshot\n"
     "all_reduce_rmsnorm cuda 1 * inf oneshot\n"
+    "all_reduce_rmsnorm cuda 2 * 262144 lamport\n"
+    "all_reduce_rmsnorm cuda 2 * inf sequential\n"
+    "all_reduce_rmsnorm cuda 3 * 262144 lamport\n"
+    "all_reduce_rmsnorm cuda 3 * inf sequential\n"
+    "all_reduce_rmsnorm cuda 4 * 262144 lamport\n"
+    "all_reduce_rmsnorm cuda 4 * inf sequential\n"
     "all_reduce_rmsnorm cuda * * inf sequential\n"
     /* reduce_scatter_rmsnorm, by x's bytes (every rank's rows). CPU ranks: the fused pull
      * (one pass over each row, no scratch; bench/results/host/rmsnorm), but fp32 above 2 MiB and
@@ -360,6 +369,10 @@ static char *read_file(const char *path) {
   }
   fclose(f);
   return buf;
+}
+
+const char *symcoll__tune_builtin(void) {
+  return builtin_table;
 }
 
 void symcoll__tune_init(symcoll_comm_t comm) {

@@ -431,15 +431,25 @@ static symcoll_status_t all_to_all(symcoll_comm_t comm, cuda_state_t *cs, const 
 
 /* ---- all_reduce_rmsnorm --------------------------------------------------------------------------- */
 
-/* Threads per row (rmsnorm.cu: a block per row): enough that each keeps at most
- * SYMCOLL_CUDA_NORM_ROW_PACKS 16-byte packs of the row in registers, whole warps, at most
- * SYMCOLL_CUDA_NORM_MAX_THREADS (longer rows: more packs a thread, read again from memory). A function of hidden and
- * the dtype alone: every rank, and the local pass as the fused kernels, sums a row's squares in the same order, so they
- * give the same bits. At least 32: one thread per peer at barriers. */
-static int norm_threads(size_t hidden, symcoll_dtype_t dt) {
+/* The lanes of a row (rmsnorm.cu): a pack each (16 bytes of the row), whole warps, at most
+ * SYMCOLL_CUDA_NORM_MAX_THREADS (longer rows: more packs a lane). A row's sum of squares is
+ * taken lane by lane, then over the lanes, whatever the block: a function of hidden and the
+ * dtype alone, so every rank, every kernel and every batch of rows gives a row the same bits.
+ * At least 32: one thread per peer at barriers. */
+static unsigned norm_lanes(size_t hidden, symcoll_dtype_t dt) {
   const size_t per_pack = 16 / symcoll_dtype_size(dt), packs = (hidden + per_pack - 1) / per_pack;
-  const size_t t = ((packs + SYMCOLL_CUDA_NORM_ROW_PACKS - 1) / SYMCOLL_CUDA_NORM_ROW_PACKS + 31) / 32 * 32;
-  return t > SYMCOLL_CUDA_NORM_MAX_THREADS ? SYMCOLL_CUDA_NORM_MAX_THREADS : (int)t;
+  const size_t t = (packs + 31) / 32 * 32;
+  return t > SYMCOLL_CUDA_NORM_MAX_THREADS ? SYMCOLL_CUDA_NORM_MAX_THREADS : (unsigned)t;
+}
+
+/* A row's block: a thread per lane (the fused kernels, and the local pass of few rows: each
+ * thread's part of the row is the shortest chain of loads and sums); the local pass of more
+ * rows than SMs, a thread per two lanes where that leaves whole warps (SYMCOLL_CUDA_NORM_ROW_PACKS
+ * packs of a thread in flight: more bytes an SM in flight when the grid fills the GPU). One H100,
+ * bf16 x 4096 (bench/results/h100/run30): a thread a lane 0.88-0.93x at 1-128 rows, 1.12-1.19x
+ * at 512-2048. */
+static int norm_threads(unsigned lanes, bool local, size_t rows, int sms) {
+  return local && rows > (size_t)sms && lanes % 64 == 0 ? (int)lanes / 2 : (int)lanes;
 }
 
 /* Whether every row address the norm kernels compute is 16-byte aligned: whole packs a row and
@@ -472,7 +482,8 @@ static symcoll__cuda_norm_t norm_buffers(const symcoll__norm_args_t *a) {
                                 .fp8_scale_out = a->fp8_scale_out,
                                 .eps = a->eps,
                                 .rows = a->rows,
-                                .hidden = a->hidden};
+                                .hidden = a->hidden,
+                                .lanes = norm_lanes(a->hidden, a->dtype)};
 }
 
 static symcoll_status_t norm_launched(symcoll_comm_t comm, const symcoll__norm_args_t *a,
@@ -493,19 +504,20 @@ static symcoll_status_t norm_launched(symcoll_comm_t comm, const symcoll__norm_a
 static symcoll_status_t norm_local(symcoll_comm_t comm, const symcoll__norm_args_t *a) {
   symcoll__cuda_launch_t l = {
       .coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM, .algo = SYMCOLL_ALGO_SEQUENTIAL, .dtype = a->dtype, .op = SYMCOLL_SUM};
-  l.threads = norm_threads(a->hidden, a->dtype);
+  const cuda_state_t *cs = comm->tp_state;
+  symcoll__cuda_norm_t n = norm_buffers(a);
+  l.threads = norm_threads(n.lanes, true, a->rows, cs->sms);
+  l.two_lanes = l.threads < (int)n.lanes;
   l.vec = norm_vec(a);
   l.blocks = a->rows < 65535 ? (int)a->rows : 65535;
-  const cuda_state_t *cs = comm->tp_state;
   l.early = l.blocks * (cs->share > 1 ? cs->share : 1) <= cs->sms; /* a block an SM, beside ranks sharing it */
-  symcoll__cuda_norm_t n = norm_buffers(a);
   n.error = cs->args.error;
   return norm_launched(comm, a, &l, a->rows, 1, symcoll__cuda_rmsnorm_launch(&l, NULL, &n, a->stream));
 }
 
 /* What the fused kernels share: the communicator's kernel arguments with x's sources (zero-copy
- * where core found x symmetric) and the call's signature, the launch of `algo` with its threads
- * (from hidden alone); returns the most blocks that stay resident, within the barrier slots. */
+ * where core found x symmetric) and the call's signature, the launch of `algo` with a thread a
+ * lane (from hidden alone); returns the most blocks that stay resident, within the barrier slots. */
 static int norm_kernel_setup(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__norm_args_t *a, symcoll_algo_t algo,
                              symcoll__cuda_args_t *k, symcoll__cuda_launch_t *l) {
   *k = cs->args;
@@ -516,7 +528,7 @@ static int norm_kernel_setup(symcoll_comm_t comm, cuda_state_t *cs, const symcol
   }
   k->sig = kernel_sig(cs, a->sig, k->zero_copy, a->x_mem, a->x_off);
   *l = (symcoll__cuda_launch_t){.coll = a->coll, .algo = algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
-  l->threads = norm_threads(a->hidden, a->dtype);
+  l->threads = norm_threads(norm_lanes(a->hidden, a->dtype), false, a->rows, cs->sms);
   l->vec = norm_vec(a);
   const int maxb = norm_resident(cs, l);
   return maxb > SYMCOLL_CUDA_MAX_BLOCKS ? SYMCOLL_CUDA_MAX_BLOCKS : maxb < 1 ? 1 : maxb;
@@ -621,6 +633,10 @@ static symcoll_status_t norm_two_shot(symcoll_comm_t comm, cuda_state_t *cs, con
  * resident and the barrier slots (the state words are per slot). */
 static symcoll_status_t norm_lamport(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__norm_args_t *a) {
   const size_t es = symcoll_dtype_size(a->dtype), rb = a->hidden * es;
+  /* The table's LAMPORT only for rows a block holds a pack a thread: with two packs a thread
+   * (bf16 x 8192) the fused kernel was 1.03-1.19x the chain at 1-32 rows where bf16 x 4096 was
+   * 0.79-1.00x (2 and 4 ranks sharing an H100, bench/results/h100/run31); core runs the chain. */
+  if (a->from_table && (rb + 15) / 16 > norm_lanes(a->hidden, a->dtype)) return SYMCOLL_ERR_UNSUPPORTED;
   const size_t room = cs->round_cap[SYMCOLL_ALGO_LAMPORT];
   if (rb > room) return norm_one_shot(comm, cs, a);
   const size_t per = room / rb < a->rows ? room / rb : a->rows;

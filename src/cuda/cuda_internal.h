@@ -20,8 +20,9 @@ extern "C" {
 #define SYMCOLL_CUDA_PAD_BYTES ((size_t)SYMCOLL_CUDA_SLOTS * SYMCOLL_MAX_RANKS * 4)
 
 /* all_reduce_rmsnorm (rmsnorm.cu): the 16-byte packs of a row a thread keeps in registers
- * between its passes; the threads of a row's block are sized so that a row fits them, up to
- * SYMCOLL_CUDA_NORM_MAX_THREADS (the kernels' launch bound). */
+ * between its passes; a row's block has a thread per lane of the row (a pack each, up to
+ * SYMCOLL_CUDA_NORM_MAX_THREADS, the kernels' launch bound), or one per two lanes in the local
+ * pass of many rows (cuda_coll.c). */
 #define SYMCOLL_CUDA_NORM_ROW_PACKS 2
 #define SYMCOLL_CUDA_NORM_MAX_THREADS 512
 /* all_reduce_rmsnorm's LAMPORT: the header (the call's signature) before a slot's rows; a slot
@@ -101,6 +102,8 @@ typedef struct symcoll__cuda_norm {
   size_t rec_res_out, rec_out, rec_fp8, rec_scale;
   const uint32_t *error; /* the communicator's error word: the local pass writes nothing once
                             an earlier kernel (the chain's all-reduce) gave up */
+  unsigned lanes;        /* the row's sum of squares is taken over this many lanes, whatever the
+                            block: blockDim.x or twice it (rmsnorm.cu) */
 } symcoll__cuda_norm_t;
 
 typedef struct symcoll__cuda_launch {
@@ -111,6 +114,7 @@ typedef struct symcoll__cuda_launch {
   int vec;       /* 16-byte vector path (every address the kernel computes is 16-byte aligned) */
   int early;     /* the norm's local pass: a block an SM at most, the weight loaded beside x */
   int each_peer; /* LAMPORT all_reduce polls each peer alone (1 or 2 ranks: at most one peer) */
+  int two_lanes; /* the norm's local pass: a thread per two lanes of the row (rmsnorm.cu) */
   int blocks, threads;
 } symcoll__cuda_launch_t;
 

@@ -170,8 +170,10 @@ __device__ __forceinline__ void lamport_clear(const symcoll__cuda_args_t &a, uin
  * a batch at a time (peers_in_flight): each pass reloads every slot of the batch still empty,
  * so the waits for peers overlap instead of following one another. gather_each() polls one
  * peer at a time. Both clear ok on timeout (recorded in the error word), and do not wait once
- * ok is false. */
-template <typename T, int OP, bool VEC>
+ * ok is false. HEADERS (slots with a header: lamport_put_header): while gather() waits for a
+ * peer it also reads that peer's header now and then, and a header there that is not the
+ * call's is a peer in another call: MISMATCH, and no wait for data that may never come. */
+template <typename T, int OP, bool VEC, bool HEADERS = false>
 struct LamportPart {
   const symcoll__cuda_args_t &a;
   uint32_t buf;
@@ -195,6 +197,7 @@ struct LamportPart {
               pending |= 1u << j;
           }
           if (!pending || !ok) return;
+          unsigned polls = 0;
           ok = symcoll_impl::spin(
               [&] {
 #pragma unroll
@@ -203,11 +206,23 @@ struct LamportPart {
 #pragma unroll
                 for (int j = 0; j < B; j++)
                   if ((pending >> j & 1u) && arrived<T, VEC>(y[j])) pending &= ~(1u << j);
+                if constexpr (HEADERS)
+                  if (pending && (++polls & 15u) == 0) other_call(pending, r0);
                 return pending == 0;
               },
               a.timeout_ns, a.error, r0 + __ffs((int)pending) - 1, a.rank);
         },
         a.nranks);
+  }
+  /* HEADERS: MISMATCH where a pending peer's header has come and is not the call's (the spin
+   * that waits sees the error word and gives up). */
+  __device__ void other_call(uint32_t pending, int r0) const {
+    for (int j = 0; pending; j++, pending >>= 1) {
+      if (!(pending & 1u)) continue;
+      const uint32_t w = __ldcv(reinterpret_cast<const uint32_t *>(lamport_slot(a, buf, a.rank, r0 + j)));
+      if (w != kCleared && w != lamport_sig(a.sig))
+        symcoll_impl::raise_error(a.error, SYMCOLL_ERR_MISMATCH, r0 + j, a.rank);
+    }
   }
   /* gather() one rank at a time, each peer's slot polled alone until it arrives: for one or
    * two ranks, where a batch would hold one peer at most. */

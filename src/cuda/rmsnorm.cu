@@ -2,9 +2,10 @@
  * all_reduce_rmsnorm on GPU ranks (symcoll.h): the residual add, the RMSNorm and the fp8
  * quantisation of each row, by one block per row (rows in a grid-stride loop), in fp32, with the
  * arithmetic of the CPU path (src/host/host_rmsnorm.c) but the sum of squares of a row taken
- * as a block reduction (per-thread partial sums, then a fixed butterfly): the same bits on
- * every rank and in every kernel below, since the block size is a function of hidden alone
- * (cuda_coll.c), but not the CPU path's order of that one sum.
+ * over n.lanes lanes (per-lane partial sums, then a fixed butterfly: lanes_sum): the same bits
+ * on every rank, in every kernel below and in every batch of rows, since the lanes are a
+ * function of hidden alone (cuda_coll.c) and a block of half as many threads takes two lanes a
+ * thread in the same order, but not the CPU path's order of that one sum.
  *
  * RmsNorm_Local: the local pass (algorithm SEQUENTIAL, and one rank): x already holds the sum
  *   over ranks. Core runs the all-reduce before it (src/core/norm.c). Launches of no more blocks
@@ -41,8 +42,10 @@
  * RmsNorm_Lamport: the fused call (LAMPORT), on the barrier-free protocol of AllReduce_Lamport
  *   (lamport.cuh): the block of each row pushes the row into its slot on every peer (a header
  *   with the call's signature first, then the rows as they lie in x), clears the previous
- *   call's buffer, checks its peers' headers, and normalises each of its rows as the peers'
- *   copies arrive in its own buffer, reducing them in rank order in fp32 as the other kernels
+ *   call's buffer, and normalises each of its rows as the peers' copies arrive in its own
+ *   buffer (their headers checked once its first row has come, before it writes anything:
+ *   0.85-0.94x the time of a check before the wait at 1-32 rows, bench/results/h100/run30),
+ *   reducing them in rank order in fp32 as the other kernels
  *   (an input element equal to the sentinel pattern is changed first, as all_reduce's LAMPORT
  *   does: a -0.0 half becomes +0.0). One launch holds the rows a slot holds (the host launches
  *   one per slot's worth of whole rows).
@@ -83,9 +86,30 @@ __device__ __forceinline__ float block_reduce(float v, BlockRed &r, Op op) {
   return v;
 }
 
-struct Add {
-  __device__ float operator()(float x, float y) const { return __fadd_rn(x, y); }
-};
+/* The sum over the row's lanes of their partial sums, the bits of block_reduce over a block
+ * of a thread a lane: lane l is thread l's `v0` (l < blockDim.x) or thread l - blockDim.x's `v1`
+ * (`two`: lanes = 2 x blockDim.x). Each warp's butterfly over its lanes is the same whichever
+ * thread holds them, and the warps' results go in lane-warp order. At most 16 lane warps. */
+__device__ __forceinline__ float lanes_sum(float v0, float v1, bool two, BlockRed &r) {
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  float *const red = r.buf + 32 * (r.turn++ & 1u);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v0 = __fadd_rn(v0, __shfl_xor_sync(0xffffffffu, v0, o));
+  if (two) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v1 = __fadd_rn(v1, __shfl_xor_sync(0xffffffffu, v1, o));
+  }
+  if (lane == 0) {
+    red[warp] = v0;
+    if (two) red[warp + warps] = v1;
+  }
+  __syncthreads();
+  float v = lane < (two ? 2 * warps : warps) ? red[lane] : 0.0f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
 struct Max {
   __device__ float operator()(float x, float y) const { return fmaxf(x, y); }
 };
@@ -143,11 +167,13 @@ __device__ __forceinline__ const T *residual_row(const symcoll__cuda_norm_t &n, 
 }
 
 /* A row in packs: pack p holds elements p*E .. p*E + E - 1 (16 bytes of T; the last pack is
- * short when hidden % E != 0). Thread t of a row's block owns packs t, t + T, t + 2T, ...
- * (T = blockDim.x, a function of hidden and the dtype: cuda_coll.c) in both access modes:
- * VECTOR (every row address 16-byte aligned, hidden % E == 0: one 16-byte access a pack) and
- * UNIT (element accesses), so that ranks whose buffers differ in alignment sum a row's squares
- * in one order: packs ascending, elements ascending in a pack. A thread keeps the values of
+ * short when hidden % E != 0). Lane l of the row's L = n.lanes lanes (a function of hidden and
+ * the dtype: cuda_coll.c) holds packs l, l + L, l + 2L, ...; thread t of a row's block owns
+ * packs t, t + T, t + 2T, ... (T = blockDim.x, L or L / 2: its packs belong to lane t, then, with
+ * T = L / 2, alternately to lanes t and t + T), in both access modes: VECTOR (every row address
+ * 16-byte aligned, hidden % E == 0: one 16-byte access a pack) and UNIT (element accesses), so
+ * that ranks whose buffers differ in alignment, and blocks of either size, sum a row's squares
+ * in one order: a lane's packs ascending, elements ascending in a pack, then lanes_sum. A thread keeps the values of
  * its first kRowPacks packs in registers between the passes, so a row of up to kRowPacks x T
  * packs crosses memory once; further packs are read back from residual_out / out, or
  * recomputed from the sources. */
@@ -204,13 +230,15 @@ __device__ __forceinline__ void row_store(T *row, size_t p, int valid, const T (
  * slower at 2048 x 8192 on the H200).
  * sum_pack(p): pack p of the row's sum over ranks, rounded to T (whole packs); sum_at(i):
  * element i of it (a short last pack); res: the residual row or NULL; d: where the results go.
- * stop: NULL, or a shared word that thread 0 set before the row; when it is non-zero the row
- * writes nothing and this returns false, on every thread alike (a __syncthreads after the loads
- * are issued makes it visible). */
-template <typename T, int U, bool PRE, typename SumPack, typename SumAt>
+ * go(): called by every thread once the loads are issued (and, PRE, the sum's packs in),
+ * before anything is written; false (the same on every thread: it meets the block at a barrier
+ * where it checks anything) and the row writes nothing and this returns false. */
+struct Go {
+  __device__ bool operator()() const { return true; }
+};
+template <typename T, int U, bool PRE, bool TWO = false, typename SumPack, typename SumAt, typename GoOn = Go>
 __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T *res, const RowDst<T> d,
-                                         SumPack sum_pack, SumAt sum_at, BlockRed &red,
-                                         const volatile uint32_t *stop = nullptr) {
+                                         SumPack sum_pack, SumAt sum_at, BlockRed &red, GoOn go = {}) {
   using C = Conv<T>;
   constexpr int E = Pack<T, U>::E;
   const size_t h = n.hidden, npacks = (h + E - 1) / E, nt = blockDim.x;
@@ -281,38 +309,44 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
     for (int k = 0; k < kRowPacks; k++, p += nt)
       if (p < npacks && valid_of(p) == E) s_pre[k] = sum_pack(p);
   }
-  if (stop) {
-    __syncthreads();
-    if (*stop) return false;
-  }
+  if (!go()) return false;
   float keep[kRowPacks][E];
-  float ss = 0.0f;
+  /* The squares of the thread's lanes: t, and with TWO (n.lanes = 2T) t + T, whose packs
+   * alternate (the thread's j-th pack is lane t's where j is even). */
+  float ss0 = 0.0f, ss1 = 0.0f;
+  auto add_squares = [&](const float(&f)[E], int valid, int j) {
+    float ss = TWO && (j & 1) ? ss1 : ss0;
+#pragma unroll
+    for (int e = 0; e < E; e++)
+      if (e < valid) ss = __fadd_rn(ss, __fmul_rn(f[e], f[e])); /* not fused: as the CPU's */
+    if (TWO && (j & 1))
+      ss1 = ss;
+    else
+      ss0 = ss;
+  };
   {
     size_t p = threadIdx.x;
+    int j = 0;
 #pragma unroll
-    for (int k = 0; k < kRowPacks; k++, p += nt)
+    for (int k = 0; k < kRowPacks; k++, p += nt, j++)
       if (p < npacks) {
         const int valid = valid_of(p);
         if (PRE && valid == E)
           r_pack(p, valid, true, keep[k], true, s_pre[k], res_pre[k]);
         else
           r_pack(p, valid, true, keep[k]);
-#pragma unroll
-        for (int e = 0; e < E; e++)
-          if (e < valid) ss = __fadd_rn(ss, __fmul_rn(keep[k][e], keep[k][e])); /* not fused: as the CPU's */
+        add_squares(keep[k], valid, k);
       }
-    for (; p < npacks; p += nt) {
+    for (; p < npacks; p += nt, j++) {
       const int valid = valid_of(p);
       float f[E];
       r_pack(p, valid, true, f);
-#pragma unroll
-      for (int e = 0; e < E; e++)
-        if (e < valid) ss = __fadd_rn(ss, __fmul_rn(f[e], f[e]));
+      add_squares(f, valid, j);
     }
   }
   if (!PRE && fp8 && !dynamic) fixed = __ldg(n.fp8_scale);
   const float fixed_rcp = __frcp_rn(fixed);
-  const float sumsq = block_reduce(ss, red, Add{});
+  const float sumsq = lanes_sum(ss0, ss1, TWO, red);
   const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sumsq, (float)h), n.eps)));
   float amax = 0.0f;
   /* out of pack p from its r in f (f then holds out, as floats), the weight's pack loaded, or
@@ -388,22 +422,28 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
 
 /* EARLY: norm_row's PRE, for launches of a block an SM at most (few rows), where its registers
  * cost no residency: the weight's packs load beside x's and the residual's, not after the sum.
+ * TWO: a thread per two lanes (blockDim.x = n.lanes / 2: more rows than SMs).
  * The chain's all-reduce, before this on the stream, may have given up (its output is not a
  * sum): thread 0 reads the error word (EARLY: while the first row's loads are in flight), and
  * the block writes nothing when it is set. */
-template <typename T, int U, bool EARLY>
+template <typename T, int U, bool EARLY, bool TWO>
 __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cuda_norm_t n) {
   __shared__ float red_buf[64];
   BlockRed red{red_buf, 0};
-  __shared__ uint32_t gave_up; /* read by thread 0, seen by all after norm_row's __syncthreads */
+  __shared__ uint32_t gave_up; /* read by thread 0, seen by all after the first row's barrier */
   if (threadIdx.x == 0) gave_up = n.error ? *(volatile const uint32_t *)n.error : 0u;
   const T *x = reinterpret_cast<const T *>(n.x);
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x) {
     const T *s = x + row * n.hidden;
-    if (!norm_row<T, U, EARLY>(
+    if (!norm_row<T, U, EARLY, TWO>(
             n, residual_row<T>(n, row), caller_row<T>(n, row),
             [&](size_t p) { return load_cg<T, U>(reinterpret_cast<const char *>(s), p); },
-            [&](size_t i) { return s[i]; }, red, row == blockIdx.x ? &gave_up : nullptr))
+            [&](size_t i) { return s[i]; }, red,
+            [&] {
+              if (row != blockIdx.x) return true;
+              __syncthreads();
+              return gave_up == 0;
+            }))
       return;
   }
   copy_scale(n);
@@ -577,29 +617,33 @@ __global__ void __launch_bounds__(kNormThreads)
   uint32_t buf, prev_bytes;
   if (!lamport_take(a, (uint32_t)(SYMCOLL_CUDA_LAMPORT_HEADER + n.rows * h * sizeof(T)), &buf, &prev_bytes)) GIVE_UP(a);
   lamport_put_header(a, buf);
-  const LamportPart<T, SYMCOLL_SUM, VEC> part{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
-  const LamportPart<T, SYMCOLL_SUM, false> one{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
+  const LamportPart<T, SYMCOLL_SUM, VEC, true> part{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
+  const LamportPart<T, SYMCOLL_SUM, false, true> one{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x)
     for (size_t v = row * nvec + threadIdx.x; v < (row + 1) * nvec; v += blockDim.x)
       part.push(v, load_fixed<T, VEC>(n.x, v));
   lamport_clear(a, buf, prev_bytes);
-  if (!lamport_headers_ok(a, buf)) GIVE_UP(a);
   bool ok = true;
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x) {
     const size_t e0 = row * h; /* the row's first element */
-    norm_row<T, U, true>(
-        n, residual_row<T>(n, row), caller_row<T>(n, row),
-        [&](size_t p) {
-          if constexpr (VEC) {
-            return part.gather(n.x, e0 / E + p, ok);
-          } else {
-            Pack<T, U> s;
+    /* The peers' headers, checked once the block's first row has come (they came with it, or
+     * soon after: one wait, not two), before anything is written; a peer in another call that
+     * never sends this row's data is met inside the waits (LamportPart's HEADERS). */
+    if (!norm_row<T, U, true>(
+            n, residual_row<T>(n, row), caller_row<T>(n, row),
+            [&](size_t p) {
+              if constexpr (VEC) {
+                return part.gather(n.x, e0 / E + p, ok);
+              } else {
+                Pack<T, U> s;
 #pragma unroll
-            for (int e = 0; e < E; e++) s.e[e] = one.gather(n.x, e0 + p * E + e, ok).e[0];
-            return s;
-          }
-        },
-        [&](size_t i) { return one.gather(n.x, e0 + i, ok).e[0]; }, red);
+                for (int e = 0; e < E; e++) s.e[e] = one.gather(n.x, e0 + p * E + e, ok).e[0];
+                return s;
+              }
+            },
+            [&](size_t i) { return one.gather(n.x, e0 + i, ok).e[0]; }, red,
+            [&] { return row != blockIdx.x || lamport_headers_ok(a, buf); }))
+      GIVE_UP(a);
     if (!__syncthreads_and(ok)) GIVE_UP(a);
   }
   copy_scale(n);
@@ -607,7 +651,10 @@ __global__ void __launch_bounds__(kNormThreads)
 
 template <typename T, int U>
 const void *pick_access(const symcoll__cuda_launch_t *l) {
-  const void *local = l->early ? (const void *)RmsNorm_Local<T, U, true> : (const void *)RmsNorm_Local<T, U, false>;
+  /* a block an SM (few rows) or a thread per two lanes (more rows than SMs), never both */
+  const void *local = l->two_lanes ? (const void *)RmsNorm_Local<T, U, false, true>
+                      : l->early   ? (const void *)RmsNorm_Local<T, U, true, false>
+                                   : (const void *)RmsNorm_Local<T, U, false, false>;
   if (l->coll == SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM) /* the one-shot over this rank's block, or the local pass */
     return l->algo == SYMCOLL_ALGO_PULL         ? (const void *)RmsNorm_OneShot<T, U>
            : l->algo == SYMCOLL_ALGO_SEQUENTIAL ? local
