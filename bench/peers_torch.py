@@ -232,7 +232,11 @@ def main():
         return other_colls(a, dtype, es, rank, world, group)
     # symcoll_c: the method captured in the graph, i.e. the C library's call alone (the method's
     # Python runs at capture only): the op's in-graph cost against the library's, one harness.
-    cols = ["torch_one_shot", "torch_two_shot", "torch_nccl", "symcoll_c", "symcoll_py", "symcoll_py_eager"]
+    # mul_ / mul_symcoll_c: a kernel writing the input (x.mul_(1)) alone, and followed by the
+    # method's call, in one graph: what the call adds between two kernels (a copy engine's
+    # node there costs another engine's hand-over, which a graph of the calls alone hides).
+    cols = ["torch_one_shot", "torch_two_shot", "torch_nccl", "symcoll_c", "symcoll_py", "symcoll_py_eager", "mul_",
+            "mul_symcoll_c"]
     rows = []
     if rank == 0:
         print(f"# torch {torch.__version__}, world {world}, {a.d}, graph replays of {a.n} calls, median of {a.r}")
@@ -264,7 +268,7 @@ def main():
             res["torch_nccl"] = timed(lambda: dist.all_reduce(x), a.n, a.r)
         else:  # in place with one rank NCCL does nothing: not a comparable column
             res["torch_nccl"] = None
-        res["symcoll_c"] = res["symcoll_py"] = res["symcoll_py_eager"] = None
+        res["symcoll_c"] = res["symcoll_py"] = res["symcoll_py_eager"] = res["mul_"] = res["mul_symcoll_c"] = None
         if sc is not None:  # the same call as symcoll-bench's auto column: copy-in, out of place
             x, y = inp.clone(), torch.empty_like(inp)
             held = {}
@@ -275,6 +279,9 @@ def main():
                                          lambda: torch.equal(held["y"], ref), a)
             res["symcoll_py_eager"] = try_time("symcoll_py_eager", lambda: sc.all_reduce(x, out=y),
                                                lambda: torch.equal(y, ref), a, graph=False)
+            res["mul_"] = try_time("mul_", lambda: x.mul_(1), lambda: True, a)
+            res["mul_symcoll_c"] = try_time("mul_symcoll_c", lambda: (x.mul_(1), sc.all_reduce(x, out=y)),
+                                            lambda: torch.equal(y, ref), a)
         del hdl
         rows.append((b, n, res))
         if rank == 0:
