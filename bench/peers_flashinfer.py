@@ -37,7 +37,6 @@ bench/peers_torch.py. --csv PATH, else $OUT/peers_flashinfer-<N>ranks.csv when O
 """
 import argparse
 import os
-import statistics
 import sys
 import warnings
 
@@ -56,42 +55,11 @@ except Exception as e:  # noqa: BLE001
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from peers_torch import timed  # noqa: E402  (this directory: the same timing as the other peers)
 
 FI_WORLDS = (2, 4, 8, 16)  # allreduce_fusion_op's ranks (trtllm_allreduce_fusion.cuh)
 TOL = {torch.bfloat16: (1.6e-2, 1e-5), torch.float16: (1e-3, 1e-5)}  # torch.testing's defaults
 COLS = ["flashinfer_fused", "symcoll_fused", "symcoll_chain"]
-
-
-def timed(fn, iters, reps, warmup=3, graph=True):
-    """Median us per call: CUDA-graph replays of iters calls (eager launches of iters calls with
-    graph=False), device events, the slowest rank's median (as bench/peers_torch.py's timed)."""
-    s = torch.cuda.current_stream()
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    g = None
-    if graph:
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(iters):
-                fn()
-        g.replay()
-        torch.cuda.synchronize()
-    out = []
-    for _ in range(reps):
-        if dist.get_world_size() > 1:
-            dist.barrier()
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record(s)
-        if g is not None:
-            g.replay()
-        else:
-            for _ in range(iters):
-                fn()
-        e1.record(s)
-        e1.synchronize()
-        out.append(e0.elapsed_time(e1) * 1e3 / iters)
-    return all_ranks(statistics.median(out), dist.ReduceOp.MAX)
 
 
 def all_ranks(v, op=dist.ReduceOp.SUM):

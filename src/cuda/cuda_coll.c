@@ -446,8 +446,9 @@ static unsigned norm_lanes(size_t hidden, symcoll_dtype_t dt) {
  * thread's part of the row is the shortest chain of loads and sums); the local pass of more
  * rows than SMs, a thread per two lanes where that leaves whole warps (SYMCOLL_CUDA_NORM_ROW_PACKS
  * packs of a thread in flight: more bytes an SM in flight when the grid fills the GPU). One H100,
- * bf16 x 4096 (bench/results/h100/run30): a thread a lane 0.88-0.93x at 1-128 rows, 1.12-1.19x
- * at 512-2048. */
+ * bf16, the local pass: a thread a pack at every row count was 0.88-0.93x at 1-128 x 4096 but
+ * 1.12-1.19x at 512-2048 (run 30's experiment); as chosen here 0.92-0.95x at 1-32 x 4096, 0.85
+ * at 512 x 8192, at most 1.013x elsewhere (bench/results/h100/run32). */
 static int norm_threads(unsigned lanes, bool local, size_t rows, int sms) {
   return local && rows > (size_t)sms && lanes % 64 == 0 ? (int)lanes / 2 : (int)lanes;
 }

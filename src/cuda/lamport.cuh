@@ -132,8 +132,9 @@ __device__ __forceinline__ void lamport_put_header(const symcoll__cuda_args_t &a
   h.raw = make_uint4(s, s, s, s);
   store_relaxed_sys<uint32_t, true>(lamport_slot(a, buf, p, a.rank), 0, h);
 }
-/* All threads of the block call it; false (the error word set) if a peer's header did not come or differs. */
-__device__ __forceinline__ bool lamport_headers_ok(const symcoll__cuda_args_t &a, uint32_t buf) {
+/* All threads of the block call it; false (the error word set) if a peer's header did not come or differs, or
+ * if `ok` is false on any thread (a wait of its own that gave up). */
+__device__ __forceinline__ bool lamport_headers_ok(const symcoll__cuda_args_t &a, uint32_t buf, bool ok_in = true) {
   const int p = (int)threadIdx.x;
   bool ok = true;
   if (p < a.nranks && p != a.rank) {
@@ -150,7 +151,7 @@ __device__ __forceinline__ bool lamport_headers_ok(const symcoll__cuda_args_t &a
       ok = false;
     }
   }
-  return __syncthreads_and(ok) != 0;
+  return __syncthreads_and(ok && ok_in) != 0;
 }
 
 /* Clears what the previous call wrote into its buffer (peers' slots only), the whole grid. */

@@ -43,8 +43,8 @@
  *   (lamport.cuh): the block of each row pushes the row into its slot on every peer (a header
  *   with the call's signature first, then the rows as they lie in x), clears the previous
  *   call's buffer, and normalises each of its rows as the peers' copies arrive in its own
- *   buffer (their headers checked once its first row has come, before it writes anything:
- *   0.85-0.94x the time of a check before the wait at 1-32 rows, bench/results/h100/run30),
+ *   buffer (their headers checked once its first row has come, before it writes anything;
+ *   run 30 priced the wait for them before the data at 6-15% of the kernel at 1-32 rows),
  *   reducing them in rank order in fp32 as the other kernels
  *   (an input element equal to the sentinel pattern is changed first, as all_reduce's LAMPORT
  *   does: a -0.0 half becomes +0.0). One launch holds the rows a slot holds (the host launches
@@ -173,10 +173,10 @@ __device__ __forceinline__ const T *residual_row(const symcoll__cuda_norm_t &n, 
  * T = L / 2, alternately to lanes t and t + T), in both access modes: VECTOR (every row address
  * 16-byte aligned, hidden % E == 0: one 16-byte access a pack) and UNIT (element accesses), so
  * that ranks whose buffers differ in alignment, and blocks of either size, sum a row's squares
- * in one order: a lane's packs ascending, elements ascending in a pack, then lanes_sum. A thread keeps the values of
- * its first kRowPacks packs in registers between the passes, so a row of up to kRowPacks x T
- * packs crosses memory once; further packs are read back from residual_out / out, or
- * recomputed from the sources. */
+ * in one order: a lane's packs ascending, elements ascending in a pack, then lanes_sum. A
+ * thread keeps the values of its first kRowPacks packs in registers between the passes, so a
+ * row of up to kRowPacks x T packs crosses memory once; further packs are read back from
+ * residual_out / out, or recomputed from the sources. */
 constexpr int kRowPacks = SYMCOLL_CUDA_NORM_ROW_PACKS;
 constexpr int kNormThreads = SYMCOLL_CUDA_NORM_MAX_THREADS; /* 128 registers a thread */
 
@@ -628,7 +628,8 @@ __global__ void __launch_bounds__(kNormThreads)
     const size_t e0 = row * h; /* the row's first element */
     /* The peers' headers, checked once the block's first row has come (they came with it, or
      * soon after: one wait, not two), before anything is written; a peer in another call that
-     * never sends this row's data is met inside the waits (LamportPart's HEADERS). */
+     * never sends this row's data is met inside the waits (LamportPart's HEADERS). A first row
+     * whose wait gave up writes nothing either. */
     if (!norm_row<T, U, true>(
             n, residual_row<T>(n, row), caller_row<T>(n, row),
             [&](size_t p) {
@@ -642,7 +643,7 @@ __global__ void __launch_bounds__(kNormThreads)
               }
             },
             [&](size_t i) { return one.gather(n.x, e0 + i, ok).e[0]; }, red,
-            [&] { return row != blockIdx.x || lamport_headers_ok(a, buf); }))
+            [&] { return row != blockIdx.x || lamport_headers_ok(a, buf, ok); }))
       GIVE_UP(a);
     if (!__syncthreads_and(ok)) GIVE_UP(a);
   }
