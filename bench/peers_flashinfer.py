@@ -34,6 +34,15 @@ Multicast stays off: TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NCCL_NVLS_ENABLE=0 a
 the workspace is created without it (FlashInfer asks for none on this path).
 PEERS_ONE_GPU=1: every rank on GPU 0 (processes under MPS, EMULATION) with a gloo group, as in
 bench/peers_torch.py. --csv PATH, else $OUT/peers_flashinfer-<N>ranks.csv when OUT is set.
+
+Where flashinfer is installed (with its JIT and nvcc), nothing more is needed. For a GPU machine
+without a package registry, .fi (git-ignored, PYTHONPATH=.fi/site) was made on a machine with pip
+and nvcc: the flashinfer-python 0.7.4 and apache-tvm-ffi 0.1.15 (cp312, manylinux) wheels
+unpacked; of FlashInfer's Python files, the import closure of flashinfer.comm.trtllm_ar, with
+minimal __init__.py files for flashinfer, flashinfer.jit and flashinfer.comm; its trtllm_comm
+module built ahead of time by the ninja file FlashInfer's JIT generates (sm_90a for an H100) into
+flashinfer/data/aot/trtllm_comm/trtllm_comm.so, where FlashInfer looks for ahead-of-time modules,
+and run with FLASHINFER_DISABLE_JIT=1 (about 24 MB; bench/results/h100/run28).
 """
 import argparse
 import os
