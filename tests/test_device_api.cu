@@ -666,15 +666,18 @@ static void test_placement_mismatch_gpu(void **state) {
   unsetenv("SYMCOLL_TIMEOUT_MS");
 }
 
-/* all_reduce_rmsnorm's LAMPORT with ranks in calls of other rows (rank 0 one row, rank 1 two,
- * so the signatures differ): rank 1's second row never comes, and its block must meet rank 0's
- * header while it waits for that row (the headers are checked after the first row's data, not
- * before the wait) instead of timing out. Both ranks MISMATCH, well within the 3 s timeout, and
- * nothing is written. */
-static void norm_lamport_rows_rank(symcoll_comm_t comm, int *bad) {
+/* all_reduce_rmsnorm's LAMPORT with ranks in calls of other shapes, so the signatures differ:
+ * `wide` 0: one row of 1024 bf16 on rank 0, two on rank 1 (rank 1's second block waits for a row
+ * that never comes); 1: one row of 1024 on rank 0, of 2048 on rank 1 (half of rank 1's one
+ * block waits for packs that never come). The headers are checked after a block's first row,
+ * by the threads whose packs came (or inside a wait, LamportPart's HEADERS); the MISMATCH they
+ * raise must release the waiting threads at once, not after the timeout. Both ranks MISMATCH
+ * well within the 3 s timeout, and nothing is written. */
+static void norm_lamport_shape_rank(symcoll_comm_t comm, int wide, int *bad) {
   cudaSetDevice(symcoll_comm_device(comm));
   const int rank = symcoll_comm_rank(comm);
-  const size_t hidden = 1024, rows = rank == 0 ? 1 : 2, bytes = 2 * hidden * sizeof(__nv_bfloat16);
+  const size_t hidden = rank == 1 && wide ? 2048 : 1024, rows = rank == 1 && !wide ? 2 : 1;
+  const size_t bytes = 2048 * sizeof(__nv_bfloat16);
   char *x, *w, *out;
   cudaStream_t s;
   *bad = 1;
@@ -697,8 +700,9 @@ static void norm_lamport_rows_rank(symcoll_comm_t comm, int *bad) {
   const symcoll_status_t st = symcoll_comm_check(comm);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (st != SYMCOLL_ERR_MISMATCH || secs > 1.5) {
-    fprintf(stderr, "rank %d, all_reduce_rmsnorm lamport, %zu row(s) against %zu: comm_check says %s after %.2f s\n",
-            rank, rows, 3 - rows, symcoll_status_string(st), secs);
+    fprintf(stderr,
+            "rank %d, all_reduce_rmsnorm lamport, %zu x %zu against another shape: comm_check says %s after %.2f s\n",
+            rank, rows, hidden, symcoll_status_string(st), secs);
     wrong++;
   }
   std::vector<unsigned char> h(bytes);
@@ -720,7 +724,8 @@ static void norm_lamport_rows_rank(symcoll_comm_t comm, int *bad) {
 static void test_norm_lamport_mismatch_gpu(void **state) {
   (void)state;
   setenv("SYMCOLL_TIMEOUT_MS", "3000", 1);
-  run_pair(norm_lamport_rows_rank);
+  for (int wide = 0; wide < 2; wide++)
+    run_pair([&](symcoll_comm_t comm, int *bad) { norm_lamport_shape_rank(comm, wide, bad); });
   unsetenv("SYMCOLL_TIMEOUT_MS");
 }
 

@@ -23,11 +23,13 @@ static size_t buffer_set(const symcoll__norm_args_t *a) {
 }
 
 /* The call's signature: its shape, dtype, algorithm, buffer set and eps. */
+/* from_table too: a transport may decline a table's choice that it runs when asked for, so ranks
+ * that differ there (one asked, one from the table) could part ways: they MISMATCH instead. */
 static uint32_t signature(const symcoll__norm_args_t *a) {
   uint32_t eps_bits;
   memcpy(&eps_bits, &a->eps, sizeof eps_bits);
-  return symcoll__call_signature(a->coll, a->rows, a->hidden, buffer_set(a) | (size_t)eps_bits << 8, a->dtype,
-                                 SYMCOLL_SUM, a->algo);
+  const size_t extra = buffer_set(a) | (size_t)eps_bits << 8 | (size_t)a->from_table << 40;
+  return symcoll__call_signature(a->coll, a->rows, a->hidden, extra, a->dtype, SYMCOLL_SUM, a->algo);
 }
 
 /* INFO names each change of algorithm; TRACE every call. */

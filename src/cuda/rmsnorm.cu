@@ -629,7 +629,8 @@ __global__ void __launch_bounds__(kNormThreads)
     /* The peers' headers, checked once the block's first row has come (they came with it, or
      * soon after: one wait, not two), before anything is written; a peer in another call that
      * never sends this row's data is met inside the waits (LamportPart's HEADERS). A first row
-     * whose wait gave up writes nothing either. */
+     * whose register-resident packs' wait gave up writes nothing either (a later pack's wait,
+     * after the check, may leave the row partly written, as a later row's does). */
     if (!norm_row<T, U, true>(
             n, residual_row<T>(n, row), caller_row<T>(n, row),
             [&](size_t p) {
