@@ -64,7 +64,7 @@ except Exception as e:  # noqa: BLE001
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from peers_torch import timed  # noqa: E402  (this directory: the same timing as the other peers)
+from peers_torch import start_job, timed  # noqa: E402  (this directory: the same job and timing as the other peers)
 
 FI_WORLDS = (2, 4, 8, 16)  # allreduce_fusion_op's ranks (trtllm_allreduce_fusion.cuh)
 TOL = {torch.bfloat16: (1.6e-2, 1e-5), torch.float16: (1e-3, 1e-5)}  # torch.testing's defaults
@@ -210,31 +210,11 @@ def main():
         p.error(f"--cols: unknown {','.join(sorted(cols - set(COLS)))}")
     algos = [s for s in a.sc_algos.split(",") if s]
     all_cols = COLS + [f"symcoll_{s}" for s in algos]
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    # PEERS_ONE_GPU=1: every rank on GPU 0 (processes under MPS, EMULATION). NCCL refuses ranks
-    # sharing a GPU, so the job's own group is gloo then.
     one_gpu = os.environ.get("PEERS_ONE_GPU") == "1"
-    if one_gpu:
-        local = 0
-        # torch's symmetric memory (--fi-workspace torch) refuses ranks sharing a GPU otherwise
+    if one_gpu:  # torch's symmetric memory (--fi-workspace torch) refuses ranks sharing a GPU otherwise
         os.environ.setdefault("TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES", "1")
-    torch.cuda.set_device(local)
-    if world == 1:
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
-    if one_gpu:
-        dist.init_process_group("gloo", rank=rank, world_size=world)
-    else:
-        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", local))
+    rank, world, local, sc = start_job()  # as bench/peers_torch.py: PEERS_ONE_GPU=1, a gloo group on GPU 0
     shapes = shapes_of(a.shapes)
-    sc = None
-    if symcoll is not None:
-        try:
-            sc = symcoll.Comm.from_process_group(dist.group.WORLD, device=local)
-        except Exception as e:  # noqa: BLE001
-            print(f"# symcoll package: {e}", file=sys.stderr)
     fi, fi_note = None, ""
     if "flashinfer_fused" not in cols:
         fi_note = "flashinfer_fused not asked for (--cols)"

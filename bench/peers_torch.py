@@ -174,6 +174,34 @@ def eager_ops(a, dtype, rank, world, group, sc):
     return 0
 
 
+def start_job():
+    """(rank, world, local GPU, symcoll Comm or None) of a job under torch.distributed.run, its
+    process group made. PEERS_ONE_GPU=1: every rank on GPU 0 (processes under MPS, EMULATION);
+    NCCL refuses ranks sharing a GPU, so the job's own group is gloo then (NCCL columns are left
+    out)."""
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    one_gpu = os.environ.get("PEERS_ONE_GPU") == "1"
+    if one_gpu:
+        local = 0
+    torch.cuda.set_device(local)
+    if world == 1:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+    if one_gpu:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    else:
+        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", local))
+    sc = None
+    if symcoll is not None:
+        try:
+            sc = symcoll.Comm.from_process_group(dist.group.WORLD, device=local)
+        except Exception as e:  # noqa: BLE001
+            print(f"# symcoll package: {e}", file=sys.stderr)
+    return rank, world, local, sc
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("-b", default="8K")
@@ -194,34 +222,13 @@ def main():
     a = p.parse_args()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.d]
     es = torch.tensor([], dtype=dtype).element_size()
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    # PEERS_ONE_GPU=1: every rank on GPU 0 (processes under MPS, EMULATION). NCCL refuses ranks
-    # sharing a GPU, so the job's own group is gloo then (NCCL columns are left out).
-    one_gpu = os.environ.get("PEERS_ONE_GPU") == "1"
-    if one_gpu:
-        local = 0
-    torch.cuda.set_device(local)
-    if world == 1:
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
-    if one_gpu:
-        dist.init_process_group("gloo", rank=rank, world_size=world)
-    else:
-        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", local))
+    rank, world, _, sc = start_job()
     group = dist.group.WORLD.group_name
     if hasattr(symm_mem, "enable_symm_mem_for_group"):
         try:
             symm_mem.enable_symm_mem_for_group(group)
         except Exception:
             pass
-    sc = None
-    if symcoll is not None:
-        try:
-            sc = symcoll.Comm.from_process_group(dist.group.WORLD, device=local)
-        except Exception as e:  # noqa: BLE001
-            print(f"# symcoll package: {e}", file=sys.stderr)
     if a.coll == "all_reduce_rmsnorm":
         return norm_colls(a, dtype, rank, world, group, sc)
     if a.coll == "eager_ops":
