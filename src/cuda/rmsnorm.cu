@@ -2,7 +2,7 @@
  * all_reduce_rmsnorm on GPU ranks (symcoll.h): the residual add, the RMSNorm and the fp8
  * quantisation of each row, by one block per row (rows in a grid-stride loop), in fp32, with the
  * arithmetic of the CPU path (src/host/host_rmsnorm.c) but the sum of squares of a row taken
- * over n.lanes lanes (per-lane partial sums, then a fixed butterfly: lanes_sum): the same bits
+ * over n.lanes lanes (per-lane partial sums, then a fixed butterfly: lanes_reduce): the same bits
  * on every rank, in every kernel below and in every batch of rows, since the lanes are a
  * function of hidden alone (cuda_coll.c) and a block of half as many threads takes two lanes a
  * thread in the same order, but not the CPU path's order of that one sum.
@@ -67,37 +67,22 @@ struct BlockRed {
   unsigned turn;
 };
 
-/* The op over the block of one float per thread (blockDim.x a multiple of 32): a butterfly in
- * each warp, then every warp runs the same butterfly over the warps' results in warp order (0
- * past the last warp: the identity of both uses, sums of squares and amax), so every thread
- * gets the result after one barrier. Every lane of a butterfly ends with the same bits (op is
- * commutative), those warp 0 alone would compute. */
+/* The op over a row's lanes, one value a lane: lane l is thread l's `v0` (l < blockDim.x) or,
+ * with `two` (lanes = 2 x blockDim.x), thread l - blockDim.x's `v1`. A butterfly in each warp of
+ * lanes, then every warp runs the same butterfly over the lane warps' results in order (0 past
+ * the last: the identity of both uses, sums of squares and amax), so every thread gets the
+ * result after one barrier. Every lane of a butterfly ends with the same bits (op is
+ * commutative), whichever thread holds the lanes: a block of half the threads with `two` gives
+ * the bits of a block of a thread a lane. At most 16 lane warps. */
 template <typename Op>
-__device__ __forceinline__ float block_reduce(float v, BlockRed &r, Op op) {
+__device__ __forceinline__ float lanes_reduce(float v0, float v1, bool two, BlockRed &r, Op op) {
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   float *const red = r.buf + 32 * (r.turn++ & 1u);
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  v = lane < warps ? red[lane] : 0.0f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-/* The sum over the row's lanes of their partial sums, the bits of block_reduce over a block
- * of a thread a lane: lane l is thread l's `v0` (l < blockDim.x) or thread l - blockDim.x's `v1`
- * (`two`: lanes = 2 x blockDim.x). Each warp's butterfly over its lanes is the same whichever
- * thread holds them, and the warps' results go in lane-warp order. At most 16 lane warps. */
-__device__ __forceinline__ float lanes_sum(float v0, float v1, bool two, BlockRed &r) {
-  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  float *const red = r.buf + 32 * (r.turn++ & 1u);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v0 = __fadd_rn(v0, __shfl_xor_sync(0xffffffffu, v0, o));
+  for (int o = 16; o > 0; o >>= 1) v0 = op(v0, __shfl_xor_sync(0xffffffffu, v0, o));
   if (two) {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v1 = __fadd_rn(v1, __shfl_xor_sync(0xffffffffu, v1, o));
+    for (int o = 16; o > 0; o >>= 1) v1 = op(v1, __shfl_xor_sync(0xffffffffu, v1, o));
   }
   if (lane == 0) {
     red[warp] = v0;
@@ -106,10 +91,13 @@ __device__ __forceinline__ float lanes_sum(float v0, float v1, bool two, BlockRe
   __syncthreads();
   float v = lane < (two ? 2 * warps : warps) ? red[lane] : 0.0f;
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
+struct Add {
+  __device__ float operator()(float x, float y) const { return __fadd_rn(x, y); }
+};
 struct Max {
   __device__ float operator()(float x, float y) const { return fmaxf(x, y); }
 };
@@ -173,7 +161,7 @@ __device__ __forceinline__ const T *residual_row(const symcoll__cuda_norm_t &n, 
  * T = L / 2, alternately to lanes t and t + T), in both access modes: VECTOR (every row address
  * 16-byte aligned, hidden % E == 0: one 16-byte access a pack) and UNIT (element accesses), so
  * that ranks whose buffers differ in alignment, and blocks of either size, sum a row's squares
- * in one order: a lane's packs ascending, elements ascending in a pack, then lanes_sum. A
+ * in one order: a lane's packs ascending, elements ascending in a pack, then lanes_reduce. A
  * thread keeps the values of its first kRowPacks packs in registers between the passes, so a
  * row of up to kRowPacks x T packs crosses memory once; further packs are read back from
  * residual_out / out, or recomputed from the sources. */
@@ -346,7 +334,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
   }
   if (!PRE && fp8 && !dynamic) fixed = __ldg(n.fp8_scale);
   const float fixed_rcp = __frcp_rn(fixed);
-  const float sumsq = lanes_sum(ss0, ss1, TWO, red);
+  const float sumsq = lanes_reduce(ss0, ss1, TWO, red, Add{});
   const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sumsq, (float)h), n.eps)));
   float amax = 0.0f;
   /* out of pack p from its r in f (f then holds out, as floats), the weight's pack loaded, or
@@ -392,7 +380,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
     }
   }
   if (!dynamic) return true;
-  amax = block_reduce(amax, red, Max{});
+  amax = lanes_reduce(amax, 0.0f, false, red, Max{});
   const float scale = fmaxf(__fdiv_rn(amax, kFp8Max), 1.0f / (kFp8Max * 512.0f));
   const float rcp = __frcp_rn(scale);
   if (threadIdx.x == 0) *d.scale = scale;
