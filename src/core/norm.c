@@ -22,9 +22,9 @@ static size_t buffer_set(const symcoll__norm_args_t *a) {
          (a->fp8_scale ? 16u : 0u) | (a->fp8_row_scales ? 32u : 0u);
 }
 
-/* The call's signature: its shape, dtype, algorithm, buffer set and eps. */
-/* from_table too: a transport may decline a table's choice that it runs when asked for, so ranks
- * that differ there (one asked, one from the table) could part ways: they MISMATCH instead. */
+/* The call's signature: its shape, dtype, algorithm, buffer set and eps, and from_table: a
+ * transport may decline a table's choice that it runs when asked for, so ranks that differ
+ * there (one asked, one from the table) could part ways: they MISMATCH instead. */
 static uint32_t signature(const symcoll__norm_args_t *a) {
   uint32_t eps_bits;
   memcpy(&eps_bits, &a->eps, sizeof eps_bits);

@@ -442,15 +442,15 @@ static unsigned norm_lanes(size_t hidden, symcoll_dtype_t dt) {
   return t > SYMCOLL_CUDA_NORM_MAX_THREADS ? SYMCOLL_CUDA_NORM_MAX_THREADS : (unsigned)t;
 }
 
-/* A row's block: a thread per lane (the fused kernels, and the local pass of few rows: each
- * thread's part of the row is the shortest chain of loads and sums); the local pass of more
- * rows than SMs, a thread per two lanes where that leaves whole warps (SYMCOLL_CUDA_NORM_ROW_PACKS
- * packs of a thread in flight: more bytes an SM in flight when the grid fills the GPU). One H100,
- * bf16, the local pass: a thread a pack at every row count was 0.88-0.93x at 1-128 x 4096 but
- * 1.12-1.19x at 512-2048 (run 30's experiment); as chosen here 0.92-0.95x at 1-32 x 4096, 0.85
- * at 512 x 8192, at most 1.013x elsewhere (bench/results/h100/run32). */
-static int norm_threads(unsigned lanes, bool local, size_t rows, int sms) {
-  return local && rows > (size_t)sms && lanes % 64 == 0 ? (int)lanes / 2 : (int)lanes;
+/* The local pass's block: for few rows a thread per lane, as the fused kernels' blocks (each
+ * thread's part of the row is the shortest chain of loads and sums); for more rows than SMs, a
+ * thread per two lanes where that leaves whole warps (SYMCOLL_CUDA_NORM_ROW_PACKS packs of a
+ * thread in flight: more bytes an SM in flight when the grid fills the GPU). One H100, bf16: a
+ * thread a pack at every row count was 0.88-0.93x at 1-128 x 4096 but 1.12-1.19x at 512-2048
+ * (run 30's experiment); as chosen here 0.92-0.95x at 1-32 x 4096, 0.85 at 512 x 8192, at most
+ * 1.013x elsewhere (bench/results/h100/run32). */
+static int norm_threads(unsigned lanes, size_t rows, int sms) {
+  return rows > (size_t)sms && lanes % 64 == 0 ? (int)lanes / 2 : (int)lanes;
 }
 
 /* Whether every row address the norm kernels compute is 16-byte aligned: whole packs a row and
@@ -507,7 +507,7 @@ static symcoll_status_t norm_local(symcoll_comm_t comm, const symcoll__norm_args
       .coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM, .algo = SYMCOLL_ALGO_SEQUENTIAL, .dtype = a->dtype, .op = SYMCOLL_SUM};
   const cuda_state_t *cs = comm->tp_state;
   symcoll__cuda_norm_t n = norm_buffers(a);
-  l.threads = norm_threads(n.lanes, true, a->rows, cs->sms);
+  l.threads = norm_threads(n.lanes, a->rows, cs->sms);
   l.two_lanes = l.threads < (int)n.lanes;
   l.vec = norm_vec(a);
   l.blocks = a->rows < 65535 ? (int)a->rows : 65535;
@@ -529,7 +529,7 @@ static int norm_kernel_setup(symcoll_comm_t comm, cuda_state_t *cs, const symcol
   }
   k->sig = kernel_sig(cs, a->sig, k->zero_copy, a->x_mem, a->x_off);
   *l = (symcoll__cuda_launch_t){.coll = a->coll, .algo = algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
-  l->threads = norm_threads(norm_lanes(a->hidden, a->dtype), false, a->rows, cs->sms);
+  l->threads = (int)norm_lanes(a->hidden, a->dtype);
   l->vec = norm_vec(a);
   const int maxb = norm_resident(cs, l);
   return maxb > SYMCOLL_CUDA_MAX_BLOCKS ? SYMCOLL_CUDA_MAX_BLOCKS : maxb < 1 ? 1 : maxb;
