@@ -220,19 +220,25 @@ __device__ __forceinline__ void row_store(T *row, size_t p, int valid, const T (
  * element i of it (a short last pack); res: the residual row or NULL; d: where the results go.
  * go(): called by every thread once the loads are issued (and, PRE, the sum's packs in),
  * before anything is written; false (the same on every thread: it meets the block at a barrier
- * where it checks anything) and the row writes nothing and this returns false. */
+ * where it checks anything) and the row writes nothing and this returns false.
+ * LEAN (VECTOR rows of a pack a thread at most, no fp8 output: the host's launch.lean): the
+ * code of that case alone (one pack kept a thread, no later packs, no fp8 pass), the same
+ * arithmetic, so the same bits. */
 struct Go {
   __device__ bool operator()() const { return true; }
 };
-template <typename T, int U, bool PRE, bool TWO = false, typename SumPack, typename SumAt, typename GoOn = Go>
+template <typename T, int U, bool PRE, bool TWO = false, bool LEAN = false, typename SumPack, typename SumAt,
+          typename GoOn = Go>
 __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T *res, const RowDst<T> d,
                                          SumPack sum_pack, SumAt sum_at, BlockRed &red, GoOn go = {}) {
+  static_assert(!LEAN || (U == VECTOR && !TWO), "LEAN: whole packs, a thread a lane");
   using C = Conv<T>;
   constexpr int E = Pack<T, U>::E;
+  constexpr int K = LEAN ? 1 : kRowPacks; /* the packs a thread keeps */
   const size_t h = n.hidden, npacks = (h + E - 1) / E, nt = blockDim.x;
   const T *w = reinterpret_cast<const T *>(n.weight);
   T *const res_out = d.res_out, *const out = d.out;
-  unsigned char *const fp8 = d.fp8;
+  unsigned char *const fp8 = LEAN ? nullptr : d.fp8;
   /* Elements of pack p: E but in a short last pack (UNIT only: VECTOR rows are whole packs). */
   auto valid_of = [&](size_t p) -> int {
     if constexpr (U == VECTOR) return E;
@@ -278,7 +284,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
   /* PRE: the thread's whole packs among its first kRowPacks, the residual's and the weight's,
    * then the sum's, loaded before anything is written (residual_out may be residual). Without
    * PRE each pack is loaded where it is used: fewer registers, more blocks an SM. */
-  Pack<T, U> res_pre[kRowPacks] = {}, w_pre[kRowPacks], s_pre[kRowPacks]; /* res_pre passed on without a residual */
+  Pack<T, U> res_pre[K] = {}, w_pre[K], s_pre[K]; /* res_pre passed on without a residual */
   const bool dynamic = fp8 && d.scale;
   /* The static scale: PRE, first of the row's loads (its latency hides behind theirs); else
    * after pass 1, while the block reduces. */
@@ -287,18 +293,18 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
   if constexpr (PRE) {
     size_t p = threadIdx.x;
 #pragma unroll
-    for (int k = 0; k < kRowPacks; k++, p += nt)
+    for (int k = 0; k < K; k++, p += nt)
       if (p < npacks && valid_of(p) == E) {
         if (res) res_pre[k] = load_cg<T, U>(reinterpret_cast<const char *>(res), p);
         w_pre[k] = load_cg<T, U>(reinterpret_cast<const char *>(w), p);
       }
     p = threadIdx.x;
 #pragma unroll
-    for (int k = 0; k < kRowPacks; k++, p += nt)
+    for (int k = 0; k < K; k++, p += nt)
       if (p < npacks && valid_of(p) == E) s_pre[k] = sum_pack(p);
   }
   if (!go()) return false;
-  float keep[kRowPacks][E];
+  float keep[K][E];
   /* The squares of the thread's lanes: t, and with TWO (n.lanes = 2T) t + T, whose packs
    * alternate (the thread's j-th pack is lane t's where j is even). */
   float ss0 = 0.0f, ss1 = 0.0f;
@@ -316,7 +322,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
     size_t p = threadIdx.x;
     int j = 0;
 #pragma unroll
-    for (int k = 0; k < kRowPacks; k++, p += nt, j++)
+    for (int k = 0; k < K; k++, p += nt, j++)
       if (p < npacks) {
         const int valid = valid_of(p);
         if (PRE && valid == E)
@@ -325,12 +331,13 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
           r_pack(p, valid, true, keep[k]);
         add_squares(keep[k], valid, k);
       }
-    for (; p < npacks; p += nt, j++) {
-      const int valid = valid_of(p);
-      float f[E];
-      r_pack(p, valid, true, f);
-      add_squares(f, valid, j);
-    }
+    if constexpr (!LEAN)
+      for (; p < npacks; p += nt, j++) {
+        const int valid = valid_of(p);
+        float f[E];
+        r_pack(p, valid, true, f);
+        add_squares(f, valid, j);
+      }
   }
   if (!PRE && fp8 && !dynamic) fixed = __ldg(n.fp8_scale);
   const float fixed_rcp = __frcp_rn(fixed);
@@ -364,7 +371,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
   {
     size_t p = threadIdx.x;
 #pragma unroll
-    for (int k = 0; k < kRowPacks; k++, p += nt)
+    for (int k = 0; k < K; k++, p += nt)
       if (p < npacks) {
         const int valid = valid_of(p);
         if (PRE && valid == E)
@@ -372,12 +379,13 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
         else
           out_pack(p, valid, keep[k]);
       }
-    for (; p < npacks; p += nt) {
-      const int valid = valid_of(p);
-      float f[E];
-      r_again(p, valid, f);
-      out_pack(p, valid, f);
-    }
+    if constexpr (!LEAN)
+      for (; p < npacks; p += nt) {
+        const int valid = valid_of(p);
+        float f[E];
+        r_again(p, valid, f);
+        out_pack(p, valid, f);
+      }
   }
   if (!dynamic) return true;
   amax = lanes_reduce(amax, 0.0f, false, red, Max{});
@@ -386,7 +394,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
   if (threadIdx.x == 0) *d.scale = scale;
   size_t p = threadIdx.x;
 #pragma unroll
-  for (int k = 0; k < kRowPacks; k++, p += nt)
+  for (int k = 0; k < K; k++, p += nt)
     if (p < npacks) {
       store_fp8<E>(fp8 + p * E, keep[k], valid_of(p), scale, rcp);
     }
@@ -414,7 +422,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
  * The chain's all-reduce, before this on the stream, may have given up (its output is not a
  * sum): thread 0 reads the error word (EARLY: while the first row's loads are in flight), and
  * the block writes nothing when it is set. */
-template <typename T, int U, bool EARLY, bool TWO>
+template <typename T, int U, bool EARLY, bool TWO, bool LEAN = false>
 __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cuda_norm_t n) {
   __shared__ float red_buf[64];
   BlockRed red{red_buf, 0};
@@ -423,7 +431,7 @@ __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cud
   const T *x = reinterpret_cast<const T *>(n.x);
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x) {
     const T *s = x + row * n.hidden;
-    if (!norm_row<T, U, EARLY, TWO>(
+    if (!norm_row<T, U, EARLY, TWO, LEAN>(
             n, residual_row<T>(n, row), caller_row<T>(n, row),
             [&](size_t p) { return load_cg<T, U>(reinterpret_cast<const char *>(s), p); },
             [&](size_t i) { return s[i]; }, red,
@@ -442,7 +450,7 @@ __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cud
  * here (a block reads only what its twins staged). The reduce-scatter form (n.scatter): row
  * position j of a round stands for row j of each of the nranks blocks of x, staged at
  * q x round + j; the rank reads block `rank` of every rank's copy. */
-template <typename T, int U>
+template <typename T, int U, bool LEAN = false>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_OneShot(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
   __shared__ float red_buf[64];
@@ -464,7 +472,7 @@ __global__ void __launch_bounds__(kNormThreads)
       auto src = [&](int r) -> const char * {
         return a.zero_copy ? a.src[r] + (mine * n.rows + base + j) * rb : a.ws[r] + (mine * round + j) * rb;
       };
-      norm_row<T, U, true>(
+      norm_row<T, U, true, false, LEAN>(
           n, residual_row<T>(n, base + j), caller_row<T>(n, base + j),
           [&](size_t p) { return reduce_at<T, SYMCOLL_SUM, U>(src, a.nranks, p); },
           [&](size_t i) { return reduce_at<T, SYMCOLL_SUM, ONE>(src, a.nranks, i).e[0]; }, red);
@@ -594,7 +602,7 @@ __global__ void __launch_bounds__(kNormThreads)
  * push, and every block pushes all its rows before it waits. Slot layout: the header, then the
  * launch's rows x hidden elements as in x. VECTOR rows move as 16-byte packs; UNIT rows
  * element by element, which the sentinel check of 2- and 4-byte elements allows. */
-template <typename T, int U>
+template <typename T, int U, bool LEAN = false>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_Lamport(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
   __shared__ float red_buf[64];
@@ -619,7 +627,7 @@ __global__ void __launch_bounds__(kNormThreads)
      * never sends this row's data is met inside the waits (LamportPart's HEADERS). A first row
      * whose register-resident packs' wait gave up writes nothing either (a later pack's wait,
      * after the check, may leave the row partly written, as a later row's does). */
-    if (!norm_row<T, U, true>(
+    if (!norm_row<T, U, true, false, LEAN>(
             n, residual_row<T>(n, row), caller_row<T>(n, row),
             [&](size_t p) {
               if constexpr (VEC) {
@@ -639,14 +647,15 @@ __global__ void __launch_bounds__(kNormThreads)
   copy_scale(n);
 }
 
-template <typename T, int U>
+/* LEAN (VECTOR only): l->lean's instances of the kernels that run few rows. */
+template <typename T, int U, bool LEAN>
 const void *pick_access(const symcoll__cuda_launch_t *l) {
   /* a block an SM (few rows) or a thread per two lanes (more rows than SMs), never both */
   const void *local = l->two_lanes ? (const void *)RmsNorm_Local<T, U, false, true>
-                      : l->early   ? (const void *)RmsNorm_Local<T, U, true, false>
+                      : l->early   ? (const void *)RmsNorm_Local<T, U, true, false, LEAN>
                                    : (const void *)RmsNorm_Local<T, U, false, false>;
   if (l->coll == SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM) /* the one-shot over this rank's block, or the local pass */
-    return l->algo == SYMCOLL_ALGO_PULL         ? (const void *)RmsNorm_OneShot<T, U>
+    return l->algo == SYMCOLL_ALGO_PULL         ? (const void *)RmsNorm_OneShot<T, U, LEAN>
            : l->algo == SYMCOLL_ALGO_SEQUENTIAL ? local
                                                 : nullptr;
   if (l->coll != SYMCOLL_COLL_ALL_REDUCE_RMSNORM) return nullptr;
@@ -654,18 +663,19 @@ const void *pick_access(const symcoll__cuda_launch_t *l) {
     case SYMCOLL_ALGO_SEQUENTIAL:
       return local;
     case SYMCOLL_ALGO_ONE_SHOT:
-      return (const void *)RmsNorm_OneShot<T, U>;
+      return (const void *)RmsNorm_OneShot<T, U, LEAN>;
     case SYMCOLL_ALGO_TWO_SHOT:
       return (const void *)RmsNorm_TwoShot<T, U>;
     case SYMCOLL_ALGO_LAMPORT:
-      return (const void *)RmsNorm_Lamport<T, U>;
+      return (const void *)RmsNorm_Lamport<T, U, LEAN>;
     default:
       return nullptr;
   }
 }
 template <typename T>
 const void *pick(const symcoll__cuda_launch_t *l) {
-  return l->vec ? pick_access<T, VECTOR>(l) : pick_access<T, UNIT>(l);
+  if (!l->vec) return pick_access<T, UNIT, false>(l);
+  return l->lean ? pick_access<T, VECTOR, true>(l) : pick_access<T, VECTOR, false>(l);
 }
 
 }  // namespace
