@@ -462,11 +462,13 @@ static int norm_vec(const symcoll__norm_args_t *a) {
   return (addr & 15) == 0 && a->hidden % (16 / symcoll_dtype_size(a->dtype)) == 0;
 }
 
-/* Whether launch l of the norm may run rmsnorm.cu's LEAN kernels: whole packs, no more than a
- * thread each, no fp8 output. A function of the shape and the buffer set, not of alignment. */
-static int norm_lean(const symcoll__norm_args_t *a, const symcoll__cuda_launch_t *l) {
-  const size_t per_pack = 16 / symcoll_dtype_size(a->dtype);
-  return a->hidden % per_pack == 0 && a->hidden / per_pack <= (size_t)l->threads && !a->fp8_out && !l->two_lanes;
+/* rmsnorm.cu's FIT kernels that launch l of the norm may run: 1 or 2 where a row is whole packs,
+ * at most that many a thread (the packs a thread keeps), and there is no fp8 output; else 0. A
+ * function of the shape and the buffer set, not of alignment: the same on every rank. */
+static int norm_fit(const symcoll__norm_args_t *a, const symcoll__cuda_launch_t *l) {
+  const size_t per_pack = 16 / symcoll_dtype_size(a->dtype), packs = a->hidden / per_pack;
+  if (a->hidden % per_pack || a->fp8_out || l->two_lanes) return 0;
+  return packs <= (size_t)l->threads ? 1 : packs <= (size_t)l->threads * SYMCOLL_CUDA_NORM_ROW_PACKS ? 2 : 0;
 }
 
 /* The most blocks of launch l's kernel, in either access mode, that stay resident. */
@@ -519,7 +521,7 @@ static symcoll_status_t norm_local(symcoll_comm_t comm, const symcoll__norm_args
   l.vec = norm_vec(a);
   l.blocks = a->rows < 65535 ? (int)a->rows : 65535;
   l.early = l.blocks * (cs->share > 1 ? cs->share : 1) <= cs->sms; /* a block an SM, beside ranks sharing it */
-  l.lean = norm_lean(a, &l);
+  l.fit = norm_fit(a, &l);
   n.error = cs->args.error;
   return norm_launched(comm, a, &l, a->rows, 1, symcoll__cuda_rmsnorm_launch(&l, NULL, &n, a->stream));
 }
@@ -539,7 +541,7 @@ static int norm_kernel_setup(symcoll_comm_t comm, cuda_state_t *cs, const symcol
   *l = (symcoll__cuda_launch_t){.coll = a->coll, .algo = algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
   l->threads = (int)norm_lanes(a->hidden, a->dtype);
   l->vec = norm_vec(a);
-  l->lean = norm_lean(a, l);
+  l->fit = norm_fit(a, l);
   const int maxb = norm_resident(cs, l);
   return maxb > SYMCOLL_CUDA_MAX_BLOCKS ? SYMCOLL_CUDA_MAX_BLOCKS : maxb < 1 ? 1 : maxb;
 }

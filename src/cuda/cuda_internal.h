@@ -115,8 +115,9 @@ typedef struct symcoll__cuda_launch {
   int early;     /* the norm's local pass: a block an SM at most, the weight loaded beside x */
   int each_peer; /* LAMPORT all_reduce polls each peer alone (1 or 2 ranks: at most one peer) */
   int two_lanes; /* the norm's local pass: a thread per two lanes of the row (rmsnorm.cu) */
-  int lean;      /* the norm: whole packs, a pack a thread at most, no fp8 output (rmsnorm.cu's LEAN
-                    kernels, where vec; the same on every rank, whatever its alignment) */
+  int fit;       /* the norm: 1 or 2 where a row is whole packs, at most that many a thread, and there is
+                    no fp8 output (rmsnorm.cu's FIT kernels, where vec; the same on every rank,
+                    whatever its alignment); else 0 */
   int blocks, threads;
 } symcoll__cuda_launch_t;
 

@@ -164,6 +164,28 @@ __device__ __forceinline__ void lamport_clear(const symcoll__cuda_args_t &a, uin
         reinterpret_cast<uint4 *>(lamport_slot(a, (buf + 2u) % 3u, a.rank, r))[v] = c;
 }
 
+/* symcoll_impl::spin with one copy of try_once's code, for the data polls below (a batch of
+ * peers' vectors each try): spin's first try before its loop is a second copy, which doubled
+ * these kernels' code (all_reduce's LAMPORT was 0.94-1.00x at 1 KiB-1 MiB with one copy, 2 ranks
+ * sharing an H100, bench/results/h100/run38). The barriers keep spin: one word a try, where
+ * this form was 1.01-1.07x. */
+template <typename F>
+__device__ __forceinline__ bool spin_one_copy(F try_once, uint64_t timeout_ns, uint32_t *error, int peer, int rank) {
+  uint64_t deadline = 0;
+  for (uint32_t i = 0;; i++) {
+    if (try_once()) return true;
+    if (i == 0) {
+      deadline = symcoll_impl::globaltimer() + timeout_ns;
+    } else if ((i & 63) == 0) {
+      if (error && symcoll_impl::ld_relaxed_sys(error) != 0) return false; /* another wait already failed */
+      if (symcoll_impl::globaltimer() > deadline) {
+        symcoll_impl::raise_error(error, SYMCOLL_ERR_TIMEOUT, peer, rank);
+        return false;
+      }
+    }
+  }
+}
+
 /* Vectors (VEC) or elements of a call's data in buffer `buf`, from byte `at` of every slot:
  * push() writes vector v of this rank's input into its slot on every peer; gather() waits
  * until every peer's vector v has arrived in ours and returns the op over ranks (this rank's
@@ -199,7 +221,7 @@ struct LamportPart {
           }
           if (!pending || !ok) return;
           unsigned polls = 0;
-          ok = symcoll_impl::spin(
+          ok = spin_one_copy(
               [&] {
 #pragma unroll
                 for (int j = 0; j < B; j++)
@@ -233,7 +255,7 @@ struct LamportPart {
           if (r == a.rank) return load_fixed<T, VEC>(own, v);
           Pack<T, VEC> y;
           const char *s = slot(a.rank, r);
-          ok = ok && symcoll_impl::spin(
+          ok = ok && spin_one_copy(
                          [&] {
                            y = load_cv<T, VEC>(s, v);
                            return arrived<T, VEC>(y);

@@ -221,24 +221,26 @@ __device__ __forceinline__ void row_store(T *row, size_t p, int valid, const T (
  * go(): called by every thread once the loads are issued (and, PRE, the sum's packs in),
  * before anything is written; false (the same on every thread: it meets the block at a barrier
  * where it checks anything) and the row writes nothing and this returns false.
- * LEAN (VECTOR rows of a pack a thread at most, no fp8 output: the host's launch.lean): the
- * code of that case alone (one pack kept a thread, no later packs, no fp8 pass), the same
- * arithmetic, so the same bits. */
+ * FIT (1 or 2; the host's launch.fit): VECTOR rows of at most FIT packs a thread, which it
+ * keeps, and no fp8 output: the code of that case alone (no later packs, no fp8 pass), the
+ * same arithmetic, so the same bits. A kernel's code is fetched anew on each SM its blocks land
+ * on: with a quarter of the code, the fused LAMPORT kernel was 0.89-0.93x and the local pass
+ * 0.81-0.82x at 1-32 x 4096 bf16 (one H100, bench/results/h100/run38). */
 struct Go {
   __device__ bool operator()() const { return true; }
 };
-template <typename T, int U, bool PRE, bool TWO = false, bool LEAN = false, typename SumPack, typename SumAt,
+template <typename T, int U, bool PRE, bool TWO = false, int FIT = 0, typename SumPack, typename SumAt,
           typename GoOn = Go>
 __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T *res, const RowDst<T> d,
                                          SumPack sum_pack, SumAt sum_at, BlockRed &red, GoOn go = {}) {
-  static_assert(!LEAN || (U == VECTOR && !TWO), "LEAN: whole packs, a thread a lane");
+  static_assert(FIT == 0 || (U == VECTOR && !TWO && FIT <= kRowPacks), "FIT: whole packs kept, a thread a lane");
   using C = Conv<T>;
   constexpr int E = Pack<T, U>::E;
-  constexpr int K = LEAN ? 1 : kRowPacks; /* the packs a thread keeps */
+  constexpr int K = FIT ? FIT : kRowPacks; /* the packs a thread keeps */
   const size_t h = n.hidden, npacks = (h + E - 1) / E, nt = blockDim.x;
   const T *w = reinterpret_cast<const T *>(n.weight);
   T *const res_out = d.res_out, *const out = d.out;
-  unsigned char *const fp8 = LEAN ? nullptr : d.fp8;
+  unsigned char *const fp8 = FIT ? nullptr : d.fp8;
   /* Elements of pack p: E but in a short last pack (UNIT only: VECTOR rows are whole packs). */
   auto valid_of = [&](size_t p) -> int {
     if constexpr (U == VECTOR) return E;
@@ -331,7 +333,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
           r_pack(p, valid, true, keep[k]);
         add_squares(keep[k], valid, k);
       }
-    if constexpr (!LEAN)
+    if constexpr (!FIT)
       for (; p < npacks; p += nt, j++) {
         const int valid = valid_of(p);
         float f[E];
@@ -379,7 +381,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
         else
           out_pack(p, valid, keep[k]);
       }
-    if constexpr (!LEAN)
+    if constexpr (!FIT)
       for (; p < npacks; p += nt) {
         const int valid = valid_of(p);
         float f[E];
@@ -422,7 +424,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
  * The chain's all-reduce, before this on the stream, may have given up (its output is not a
  * sum): thread 0 reads the error word (EARLY: while the first row's loads are in flight), and
  * the block writes nothing when it is set. */
-template <typename T, int U, bool EARLY, bool TWO, bool LEAN = false>
+template <typename T, int U, bool EARLY, bool TWO, int FIT = 0>
 __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cuda_norm_t n) {
   __shared__ float red_buf[64];
   BlockRed red{red_buf, 0};
@@ -431,7 +433,7 @@ __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cud
   const T *x = reinterpret_cast<const T *>(n.x);
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x) {
     const T *s = x + row * n.hidden;
-    if (!norm_row<T, U, EARLY, TWO, LEAN>(
+    if (!norm_row<T, U, EARLY, TWO, FIT>(
             n, residual_row<T>(n, row), caller_row<T>(n, row),
             [&](size_t p) { return load_cg<T, U>(reinterpret_cast<const char *>(s), p); },
             [&](size_t i) { return s[i]; }, red,
@@ -450,7 +452,7 @@ __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cud
  * here (a block reads only what its twins staged). The reduce-scatter form (n.scatter): row
  * position j of a round stands for row j of each of the nranks blocks of x, staged at
  * q x round + j; the rank reads block `rank` of every rank's copy. */
-template <typename T, int U, bool LEAN = false>
+template <typename T, int U, int FIT = 0>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_OneShot(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
   __shared__ float red_buf[64];
@@ -472,7 +474,7 @@ __global__ void __launch_bounds__(kNormThreads)
       auto src = [&](int r) -> const char * {
         return a.zero_copy ? a.src[r] + (mine * n.rows + base + j) * rb : a.ws[r] + (mine * round + j) * rb;
       };
-      norm_row<T, U, true, false, LEAN>(
+      norm_row<T, U, true, false, FIT>(
           n, residual_row<T>(n, base + j), caller_row<T>(n, base + j),
           [&](size_t p) { return reduce_at<T, SYMCOLL_SUM, U>(src, a.nranks, p); },
           [&](size_t i) { return reduce_at<T, SYMCOLL_SUM, ONE>(src, a.nranks, i).e[0]; }, red);
@@ -602,7 +604,7 @@ __global__ void __launch_bounds__(kNormThreads)
  * push, and every block pushes all its rows before it waits. Slot layout: the header, then the
  * launch's rows x hidden elements as in x. VECTOR rows move as 16-byte packs; UNIT rows
  * element by element, which the sentinel check of 2- and 4-byte elements allows. */
-template <typename T, int U, bool LEAN = false>
+template <typename T, int U, int FIT = 0>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_Lamport(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
   __shared__ float red_buf[64];
@@ -627,7 +629,7 @@ __global__ void __launch_bounds__(kNormThreads)
      * never sends this row's data is met inside the waits (LamportPart's HEADERS). A first row
      * whose register-resident packs' wait gave up writes nothing either (a later pack's wait,
      * after the check, may leave the row partly written, as a later row's does). */
-    if (!norm_row<T, U, true, false, LEAN>(
+    if (!norm_row<T, U, true, false, FIT>(
             n, residual_row<T>(n, row), caller_row<T>(n, row),
             [&](size_t p) {
               if constexpr (VEC) {
@@ -647,15 +649,15 @@ __global__ void __launch_bounds__(kNormThreads)
   copy_scale(n);
 }
 
-/* LEAN (VECTOR only): l->lean's instances of the kernels that run few rows. */
-template <typename T, int U, bool LEAN>
+/* FIT (VECTOR only): l->fit's instances of the kernels that run few rows. */
+template <typename T, int U, int FIT>
 const void *pick_access(const symcoll__cuda_launch_t *l) {
   /* a block an SM (few rows) or a thread per two lanes (more rows than SMs), never both */
   const void *local = l->two_lanes ? (const void *)RmsNorm_Local<T, U, false, true>
-                      : l->early   ? (const void *)RmsNorm_Local<T, U, true, false, LEAN>
+                      : l->early   ? (const void *)RmsNorm_Local<T, U, true, false, FIT>
                                    : (const void *)RmsNorm_Local<T, U, false, false>;
   if (l->coll == SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM) /* the one-shot over this rank's block, or the local pass */
-    return l->algo == SYMCOLL_ALGO_PULL         ? (const void *)RmsNorm_OneShot<T, U, LEAN>
+    return l->algo == SYMCOLL_ALGO_PULL         ? (const void *)RmsNorm_OneShot<T, U, FIT>
            : l->algo == SYMCOLL_ALGO_SEQUENTIAL ? local
                                                 : nullptr;
   if (l->coll != SYMCOLL_COLL_ALL_REDUCE_RMSNORM) return nullptr;
@@ -663,19 +665,21 @@ const void *pick_access(const symcoll__cuda_launch_t *l) {
     case SYMCOLL_ALGO_SEQUENTIAL:
       return local;
     case SYMCOLL_ALGO_ONE_SHOT:
-      return (const void *)RmsNorm_OneShot<T, U, LEAN>;
+      return (const void *)RmsNorm_OneShot<T, U, FIT>;
     case SYMCOLL_ALGO_TWO_SHOT:
       return (const void *)RmsNorm_TwoShot<T, U>;
     case SYMCOLL_ALGO_LAMPORT:
-      return (const void *)RmsNorm_Lamport<T, U, LEAN>;
+      return (const void *)RmsNorm_Lamport<T, U, FIT>;
     default:
       return nullptr;
   }
 }
 template <typename T>
 const void *pick(const symcoll__cuda_launch_t *l) {
-  if (!l->vec) return pick_access<T, UNIT, false>(l);
-  return l->lean ? pick_access<T, VECTOR, true>(l) : pick_access<T, VECTOR, false>(l);
+  if (!l->vec) return pick_access<T, UNIT, 0>(l);
+  return l->fit == 1   ? pick_access<T, VECTOR, 1>(l)
+         : l->fit == 2 ? pick_access<T, VECTOR, 2>(l)
+                       : pick_access<T, VECTOR, 0>(l);
 }
 
 }  // namespace

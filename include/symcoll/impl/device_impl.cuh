@@ -39,17 +39,14 @@ __device__ __forceinline__ void raise_error(uint32_t *error, int status, int pee
   if (error) atomicCAS_system(error, 0u, SYMCOLL_DEV_ERR_WORD(status, peer, rank));
 }
 
-/* Spins on `try_once` until it succeeds, the deadline passes, or an error was raised. One copy
- * of try_once's code: it is inlined, and a second copy for the first try doubled every wait's
- * code. */
+/* Spins on `try_once` until it succeeds, the deadline passes, or an error was raised. */
 template <typename F>
 __device__ __forceinline__ bool spin(F try_once, uint64_t timeout_ns, uint32_t *error, int peer, int rank) {
-  uint64_t deadline = 0;
+  if (try_once()) return true;
+  const uint64_t deadline = globaltimer() + timeout_ns;
   for (uint32_t i = 0;; i++) {
     if (try_once()) return true;
-    if (i == 0) {
-      deadline = globaltimer() + timeout_ns;
-    } else if ((i & 63) == 0) {
+    if ((i & 63) == 63) {
       if (error && ld_relaxed_sys(error) != 0) return false; /* another wait already failed */
       if (globaltimer() > deadline) {
         raise_error(error, SYMCOLL_ERR_TIMEOUT, peer, rank);
