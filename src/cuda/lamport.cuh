@@ -174,15 +174,10 @@ __device__ __forceinline__ bool spin_one_copy(F try_once, uint64_t timeout_ns, u
   uint64_t deadline = 0;
   for (uint32_t i = 0;; i++) {
     if (try_once()) return true;
-    if (i == 0) {
+    if (i == 0)
       deadline = symcoll_impl::globaltimer() + timeout_ns;
-    } else if ((i & 63) == 0) {
-      if (error && symcoll_impl::ld_relaxed_sys(error) != 0) return false; /* another wait already failed */
-      if (symcoll_impl::globaltimer() > deadline) {
-        symcoll_impl::raise_error(error, SYMCOLL_ERR_TIMEOUT, peer, rank);
-        return false;
-      }
-    }
+    else if ((i & 63) == 0 && symcoll_impl::spin_gives_up(deadline, error, peer, rank))
+      return false;
   }
 }
 

@@ -39,6 +39,15 @@ __device__ __forceinline__ void raise_error(uint32_t *error, int status, int pee
   if (error) atomicCAS_system(error, 0u, SYMCOLL_DEV_ERR_WORD(status, peer, rank));
 }
 
+/* A spinning wait's check, every 64 tries: whether it gives up, because another wait already
+ * failed (the error word is set) or its deadline passed (then recorded as TIMEOUT). */
+__device__ __forceinline__ bool spin_gives_up(uint64_t deadline, uint32_t *error, int peer, int rank) {
+  if (error && ld_relaxed_sys(error) != 0) return true;
+  if (globaltimer() <= deadline) return false;
+  raise_error(error, SYMCOLL_ERR_TIMEOUT, peer, rank);
+  return true;
+}
+
 /* Spins on `try_once` until it succeeds, the deadline passes, or an error was raised. */
 template <typename F>
 __device__ __forceinline__ bool spin(F try_once, uint64_t timeout_ns, uint32_t *error, int peer, int rank) {
@@ -46,13 +55,7 @@ __device__ __forceinline__ bool spin(F try_once, uint64_t timeout_ns, uint32_t *
   const uint64_t deadline = globaltimer() + timeout_ns;
   for (uint32_t i = 0;; i++) {
     if (try_once()) return true;
-    if ((i & 63) == 63) {
-      if (error && ld_relaxed_sys(error) != 0) return false; /* another wait already failed */
-      if (globaltimer() > deadline) {
-        raise_error(error, SYMCOLL_ERR_TIMEOUT, peer, rank);
-        return false;
-      }
-    }
+    if ((i & 63) == 63 && spin_gives_up(deadline, error, peer, rank)) return false;
   }
 }
 
