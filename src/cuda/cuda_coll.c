@@ -462,13 +462,19 @@ static int norm_vec(const symcoll__norm_args_t *a) {
   return (addr & 15) == 0 && a->hidden % (16 / symcoll_dtype_size(a->dtype)) == 0;
 }
 
-/* rmsnorm.cu's FIT kernels that launch l of the norm may run: 1 or 2 where a row is whole packs,
- * at most that many a thread (the packs a thread keeps), and there is no fp8 output; else 0. A
- * function of the shape and the buffer set, not of alignment: the same on every rank. */
-static int norm_fit(const symcoll__norm_args_t *a, const symcoll__cuda_launch_t *l) {
+/* rmsnorm.cu's FIT kernels that launch l of the norm may run: l->fit 1 or 2 where a row is whole
+ * packs, at most that many a thread (the packs a thread keeps), else 0; l->fit_fp8 the fp8
+ * output they write. A function of the shape and the buffer set, not of alignment: the same on
+ * every rank. */
+static void norm_fit(const symcoll__norm_args_t *a, symcoll__cuda_launch_t *l) {
   const size_t per_pack = 16 / symcoll_dtype_size(a->dtype), packs = a->hidden / per_pack;
-  if (a->hidden % per_pack || a->fp8_out || l->two_lanes) return 0;
-  return packs <= (size_t)l->threads ? 1 : packs <= (size_t)l->threads * SYMCOLL_CUDA_NORM_ROW_PACKS ? 2 : 0;
+  l->fit = a->hidden % per_pack || l->two_lanes                        ? 0
+           : packs <= (size_t)l->threads                               ? 1
+           : packs <= (size_t)l->threads * SYMCOLL_CUDA_NORM_ROW_PACKS ? 2
+                                                                       : 0;
+  l->fit_fp8 = !a->fp8_out         ? SYMCOLL_CUDA_FP8_NONE
+               : a->fp8_row_scales ? SYMCOLL_CUDA_FP8_ROWS
+                                   : SYMCOLL_CUDA_FP8_STATIC;
 }
 
 /* The most blocks of launch l's kernel, in either access mode, that stay resident. */
@@ -521,7 +527,7 @@ static symcoll_status_t norm_local(symcoll_comm_t comm, const symcoll__norm_args
   l.vec = norm_vec(a);
   l.blocks = a->rows < 65535 ? (int)a->rows : 65535;
   l.early = l.blocks * (cs->share > 1 ? cs->share : 1) <= cs->sms; /* a block an SM, beside ranks sharing it */
-  l.fit = norm_fit(a, &l);
+  norm_fit(a, &l);
   n.error = cs->args.error;
   return norm_launched(comm, a, &l, a->rows, 1, symcoll__cuda_rmsnorm_launch(&l, NULL, &n, a->stream));
 }
@@ -541,7 +547,7 @@ static int norm_kernel_setup(symcoll_comm_t comm, cuda_state_t *cs, const symcol
   *l = (symcoll__cuda_launch_t){.coll = a->coll, .algo = algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
   l->threads = (int)norm_lanes(a->hidden, a->dtype);
   l->vec = norm_vec(a);
-  l->fit = norm_fit(a, l);
+  norm_fit(a, l);
   const int maxb = norm_resident(cs, l);
   return maxb > SYMCOLL_CUDA_MAX_BLOCKS ? SYMCOLL_CUDA_MAX_BLOCKS : maxb < 1 ? 1 : maxb;
 }

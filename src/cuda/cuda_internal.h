@@ -25,6 +25,10 @@ extern "C" {
  * pass of many rows (cuda_coll.c). */
 #define SYMCOLL_CUDA_NORM_ROW_PACKS 2
 #define SYMCOLL_CUDA_NORM_MAX_THREADS 512
+/* The fp8 output of the norm's FIT kernels (symcoll__cuda_launch_t.fit_fp8). */
+#define SYMCOLL_CUDA_FP8_NONE 0
+#define SYMCOLL_CUDA_FP8_STATIC 1
+#define SYMCOLL_CUDA_FP8_ROWS 2
 /* all_reduce_rmsnorm's LAMPORT: the header (the call's signature) before a slot's rows; a slot
  * has 256 bytes beyond its data for it (cuda.c). */
 #define SYMCOLL_CUDA_LAMPORT_HEADER 16
@@ -115,9 +119,10 @@ typedef struct symcoll__cuda_launch {
   int early;     /* the norm's local pass: a block an SM at most, the weight loaded beside x */
   int each_peer; /* LAMPORT all_reduce polls each peer alone (1 or 2 ranks: at most one peer) */
   int two_lanes; /* the norm's local pass: a thread per two lanes of the row (rmsnorm.cu) */
-  int fit;       /* the norm: 1 or 2 where a row is whole packs, at most that many a thread, and there is
-                    no fp8 output (rmsnorm.cu's FIT kernels, where vec; the same on every rank,
-                    whatever its alignment); else 0 */
+  int fit;       /* the norm: 1 or 2 where a row is whole packs, at most that many a thread (rmsnorm.cu's
+                    FIT kernels, where vec; the same on every rank, whatever its alignment); else 0 */
+  int fit_fp8;   /* with fit: the fp8 output those kernels write: 0 none, 1 with the static scale,
+                    2 with a scale per row (SYMCOLL_CUDA_FP8_*) */
   int blocks, threads;
 } symcoll__cuda_launch_t;
 

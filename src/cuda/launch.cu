@@ -63,11 +63,11 @@ extern "C" int symcoll__cuda_preload(void) {
     for (int algo = SYMCOLL_ALGO_ONE_SHOT; algo < SYMCOLL_NUM_ALGOS; algo++)
       for (int dt = 0; dt < SYMCOLL_NUM_DTYPES; dt++)
         for (int op = 0; op < SYMCOLL_NUM_OPS; op++)
-          for (int variant = 0; variant < 48; variant++) { /* vec, early, each_peer, two_lanes; fit 0-2 */
-            symcoll__cuda_launch_t l = {};                 /* by name: a field added later is not misplaced */
+          for (int variant = 0; variant < 144; variant++) { /* vec, early, each_peer, two_lanes; fit 0-2; fit_fp8 0-2 */
+            symcoll__cuda_launch_t l = {};                  /* by name: a field added later is not misplaced */
             l.coll = (symcoll_coll_t)coll, l.algo = (symcoll_algo_t)algo, l.dtype = (symcoll_dtype_t)dt;
             l.op = (symcoll_op_t)op, l.vec = variant & 1, l.early = variant >> 1 & 1, l.each_peer = variant >> 2 & 1;
-            l.two_lanes = variant >> 3 & 1, l.fit = variant >> 4;
+            l.two_lanes = variant >> 3 & 1, l.fit = (variant >> 4) % 3, l.fit_fp8 = (variant >> 4) / 3;
             const void *fn = symcoll__cuda_kernel(&l);
             if (!fn) continue;
             cudaError_t e = cudaFuncGetAttributes(&attr, fn);

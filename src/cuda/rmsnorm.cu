@@ -222,25 +222,30 @@ __device__ __forceinline__ void row_store(T *row, size_t p, int valid, const T (
  * before anything is written; false (the same on every thread: it meets the block at a barrier
  * where it checks anything) and the row writes nothing and this returns false.
  * FIT (1 or 2; the host's launch.fit): VECTOR rows of at most FIT packs a thread, which it
- * keeps, and no fp8 output: the code of that case alone (no later packs, no fp8 pass), the
- * same arithmetic, so the same bits. A kernel's code is fetched anew on each SM its blocks land
+ * keeps, and Q's fp8 output alone (launch.fit_fp8: none, the static scale or a scale per row):
+ * the code of that case alone (no later packs, no branch on the fp8 form), the same
+ * arithmetic, so the same bits. A kernel's code is fetched anew on each SM its blocks land
  * on: with a quarter of the code, the fused LAMPORT kernel was 0.89-0.93x and the local pass
  * 0.81-0.82x at 1-32 x 4096 bf16 (one H100, bench/results/h100/run38). */
 struct Go {
   __device__ bool operator()() const { return true; }
 };
-template <typename T, int U, bool PRE, bool TWO = false, int FIT = 0, typename SumPack, typename SumAt,
-          typename GoOn = Go>
+template <typename T, int U, bool PRE, bool TWO = false, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE, typename SumPack,
+          typename SumAt, typename GoOn = Go>
 __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T *res, const RowDst<T> d,
                                          SumPack sum_pack, SumAt sum_at, BlockRed &red, GoOn go = {}) {
   static_assert(FIT == 0 || (U == VECTOR && !TWO && FIT <= kRowPacks), "FIT: whole packs kept, a thread a lane");
+  static_assert(FIT || Q == SYMCOLL_CUDA_FP8_NONE, "Q: the fp8 output of a FIT instance");
   using C = Conv<T>;
   constexpr int E = Pack<T, U>::E;
   constexpr int K = FIT ? FIT : kRowPacks; /* the packs a thread keeps */
   const size_t h = n.hidden, npacks = (h + E - 1) / E, nt = blockDim.x;
   const T *w = reinterpret_cast<const T *>(n.weight);
   T *const res_out = d.res_out, *const out = d.out;
-  unsigned char *const fp8 = FIT ? nullptr : d.fp8;
+  unsigned char *const fp8 = FIT && Q == SYMCOLL_CUDA_FP8_NONE ? nullptr : d.fp8;
+  /* the fp8 output, and with a scale per row (a constant where FIT) */
+  const bool quant = FIT ? Q != SYMCOLL_CUDA_FP8_NONE : fp8 != nullptr;
+  const bool dynamic = FIT ? Q == SYMCOLL_CUDA_FP8_ROWS : fp8 && d.scale;
   /* Elements of pack p: E but in a short last pack (UNIT only: VECTOR rows are whole packs). */
   auto valid_of = [&](size_t p) -> int {
     if constexpr (U == VECTOR) return E;
@@ -287,11 +292,10 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
    * then the sum's, loaded before anything is written (residual_out may be residual). Without
    * PRE each pack is loaded where it is used: fewer registers, more blocks an SM. */
   Pack<T, U> res_pre[K] = {}, w_pre[K], s_pre[K]; /* res_pre passed on without a residual */
-  const bool dynamic = fp8 && d.scale;
   /* The static scale: PRE, first of the row's loads (its latency hides behind theirs); else
    * after pass 1, while the block reduces. */
   float fixed = 1.0f;
-  if (PRE && fp8 && !dynamic) fixed = __ldg(n.fp8_scale);
+  if (PRE && quant && !dynamic) fixed = __ldg(n.fp8_scale);
   if constexpr (PRE) {
     size_t p = threadIdx.x;
 #pragma unroll
@@ -341,7 +345,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
         add_squares(f, valid, j);
       }
   }
-  if (!PRE && fp8 && !dynamic) fixed = __ldg(n.fp8_scale);
+  if (!PRE && quant && !dynamic) fixed = __ldg(n.fp8_scale);
   const float fixed_rcp = __frcp_rn(fixed);
   const float sumsq = lanes_reduce(ss0, ss1, TWO, red, Add{});
   const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sumsq, (float)h), n.eps)));
@@ -366,7 +370,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
 #pragma unroll
       for (int e = 0; e < E; e++)
         if (e < valid) amax = fmaxf(amax, fabsf(f[e]));
-    } else if (fp8) {
+    } else if (quant) {
       store_fp8<E>(fp8 + p * E, f, valid, fixed, fixed_rcp);
     }
   };
@@ -400,21 +404,22 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
     if (p < npacks) {
       store_fp8<E>(fp8 + p * E, keep[k], valid_of(p), scale, rcp);
     }
-  for (; p < npacks; p += nt) {
-    const int valid = valid_of(p);
-    float f[E];
-    if (out) {
-      row_load<T, U>(out, p, valid, f);
-    } else { /* out recomputed from r */
-      r_again(p, valid, f);
-      float wf[E];
-      row_load<T, U>(w, p, valid, wf);
+  if constexpr (!FIT)
+    for (; p < npacks; p += nt) {
+      const int valid = valid_of(p);
+      float f[E];
+      if (out) {
+        row_load<T, U>(out, p, valid, f);
+      } else { /* out recomputed from r */
+        r_again(p, valid, f);
+        float wf[E];
+        row_load<T, U>(w, p, valid, wf);
 #pragma unroll
-      for (int e = 0; e < E; e++)
-        if (e < valid) f[e] = C::load(C::store(__fmul_rn(__fmul_rn(f[e], inv), wf[e])));
+        for (int e = 0; e < E; e++)
+          if (e < valid) f[e] = C::load(C::store(__fmul_rn(__fmul_rn(f[e], inv), wf[e])));
+      }
+      store_fp8<E>(fp8 + p * E, f, valid, scale, rcp);
     }
-    store_fp8<E>(fp8 + p * E, f, valid, scale, rcp);
-  }
   return true;
 }
 
@@ -424,7 +429,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
  * The chain's all-reduce, before this on the stream, may have given up (its output is not a
  * sum): thread 0 reads the error word (EARLY: while the first row's loads are in flight), and
  * the block writes nothing when it is set. */
-template <typename T, int U, bool EARLY, bool TWO, int FIT = 0>
+template <typename T, int U, bool EARLY, bool TWO, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE>
 __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cuda_norm_t n) {
   __shared__ float red_buf[64];
   BlockRed red{red_buf, 0};
@@ -433,7 +438,7 @@ __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cud
   const T *x = reinterpret_cast<const T *>(n.x);
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x) {
     const T *s = x + row * n.hidden;
-    if (!norm_row<T, U, EARLY, TWO, FIT>(
+    if (!norm_row<T, U, EARLY, TWO, FIT, Q>(
             n, residual_row<T>(n, row), caller_row<T>(n, row),
             [&](size_t p) { return load_cg<T, U>(reinterpret_cast<const char *>(s), p); },
             [&](size_t i) { return s[i]; }, red,
@@ -452,7 +457,7 @@ __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cud
  * here (a block reads only what its twins staged). The reduce-scatter form (n.scatter): row
  * position j of a round stands for row j of each of the nranks blocks of x, staged at
  * q x round + j; the rank reads block `rank` of every rank's copy. */
-template <typename T, int U, int FIT = 0>
+template <typename T, int U, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_OneShot(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
   __shared__ float red_buf[64];
@@ -474,7 +479,7 @@ __global__ void __launch_bounds__(kNormThreads)
       auto src = [&](int r) -> const char * {
         return a.zero_copy ? a.src[r] + (mine * n.rows + base + j) * rb : a.ws[r] + (mine * round + j) * rb;
       };
-      norm_row<T, U, true, false, FIT>(
+      norm_row<T, U, true, false, FIT, Q>(
           n, residual_row<T>(n, base + j), caller_row<T>(n, base + j),
           [&](size_t p) { return reduce_at<T, SYMCOLL_SUM, U>(src, a.nranks, p); },
           [&](size_t i) { return reduce_at<T, SYMCOLL_SUM, ONE>(src, a.nranks, i).e[0]; }, red);
@@ -604,7 +609,7 @@ __global__ void __launch_bounds__(kNormThreads)
  * push, and every block pushes all its rows before it waits. Slot layout: the header, then the
  * launch's rows x hidden elements as in x. VECTOR rows move as 16-byte packs; UNIT rows
  * element by element, which the sentinel check of 2- and 4-byte elements allows. */
-template <typename T, int U, int FIT = 0>
+template <typename T, int U, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_Lamport(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
   __shared__ float red_buf[64];
@@ -629,7 +634,7 @@ __global__ void __launch_bounds__(kNormThreads)
      * never sends this row's data is met inside the waits (LamportPart's HEADERS). A first row
      * whose register-resident packs' wait gave up writes nothing either (a later pack's wait,
      * after the check, may leave the row partly written, as a later row's does). */
-    if (!norm_row<T, U, true, false, FIT>(
+    if (!norm_row<T, U, true, false, FIT, Q>(
             n, residual_row<T>(n, row), caller_row<T>(n, row),
             [&](size_t p) {
               if constexpr (VEC) {
@@ -649,15 +654,15 @@ __global__ void __launch_bounds__(kNormThreads)
   copy_scale(n);
 }
 
-/* FIT (VECTOR only): l->fit's instances of the kernels that run few rows. */
-template <typename T, int U, int FIT>
+/* FIT (VECTOR only): l->fit's instances of the kernels that run few rows, Q: their fp8 output. */
+template <typename T, int U, int FIT, int Q>
 const void *pick_access(const symcoll__cuda_launch_t *l) {
   /* a block an SM (few rows) or a thread per two lanes (more rows than SMs), never both */
   const void *local = l->two_lanes ? (const void *)RmsNorm_Local<T, U, false, true>
-                      : l->early   ? (const void *)RmsNorm_Local<T, U, true, false, FIT>
+                      : l->early   ? (const void *)RmsNorm_Local<T, U, true, false, FIT, Q>
                                    : (const void *)RmsNorm_Local<T, U, false, false>;
   if (l->coll == SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM) /* the one-shot over this rank's block, or the local pass */
-    return l->algo == SYMCOLL_ALGO_PULL         ? (const void *)RmsNorm_OneShot<T, U, FIT>
+    return l->algo == SYMCOLL_ALGO_PULL         ? (const void *)RmsNorm_OneShot<T, U, FIT, Q>
            : l->algo == SYMCOLL_ALGO_SEQUENTIAL ? local
                                                 : nullptr;
   if (l->coll != SYMCOLL_COLL_ALL_REDUCE_RMSNORM) return nullptr;
@@ -665,21 +670,34 @@ const void *pick_access(const symcoll__cuda_launch_t *l) {
     case SYMCOLL_ALGO_SEQUENTIAL:
       return local;
     case SYMCOLL_ALGO_ONE_SHOT:
-      return (const void *)RmsNorm_OneShot<T, U, FIT>;
+      return (const void *)RmsNorm_OneShot<T, U, FIT, Q>;
     case SYMCOLL_ALGO_TWO_SHOT:
       return (const void *)RmsNorm_TwoShot<T, U>;
     case SYMCOLL_ALGO_LAMPORT:
-      return (const void *)RmsNorm_Lamport<T, U, FIT>;
+      return (const void *)RmsNorm_Lamport<T, U, FIT, Q>;
+    default:
+      return nullptr;
+  }
+}
+template <typename T, int FIT>
+const void *pick_fit(const symcoll__cuda_launch_t *l) {
+  switch (l->fit_fp8) {
+    case SYMCOLL_CUDA_FP8_NONE:
+      return pick_access<T, VECTOR, FIT, SYMCOLL_CUDA_FP8_NONE>(l);
+    case SYMCOLL_CUDA_FP8_STATIC:
+      return pick_access<T, VECTOR, FIT, SYMCOLL_CUDA_FP8_STATIC>(l);
+    case SYMCOLL_CUDA_FP8_ROWS:
+      return pick_access<T, VECTOR, FIT, SYMCOLL_CUDA_FP8_ROWS>(l);
     default:
       return nullptr;
   }
 }
 template <typename T>
 const void *pick(const symcoll__cuda_launch_t *l) {
-  if (!l->vec) return pick_access<T, UNIT, 0>(l);
-  return l->fit == 1   ? pick_access<T, VECTOR, 1>(l)
-         : l->fit == 2 ? pick_access<T, VECTOR, 2>(l)
-                       : pick_access<T, VECTOR, 0>(l);
+  if (!l->vec) return pick_access<T, UNIT, 0, SYMCOLL_CUDA_FP8_NONE>(l);
+  return l->fit == 1   ? pick_fit<T, 1>(l)
+         : l->fit == 2 ? pick_fit<T, 2>(l)
+                       : pick_access<T, VECTOR, 0, SYMCOLL_CUDA_FP8_NONE>(l);
 }
 
 }  // namespace
