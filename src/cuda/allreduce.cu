@@ -103,7 +103,8 @@ __global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_ar
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t nvec = a.count / E, tail = a.count - nvec * E;
-  /* This thread's first vector is on its way while the state is read. */
+  /* This thread's first vector, loaded and fixed before the state is read (the fix uses it at
+   * once: in the SASS the state's load waits for it, docs/perf-notes.md). */
   Pack<T, VEC> x0;
   if (first < nvec) x0 = load_fixed<T, VEC>(a.send, first);
   uint32_t buf, prev_bytes;
