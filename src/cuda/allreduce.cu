@@ -103,11 +103,13 @@ __global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_ar
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t nvec = a.count / E, tail = a.count - nvec * E;
-  /* This thread's first vector is on its way while the state is read. */
-  Pack<T, VEC> x0;
-  if (first < nvec) x0 = load_fixed<T, VEC>(a.send, first);
+  /* This thread's first vector is on its way while the state is read: loaded raw, fixed after
+   * (load_fixed would wait for it before the state's load is issued). */
+  Pack<T, VEC> x0 = {}; /* zero, not a phi: no copy that waits for the load */
+  if (first < nvec) x0 = load_cg<T, VEC>(a.send, first);
   uint32_t buf, prev_bytes;
   if (!lamport_take(a, (uint32_t)(a.count * sizeof(T)), &buf, &prev_bytes)) GIVE_UP(a);
+  if (first < nvec) x0 = fixed<T, VEC>(x0);
   const LamportPart<T, OP, VEC> part{a, buf, 0};
   const LamportPart<T, OP, false> tail_part{a, buf, 0};
   const bool tail_here = blockIdx.x == 0 && threadIdx.x < tail;

@@ -61,11 +61,18 @@ __device__ __forceinline__ Pack<T, VEC> load_cv(const char *p, size_t v) {
   return x;
 }
 
+/* x with every sentinel word changed (fix_word). */
 template <typename T, bool VEC>
-__device__ __forceinline__ Pack<T, VEC> load_fixed(const char *in, size_t v) {
-  Pack<T, VEC> x = load_cg<T, VEC>(in, v);
+__device__ __forceinline__ Pack<T, VEC> fixed(Pack<T, VEC> x) {
   for_words<T, VEC>(x, [](uint32_t &w) { w = fix_word<T>(w); });
   return x;
+}
+/* A load of vector v of `in`, fixed. The fix uses the value at once, so the warp waits for the
+ * load there: a load meant to overlap a later round trip (the state's) is load_cg'd raw, and
+ * fixed after that round trip is issued. */
+template <typename T, bool VEC>
+__device__ __forceinline__ Pack<T, VEC> load_fixed(const char *in, size_t v) {
+  return fixed<T, VEC>(load_cg<T, VEC>(in, v));
 }
 
 /* A store that peers poll for: relaxed at system scope (a weak st.global would promise them

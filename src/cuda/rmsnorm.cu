@@ -617,14 +617,20 @@ __global__ void __launch_bounds__(kNormThreads)
   constexpr bool VEC = U == VECTOR;
   constexpr int E = Pack<T, U>::E;
   const size_t h = n.hidden, nvec = VEC ? h / E : h; /* a row's pushes: packs, or elements */
+  /* The thread's first push, on its way while the state is read (raw: fixed after). */
+  const size_t v0 = blockIdx.x * nvec + threadIdx.x;
+  const bool has0 = blockIdx.x < n.rows && threadIdx.x < nvec;
+  Pack<T, VEC> x0 = {}; /* zero, not a phi: no copy that waits for the load */
+  if (has0) x0 = load_cg<T, VEC>(n.x, v0);
   uint32_t buf, prev_bytes;
   if (!lamport_take(a, (uint32_t)(SYMCOLL_CUDA_LAMPORT_HEADER + n.rows * h * sizeof(T)), &buf, &prev_bytes)) GIVE_UP(a);
   lamport_put_header(a, buf);
   const LamportPart<T, SYMCOLL_SUM, VEC, true> part{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
   const LamportPart<T, SYMCOLL_SUM, false, true> one{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
+  if (has0) part.push(v0, fixed<T, VEC>(x0));
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x)
     for (size_t v = row * nvec + threadIdx.x; v < (row + 1) * nvec; v += blockDim.x)
-      part.push(v, load_fixed<T, VEC>(n.x, v));
+      if (v != v0) part.push(v, load_fixed<T, VEC>(n.x, v));
   lamport_clear(a, buf, prev_bytes);
   bool ok = true;
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x) {
