@@ -248,33 +248,44 @@ __host__ __device__ constexpr int peers_in_flight() {
   return Pack<T, ACC>::E * ((sizeof(typename Conv<T>::Acc) + 3) / 4) > 8 ? 2 : 4;
 }
 
-/* The op over ranks of the packs fetch_batch(r0, y) puts into y[0 .. B) (B = peers_in_flight) for
- * ranks r0, r0 + 1, ... (< nranks), combined in rank order, in Acc (AVG: divided by nranks once
- * at the end); returns the packed result. The order of combination never depends on when a
- * pack arrives, so every rank gets the same bits. */
-template <typename T, int OP, int ACC, typename FetchBatch>
-__device__ __forceinline__ Pack<T, ACC> reduce_batches(FetchBatch fetch_batch, int nranks) {
+/* The op over ranks of K packs side by side: fetch_batch(r0, y) puts into y[k][0 .. B) (B =
+ * peers_in_flight) pack k of ranks r0, r0 + 1, ... (< nranks); each pack's are combined in rank
+ * order, in Acc (AVG: divided by nranks once at the end), into out[k]. The order of combination
+ * never depends on when a pack arrives, so every rank gets the same bits. */
+template <typename T, int OP, int ACC, int K, typename FetchBatch>
+__device__ __forceinline__ void reduce_batches_k(FetchBatch fetch_batch, int nranks, Pack<T, ACC> (&out)[K]) {
   constexpr int E = Pack<T, ACC>::E;
   using A = typename Conv<T>::Acc;
   constexpr int B = peers_in_flight<T, ACC>();
-  A acc[E];
+  A acc[K][E];
   for (int r0 = 0; r0 < nranks; r0 += B) {
-    Pack<T, ACC> y[B];
+    Pack<T, ACC> y[K][B];
     fetch_batch(r0, y);
 #pragma unroll
-    for (int j = 0; j < B; j++) {
-      if (r0 + j >= nranks) break;
+    for (int k = 0; k < K; k++)
 #pragma unroll
-      for (int i = 0; i < E; i++) {
-        const A x = Conv<T>::load(y[j].e[i]);
-        acc[i] = r0 + j == 0 ? x : combine<OP>(acc[i], x);
+      for (int j = 0; j < B; j++) {
+        if (r0 + j >= nranks) break;
+#pragma unroll
+        for (int i = 0; i < E; i++) {
+          const A x = Conv<T>::load(y[k][j].e[i]);
+          acc[k][i] = r0 + j == 0 ? x : combine<OP>(acc[k][i], x);
+        }
       }
-    }
   }
-  Pack<T, ACC> out;
 #pragma unroll
-  for (int i = 0; i < E; i++) out.e[i] = Conv<T>::store(finish<OP>(acc[i], nranks));
-  return out;
+  for (int k = 0; k < K; k++)
+#pragma unroll
+    for (int i = 0; i < E; i++) out[k].e[i] = Conv<T>::store(finish<OP>(acc[k][i], nranks));
+}
+
+/* reduce_batches_k of one pack: fetch_batch(r0, y) fills y[0 .. B). */
+template <typename T, int OP, int ACC, typename FetchBatch>
+__device__ __forceinline__ Pack<T, ACC> reduce_batches(FetchBatch fetch_batch, int nranks) {
+  constexpr int B = peers_in_flight<T, ACC>();
+  Pack<T, ACC> out[1];
+  reduce_batches_k<T, OP, ACC, 1>([&](int r0, Pack<T, ACC>(&y)[1][B]) { fetch_batch(r0, y[0]); }, nranks, out);
+  return out[0];
 }
 
 /* reduce_batches over fetch(r): every fetch of a batch is issued before any is used. */
