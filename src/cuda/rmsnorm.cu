@@ -654,20 +654,26 @@ __global__ void __launch_bounds__(kNormThreads)
   constexpr bool VEC = U == VECTOR;
   constexpr int E = Pack<T, U>::E;
   const size_t h = n.hidden, nvec = VEC ? h / E : h; /* a row's pushes: packs, or elements */
-  /* The thread's first push, on its way while the state is read (raw: fixed after). */
-  const size_t v0 = blockIdx.x * nvec + threadIdx.x;
-  const bool has0 = blockIdx.x < n.rows && threadIdx.x < nvec;
-  Pack<T, VEC> x0 = {}; /* zero, not a phi: no copy that waits for the load */
-  if (has0) x0 = load_cg<T, VEC>(n.x, v0);
+  /* The thread's first K0 pushes of its first row (FIT: all of them), on their way while the
+   * state is read: loaded raw, fixed after (a fix would wait for its load there), and all
+   * loaded before the first push (a push's store keeps later loads behind it). */
+  constexpr int K0 = FIT ? FIT : 1;
+  const size_t v0 = blockIdx.x * nvec + threadIdx.x, nt = blockDim.x;
+  Pack<T, VEC> x0[K0] = {}; /* zero, not a phi: no copy that waits for the load */
+#pragma unroll
+  for (int k = 0; k < K0; k++)
+    if (blockIdx.x < n.rows && threadIdx.x + k * nt < nvec) x0[k] = load_cg<T, VEC>(n.x, v0 + k * nt);
   uint32_t buf, prev_bytes;
   if (!lamport_take(a, (uint32_t)(SYMCOLL_CUDA_LAMPORT_HEADER + n.rows * h * sizeof(T)), &buf, &prev_bytes)) GIVE_UP(a);
   lamport_put_header(a, buf);
   const LamportPart<T, SYMCOLL_SUM, VEC, true> part{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
   const LamportPart<T, SYMCOLL_SUM, false, true> one{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
-  if (has0) part.push(v0, fixed<T, VEC>(x0));
+#pragma unroll
+  for (int k = 0; k < K0; k++)
+    if (blockIdx.x < n.rows && threadIdx.x + k * nt < nvec) part.push(v0 + k * nt, fixed<T, VEC>(x0[k]));
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x)
-    for (size_t v = row * nvec + threadIdx.x; v < (row + 1) * nvec; v += blockDim.x)
-      if (v != v0) part.push(v, load_fixed<T, VEC>(n.x, v));
+    for (size_t v = row * nvec + threadIdx.x + (row == blockIdx.x ? K0 * nt : 0); v < (row + 1) * nvec; v += nt)
+      part.push(v, load_fixed<T, VEC>(n.x, v));
   lamport_clear(a, buf, prev_bytes);
   bool ok = true;
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x) {
