@@ -696,7 +696,8 @@ __global__ void __launch_bounds__(kNormThreads)
               }
             },
             [&](size_t i) { return one.gather(n.x, e0 + i, ok).e[0]; }, red,
-            [&] { return row != blockIdx.x || lamport_headers_ok(a, buf, ok); }, gather_row_of<FIT>(part, n.x, e0 / E, ok)))
+            [&] { return row != blockIdx.x || lamport_headers_ok(a, buf, ok); },
+            gather_row_of<FIT>(part, n.x, e0 / E, ok)))
       GIVE_UP(a);
     if (!__syncthreads_and(ok)) GIVE_UP(a);
   }
