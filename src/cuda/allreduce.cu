@@ -103,12 +103,14 @@ __global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_ar
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t nvec = a.count / E, tail = a.count - nvec * E;
-  /* This thread's first vector, loaded and fixed before the state is read (the fix uses it at
-   * once: in the SASS the state's load waits for it, docs/perf-notes.md). */
-  Pack<T, VEC> x0;
-  if (first < nvec) x0 = load_fixed<T, VEC>(a.send, first);
+  /* This thread's first vector is on its way while the state is read: loaded raw, fixed after
+   * (a fix right after the load waits for it, and the state's load with it: 0.94-0.98x at
+   * 1 KiB-1 MiB, 2 ranks sharing an H100, bench/results/h100/run41). */
+  Pack<T, VEC> x0 = {}; /* zero, not a phi: no copy that waits for the load */
+  if (first < nvec) x0 = load_cg<T, VEC>(a.send, first);
   uint32_t buf, prev_bytes;
   if (!lamport_take(a, (uint32_t)(a.count * sizeof(T)), &buf, &prev_bytes)) GIVE_UP(a);
+  if (first < nvec) x0 = fixed<T, VEC>(x0);
   const LamportPart<T, OP, VEC> part{a, buf, 0};
   const LamportPart<T, OP, false> tail_part{a, buf, 0};
   const bool tail_here = blockIdx.x == 0 && threadIdx.x < tail;

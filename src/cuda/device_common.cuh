@@ -248,10 +248,40 @@ __host__ __device__ constexpr int peers_in_flight() {
   return Pack<T, ACC>::E * ((sizeof(typename Conv<T>::Acc) + 3) / 4) > 8 ? 2 : 4;
 }
 
-/* The op over ranks of the packs fetch_batch(r0, y) puts into y[0 .. B) (B = peers_in_flight) for
- * ranks r0, r0 + 1, ... (< nranks), combined in rank order, in Acc (AVG: divided by nranks once
- * at the end); returns the packed result. The order of combination never depends on when a
- * pack arrives, so every rank gets the same bits. */
+/* The op over ranks of K packs side by side: fetch_batch(r0, y) puts into y[k][0 .. B) (B =
+ * peers_in_flight) pack k of ranks r0, r0 + 1, ... (< nranks); each pack's are combined in rank
+ * order, in Acc (AVG: divided by nranks once at the end), into out[k]. The order of combination
+ * never depends on when a pack arrives, so every rank gets the same bits. */
+template <typename T, int OP, int ACC, int K, typename FetchBatch>
+__device__ __forceinline__ void reduce_batches_k(FetchBatch fetch_batch, int nranks, Pack<T, ACC> (&out)[K]) {
+  constexpr int E = Pack<T, ACC>::E;
+  using A = typename Conv<T>::Acc;
+  constexpr int B = peers_in_flight<T, ACC>();
+  A acc[K][E];
+  for (int r0 = 0; r0 < nranks; r0 += B) {
+    Pack<T, ACC> y[K][B];
+    fetch_batch(r0, y);
+#pragma unroll
+    for (int k = 0; k < K; k++)
+#pragma unroll
+      for (int j = 0; j < B; j++) {
+        if (r0 + j >= nranks) break;
+#pragma unroll
+        for (int i = 0; i < E; i++) {
+          const A x = Conv<T>::load(y[k][j].e[i]);
+          acc[k][i] = r0 + j == 0 ? x : combine<OP>(acc[k][i], x);
+        }
+      }
+  }
+#pragma unroll
+  for (int k = 0; k < K; k++)
+#pragma unroll
+    for (int i = 0; i < E; i++) out[k].e[i] = Conv<T>::store(finish<OP>(acc[k][i], nranks));
+}
+
+/* reduce_batches_k of one pack: fetch_batch(r0, y) fills y[0 .. B). Its own loop, not a call of
+ * reduce_batches_k<1>: the same arithmetic, but that form scheduled the fused one-shot norm's
+ * FIT 2 kernel otherwise, 1.01-1.05x at 1-2048 x 8192 bf16 (one H100, bench/results/h100/run41). */
 template <typename T, int OP, int ACC, typename FetchBatch>
 __device__ __forceinline__ Pack<T, ACC> reduce_batches(FetchBatch fetch_batch, int nranks) {
   constexpr int E = Pack<T, ACC>::E;

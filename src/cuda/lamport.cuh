@@ -61,11 +61,18 @@ __device__ __forceinline__ Pack<T, VEC> load_cv(const char *p, size_t v) {
   return x;
 }
 
+/* x with every sentinel word changed (fix_word). */
 template <typename T, bool VEC>
-__device__ __forceinline__ Pack<T, VEC> load_fixed(const char *in, size_t v) {
-  Pack<T, VEC> x = load_cg<T, VEC>(in, v);
+__device__ __forceinline__ Pack<T, VEC> fixed(Pack<T, VEC> x) {
   for_words<T, VEC>(x, [](uint32_t &w) { w = fix_word<T>(w); });
   return x;
+}
+/* A load of vector v of `in`, fixed. The fix uses the value at once, so the warp waits for the
+ * load there: a load meant to overlap a later round trip (the state's) is load_cg'd raw, and
+ * fixed after that round trip is issued. */
+template <typename T, bool VEC>
+__device__ __forceinline__ Pack<T, VEC> load_fixed(const char *in, size_t v) {
+  return fixed<T, VEC>(load_cg<T, VEC>(in, v));
 }
 
 /* A store that peers poll for: relaxed at system scope (a weak st.global would promise them
@@ -202,35 +209,64 @@ struct LamportPart {
       if (p != a.rank) store_relaxed_sys<T, VEC>(slot(p, a.rank), v, x);
   }
   __device__ Pack<T, VEC> gather(const char *own, size_t v, bool &ok) const {
+    const size_t vs[1] = {v};
+    Pack<T, VEC> out[1];
+    gather_k<1>(own, vs, 1u, out, ok);
+    return out[0];
+  }
+  /* gather() of the K vectors vs[k] with bit k of `has` set (out[k] of the others is
+   * meaningless): every pending slot of them all is reloaded in each pass, so a thread's vectors
+   * are waited for together, not one after another. */
+  template <int K>
+  __device__ void gather_k(const char *own, const size_t (&vs)[K], unsigned has, Pack<T, VEC> (&out)[K],
+                           bool &ok) const {
     constexpr int B = peers_in_flight<T, VEC>();
-    return reduce_batches<T, OP, VEC>(
-        [&](int r0, Pack<T, VEC>(&y)[B]) {
-          uint32_t pending = 0;
+    static_assert(K * B <= 32, "one pending bit a slot");
+    reduce_batches_k<T, OP, VEC, K>(
+        [&](int r0, Pack<T, VEC>(&y)[K][B]) {
+          uint32_t pending = 0; /* bit k * B + j: pack k of rank r0 + j */
 #pragma unroll
           for (int j = 0; j < B; j++) {
             const int r = r0 + j;
-            if (r == a.rank)
-              y[j] = load_fixed<T, VEC>(own, v);
-            else if (r < a.nranks)
-              pending |= 1u << j;
+            if (r == a.rank) {
+#pragma unroll
+              for (int k = 0; k < K; k++)
+                if (has >> k & 1u) y[k][j] = load_fixed<T, VEC>(own, vs[k]);
+            } else if (r < a.nranks) {
+#pragma unroll
+              for (int k = 0; k < K; k++) pending |= (has >> k & 1u) << (k * B + j);
+            }
           }
           if (!pending || !ok) return;
           unsigned polls = 0;
           ok = spin_one_copy(
               [&] {
 #pragma unroll
-                for (int j = 0; j < B; j++)
-                  if (pending >> j & 1u) y[j] = load_cv<T, VEC>(slot(a.rank, r0 + j), v);
+                for (int k = 0; k < K; k++)
 #pragma unroll
-                for (int j = 0; j < B; j++)
-                  if ((pending >> j & 1u) && arrived<T, VEC>(y[j])) pending &= ~(1u << j);
+                  for (int j = 0; j < B; j++)
+                    if (pending >> (k * B + j) & 1u) y[k][j] = load_cv<T, VEC>(slot(a.rank, r0 + j), vs[k]);
+#pragma unroll
+                for (int k = 0; k < K; k++)
+#pragma unroll
+                  for (int j = 0; j < B; j++)
+                    if ((pending >> (k * B + j) & 1u) && arrived<T, VEC>(y[k][j])) pending &= ~(1u << (k * B + j));
                 if constexpr (HEADERS)
-                  if (pending && (++polls & 15u) == 0) other_call(pending, r0);
+                  if (pending && (++polls & 15u) == 0) other_call(peers_of<K>(pending), r0);
                 return pending == 0;
               },
-              a.timeout_ns, a.error, r0 + __ffs((int)pending) - 1, a.rank);
+              a.timeout_ns, a.error, r0 + (__ffs((int)peers_of<K>(pending)) - 1), a.rank);
         },
-        a.nranks);
+        a.nranks, out);
+  }
+  /* The peers (bit j: rank r0 + j) with a pending slot, of gather_k<K>'s pending bits. */
+  template <int K>
+  __device__ static uint32_t peers_of(uint32_t pending) {
+    constexpr int B = peers_in_flight<T, VEC>();
+    uint32_t m = 0;
+#pragma unroll
+    for (int k = 0; k < K; k++) m |= pending >> (k * B);
+    return K == 1 ? m : m & ((1u << B) - 1u);
   }
   /* HEADERS: MISMATCH where a pending peer's header has come and is not the call's (the spin
    * that waits sees the error word and gives up). */

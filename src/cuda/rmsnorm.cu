@@ -218,6 +218,8 @@ __device__ __forceinline__ void row_store(T *row, size_t p, int valid, const T (
  * slower at 2048 x 8192 on the H200).
  * sum_pack(p): pack p of the row's sum over ranks, rounded to T (whole packs); sum_at(i):
  * element i of it (a short last pack); res: the residual row or NULL; d: where the results go.
+ * sum_pre(s, has) (PRE; EachPack: sum_pack of each): the sums of the thread's kept packs at
+ * once, s[k] for bit k of `has` (a whole pack), so that their waits overlap.
  * go(): called by every thread once the loads are issued (and, PRE, the sum's packs in),
  * before anything is written; false (the same on every thread: it meets the block at a barrier
  * where it checks anything) and the row writes nothing and this returns false.
@@ -230,10 +232,12 @@ __device__ __forceinline__ void row_store(T *row, size_t p, int valid, const T (
 struct Go {
   __device__ bool operator()() const { return true; }
 };
+struct EachPack {}; /* PRE's sums pack by pack, sum_pack(p) */
 template <typename T, int U, bool PRE, bool TWO = false, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE, typename SumPack,
-          typename SumAt, typename GoOn = Go>
+          typename SumAt, typename GoOn = Go, typename SumPre = EachPack>
 __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T *res, const RowDst<T> d,
-                                         SumPack sum_pack, SumAt sum_at, BlockRed &red, GoOn go = {}) {
+                                         SumPack sum_pack, SumAt sum_at, BlockRed &red, GoOn go = {},
+                                         SumPre sum_pre = {}) {
   static_assert(FIT == 0 || (U == VECTOR && !TWO && FIT <= kRowPacks), "FIT: whole packs kept, a thread a lane");
   static_assert(FIT || Q == SYMCOLL_CUDA_FP8_NONE, "Q: the fp8 output of a FIT instance");
   using C = Conv<T>;
@@ -304,10 +308,19 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
         if (res) res_pre[k] = load_cg<T, U>(reinterpret_cast<const char *>(res), p);
         w_pre[k] = load_cg<T, U>(reinterpret_cast<const char *>(w), p);
       }
-    p = threadIdx.x;
+    if constexpr (std::is_same_v<SumPre, EachPack>) {
+      p = threadIdx.x;
 #pragma unroll
-    for (int k = 0; k < K; k++, p += nt)
-      if (p < npacks && valid_of(p) == E) s_pre[k] = sum_pack(p);
+      for (int k = 0; k < K; k++, p += nt)
+        if (p < npacks && valid_of(p) == E) s_pre[k] = sum_pack(p);
+    } else {
+      unsigned has = 0;
+      p = threadIdx.x;
+#pragma unroll
+      for (int k = 0; k < K; k++, p += nt)
+        if (p < npacks && valid_of(p) == E) has |= 1u << k;
+      sum_pre(s_pre, has);
+    }
   }
   if (!go()) return false;
   float keep[K][E];
@@ -605,6 +618,30 @@ __global__ void __launch_bounds__(kNormThreads)
   copy_scale(n);
 }
 
+/* norm_row's sum_pre for the fused LAMPORT kernel's FIT instances: the thread's K kept packs of
+ * the row from pack `first` on, gathered at once (gather_k); EachPack elsewhere. */
+template <typename Part, int K>
+struct GatherRow {
+  const Part &part;
+  const char *x;
+  size_t first;
+  bool &ok;
+  template <typename P>
+  __device__ void operator()(P (&s)[K], unsigned has) const {
+    size_t vs[K];
+#pragma unroll
+    for (int k = 0; k < K; k++) vs[k] = first + threadIdx.x + (size_t)k * blockDim.x;
+    part.template gather_k<K>(x, vs, has, s, ok);
+  }
+};
+template <int FIT, typename Part>
+__device__ __forceinline__ auto gather_row_of(const Part &part, const char *x, size_t first, bool &ok) {
+  if constexpr (FIT == 0)
+    return EachPack{};
+  else
+    return GatherRow<Part, FIT>{part, x, first, ok};
+}
+
 /* Block b pushes and normalises rows b, b + grid, ...: a block waits only for what its twins
  * push, and every block pushes all its rows before it waits. Slot layout: the header, then the
  * launch's rows x hidden elements as in x. VECTOR rows move as 16-byte packs; UNIT rows
@@ -617,13 +654,25 @@ __global__ void __launch_bounds__(kNormThreads)
   constexpr bool VEC = U == VECTOR;
   constexpr int E = Pack<T, U>::E;
   const size_t h = n.hidden, nvec = VEC ? h / E : h; /* a row's pushes: packs, or elements */
+  /* The thread's first K0 pushes of its first row (FIT: all of them), on their way while the
+   * state is read: loaded raw, fixed after (a fix would wait for its load there), and all
+   * loaded before the first push (a push's store keeps later loads behind it). */
+  constexpr int K0 = FIT ? FIT : 1;
+  const size_t v0 = blockIdx.x * nvec + threadIdx.x, nt = blockDim.x;
+  Pack<T, VEC> x0[K0] = {}; /* zero, not a phi: no copy that waits for the load */
+#pragma unroll
+  for (int k = 0; k < K0; k++)
+    if (blockIdx.x < n.rows && threadIdx.x + k * nt < nvec) x0[k] = load_cg<T, VEC>(n.x, v0 + k * nt);
   uint32_t buf, prev_bytes;
   if (!lamport_take(a, (uint32_t)(SYMCOLL_CUDA_LAMPORT_HEADER + n.rows * h * sizeof(T)), &buf, &prev_bytes)) GIVE_UP(a);
   lamport_put_header(a, buf);
   const LamportPart<T, SYMCOLL_SUM, VEC, true> part{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
   const LamportPart<T, SYMCOLL_SUM, false, true> one{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
+#pragma unroll
+  for (int k = 0; k < K0; k++)
+    if (blockIdx.x < n.rows && threadIdx.x + k * nt < nvec) part.push(v0 + k * nt, fixed<T, VEC>(x0[k]));
   for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x)
-    for (size_t v = row * nvec + threadIdx.x; v < (row + 1) * nvec; v += blockDim.x)
+    for (size_t v = row * nvec + threadIdx.x + (row == blockIdx.x ? K0 * nt : 0); v < (row + 1) * nvec; v += nt)
       part.push(v, load_fixed<T, VEC>(n.x, v));
   lamport_clear(a, buf, prev_bytes);
   bool ok = true;
@@ -647,7 +696,8 @@ __global__ void __launch_bounds__(kNormThreads)
               }
             },
             [&](size_t i) { return one.gather(n.x, e0 + i, ok).e[0]; }, red,
-            [&] { return row != blockIdx.x || lamport_headers_ok(a, buf, ok); }))
+            [&] { return row != blockIdx.x || lamport_headers_ok(a, buf, ok); },
+            gather_row_of<FIT>(part, n.x, e0 / E, ok)))
       GIVE_UP(a);
     if (!__syncthreads_and(ok)) GIVE_UP(a);
   }
