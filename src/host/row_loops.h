@@ -14,9 +14,9 @@
  * caches. The loops that take 16 elements at a time through every stage (below: DEFINE_ROWS_VEC
  * and the AVX-512 BF16 rows) load a source's lines among their conversions and stores, and so
  * keep few of those misses in flight: they prefetch each source's line ROW_AHEAD bytes ahead,
- * one a step of 64 bytes. On 2 processes of a 2-vCPU Xeon the fused call went 0.70-0.76x at
- * 1-4 rows of 4096 and 8192 (bf16), 0.80-0.89x (fp16), unchanged from 8 rows; 512 and 1024
- * bytes ahead alike, 4096 less (bench/results/host/rowprefetch). The element loops over blocks
+ * one a step of 64 bytes. On 2 ranks of a 2-vCPU Xeon the fused call went 0.63-0.74x at 1-4
+ * rows of 4096 and 8192 (bf16), 0.73-0.87x (fp16), unchanged from 8 rows; 512 and 1024 bytes
+ * ahead alike, 4096 less (bench/results/host/rowprefetch). The element loops over blocks
  * (DEFINE_ROWS) read each source in a loop of its own, which streams: no prefetch there. */
 #define ROW_AHEAD 1024
 static inline void row_prefetch(const void *const *s, int ns, size_t at) {
