@@ -653,8 +653,8 @@ __global__ void __launch_bounds__(kNormThreads)
   BlockRed red{red_buf, 0};
   constexpr bool VEC = U == VECTOR;
   constexpr int E = Pack<T, U>::E;
-  const size_t h = n.hidden, nvec = VEC ? h / E : h; /* a row's pushes: packs, or elements */
-  const size_t group = blockIdx.x, groups = gridDim.x;
+  const size_t h = n.hidden, nvec = VEC ? h / E : h;   /* a row's pushes: packs, or elements */
+  const size_t group = blockIdx.x, groups = gridDim.x; /* rows group, group + groups, ... are the block's */
   /* The thread's first K0 pushes of its first row (FIT: all of them), on their way while the
    * state is read: loaded raw, fixed after (a fix would wait for its load there), and all
    * loaded before the first push (a push's store keeps later loads behind it). */
@@ -679,12 +679,11 @@ __global__ void __launch_bounds__(kNormThreads)
   bool ok = true;
   for (size_t row = group; row < n.rows; row += groups) {
     const size_t e0 = row * h; /* the row's first element */
-    /* The peers' headers, checked once the group's first row has come (they came with it, or
+    /* The peers' headers, checked once the block's first row has come (they came with it, or
      * soon after: one wait, not two), before anything is written; a peer in another call that
      * never sends this row's data is met inside the waits (LamportPart's HEADERS). A first row
      * whose register-resident packs' wait gave up writes nothing either (a later pack's wait,
-     * after the check, may leave the row partly written, as a later row's does). SPLIT: every
-     * row's waits are in (FIT: all its packs are gathered before go), and the cluster decides. */
+     * after the check, may leave the row partly written, as a later row's does). */
     if (!norm_row<T, U, true, false, FIT, Q>(
             n, residual_row<T>(n, row), caller_row<T>(n, row),
             [&](size_t p) {
