@@ -243,7 +243,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
   using C = Conv<T>;
   constexpr int E = Pack<T, U>::E;
   constexpr int K = FIT ? FIT : kRowPacks; /* the packs a thread keeps */
-  const size_t h = n.hidden, npacks = (h + E - 1) / E, nt = blockDim.x;
+  const size_t h = n.hidden, npacks = (h + E - 1) / E, nt = blockDim.x, t0 = threadIdx.x;
   const T *w = reinterpret_cast<const T *>(n.weight);
   T *const res_out = d.res_out, *const out = d.out;
   unsigned char *const fp8 = FIT && Q == SYMCOLL_CUDA_FP8_NONE ? nullptr : d.fp8;
@@ -301,7 +301,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
   float fixed = 1.0f;
   if (PRE && quant && !dynamic) fixed = __ldg(n.fp8_scale);
   if constexpr (PRE) {
-    size_t p = threadIdx.x;
+    size_t p = t0;
 #pragma unroll
     for (int k = 0; k < K; k++, p += nt)
       if (p < npacks && valid_of(p) == E) {
@@ -309,13 +309,13 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
         w_pre[k] = load_cg<T, U>(reinterpret_cast<const char *>(w), p);
       }
     if constexpr (std::is_same_v<SumPre, EachPack>) {
-      p = threadIdx.x;
+      p = t0;
 #pragma unroll
       for (int k = 0; k < K; k++, p += nt)
         if (p < npacks && valid_of(p) == E) s_pre[k] = sum_pack(p);
     } else {
       unsigned has = 0;
-      p = threadIdx.x;
+      p = t0;
 #pragma unroll
       for (int k = 0; k < K; k++, p += nt)
         if (p < npacks && valid_of(p) == E) has |= 1u << k;
@@ -338,7 +338,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
       ss0 = ss;
   };
   {
-    size_t p = threadIdx.x;
+    size_t p = t0;
     int j = 0;
 #pragma unroll
     for (int k = 0; k < K; k++, p += nt, j++)
@@ -388,7 +388,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
     }
   };
   {
-    size_t p = threadIdx.x;
+    size_t p = t0;
 #pragma unroll
     for (int k = 0; k < K; k++, p += nt)
       if (p < npacks) {
@@ -410,8 +410,8 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
   amax = lanes_reduce(amax, 0.0f, false, red, Max{});
   const float scale = fmaxf(__fdiv_rn(amax, kFp8Max), 1.0f / (kFp8Max * 512.0f));
   const float rcp = __frcp_rn(scale);
-  if (threadIdx.x == 0) *d.scale = scale;
-  size_t p = threadIdx.x;
+  if (t0 == 0) *d.scale = scale;
+  size_t p = t0;
 #pragma unroll
   for (int k = 0; k < K; k++, p += nt)
     if (p < npacks) {
@@ -619,27 +619,27 @@ __global__ void __launch_bounds__(kNormThreads)
 }
 
 /* norm_row's sum_pre for the fused LAMPORT kernel's FIT instances: the thread's K kept packs of
- * the row from pack `first` on, gathered at once (gather_k); EachPack elsewhere. */
+ * the row (its first, then `stride` apart), gathered at once (gather_k); EachPack elsewhere. */
 template <typename Part, int K>
 struct GatherRow {
   const Part &part;
   const char *x;
-  size_t first;
+  size_t first, stride;
   bool &ok;
   template <typename P>
   __device__ void operator()(P (&s)[K], unsigned has) const {
     size_t vs[K];
 #pragma unroll
-    for (int k = 0; k < K; k++) vs[k] = first + threadIdx.x + (size_t)k * blockDim.x;
+    for (int k = 0; k < K; k++) vs[k] = first + (size_t)k * stride;
     part.template gather_k<K>(x, vs, has, s, ok);
   }
 };
 template <int FIT, typename Part>
-__device__ __forceinline__ auto gather_row_of(const Part &part, const char *x, size_t first, bool &ok) {
+__device__ __forceinline__ auto gather_row_of(const Part &part, const char *x, size_t first, size_t stride, bool &ok) {
   if constexpr (FIT == 0)
     return EachPack{};
   else
-    return GatherRow<Part, FIT>{part, x, first, ok};
+    return GatherRow<Part, FIT>{part, x, first, stride, ok};
 }
 
 /* Block b pushes and normalises rows b, b + grid, ...: a block waits only for what its twins
@@ -653,30 +653,31 @@ __global__ void __launch_bounds__(kNormThreads)
   BlockRed red{red_buf, 0};
   constexpr bool VEC = U == VECTOR;
   constexpr int E = Pack<T, U>::E;
-  const size_t h = n.hidden, nvec = VEC ? h / E : h; /* a row's pushes: packs, or elements */
+  const size_t h = n.hidden, nvec = VEC ? h / E : h;   /* a row's pushes: packs, or elements */
+  const size_t group = blockIdx.x, groups = gridDim.x; /* rows group, group + groups, ... are the block's */
   /* The thread's first K0 pushes of its first row (FIT: all of them), on their way while the
    * state is read: loaded raw, fixed after (a fix would wait for its load there), and all
    * loaded before the first push (a push's store keeps later loads behind it). */
   constexpr int K0 = FIT ? FIT : 1;
-  const size_t v0 = blockIdx.x * nvec + threadIdx.x, nt = blockDim.x;
+  const size_t rt = threadIdx.x, nt = blockDim.x, v0 = group * nvec + rt;
   Pack<T, VEC> x0[K0] = {}; /* zero, not a phi: no copy that waits for the load */
 #pragma unroll
   for (int k = 0; k < K0; k++)
-    if (blockIdx.x < n.rows && threadIdx.x + k * nt < nvec) x0[k] = load_cg<T, VEC>(n.x, v0 + k * nt);
-  uint32_t buf, prev_bytes;
+    if (group < n.rows && rt + k * nt < nvec) x0[k] = load_cg<T, VEC>(n.x, v0 + k * nt);
+  uint32_t buf = 0, prev_bytes = 0;
   if (!lamport_take(a, (uint32_t)(SYMCOLL_CUDA_LAMPORT_HEADER + n.rows * h * sizeof(T)), &buf, &prev_bytes)) GIVE_UP(a);
-  lamport_put_header(a, buf);
   const LamportPart<T, SYMCOLL_SUM, VEC, true> part{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
   const LamportPart<T, SYMCOLL_SUM, false, true> one{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
+  lamport_put_header(a, buf);
 #pragma unroll
   for (int k = 0; k < K0; k++)
-    if (blockIdx.x < n.rows && threadIdx.x + k * nt < nvec) part.push(v0 + k * nt, fixed<T, VEC>(x0[k]));
-  for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x)
-    for (size_t v = row * nvec + threadIdx.x + (row == blockIdx.x ? K0 * nt : 0); v < (row + 1) * nvec; v += nt)
+    if (group < n.rows && rt + k * nt < nvec) part.push(v0 + k * nt, fixed<T, VEC>(x0[k]));
+  for (size_t row = group; row < n.rows; row += groups)
+    for (size_t v = row * nvec + rt + (row == group ? K0 * nt : 0); v < (row + 1) * nvec; v += nt)
       part.push(v, load_fixed<T, VEC>(n.x, v));
   lamport_clear(a, buf, prev_bytes);
   bool ok = true;
-  for (size_t row = blockIdx.x; row < n.rows; row += gridDim.x) {
+  for (size_t row = group; row < n.rows; row += groups) {
     const size_t e0 = row * h; /* the row's first element */
     /* The peers' headers, checked once the block's first row has come (they came with it, or
      * soon after: one wait, not two), before anything is written; a peer in another call that
@@ -696,8 +697,8 @@ __global__ void __launch_bounds__(kNormThreads)
               }
             },
             [&](size_t i) { return one.gather(n.x, e0 + i, ok).e[0]; }, red,
-            [&] { return row != blockIdx.x || lamport_headers_ok(a, buf, ok); },
-            gather_row_of<FIT>(part, n.x, e0 / E, ok)))
+            [&] { return row != group || lamport_headers_ok(a, buf, ok); },
+            gather_row_of<FIT>(part, n.x, e0 / E + rt, nt, ok)))
       GIVE_UP(a);
     if (!__syncthreads_and(ok)) GIVE_UP(a);
   }
