@@ -59,8 +59,8 @@ enum {
   V_NO_RES_OUT,      /* residual_out not asked for */
   V_OUT_IN_PLACE,    /* out == x (the reduce-scatter form: this rank's block of x) */
   V_SYMMETRIC,       /* x in symmetric memory */
-  V_FP8_STATIC,      /* out and fp8 with a static scale */
-  V_FP8_DYNAMIC,     /* out and fp8 with per-row scales, residual_out in place */
+  V_FP8_STATIC,      /* out and fp8 with a static scale, fp8_out 4 bytes off an 8-byte boundary */
+  V_FP8_DYNAMIC,     /* out and fp8 with per-row scales, residual_out in place, fp8_out at an odd address */
   V_FP8_ONLY,        /* fp8 with per-row scales, no out */
   V_FP8_STATIC_ONLY, /* fp8 with a static scale (and its copy), no out */
   NUM_VARIANTS
@@ -256,10 +256,12 @@ static int one_case(ctx_t *c, symcoll_coll_t coll, symcoll_dtype_t dt, shape_t s
               : v == V_OUT_IN_PLACE                     ? x + mine * es
                                                         : c->dout + GUARD * es;
   char *ro = v == V_NO_RES_OUT ? NULL : v == V_RES_IN_PLACE || v == V_FP8_DYNAMIC ? res : c->dro + GUARD * es;
-  char *q = fp8 ? c->dq + GUARD : NULL, *sc = dynamic ? c->ds + GUARD * sizeof(float) : NULL;
+  /* fp8_out off the 16-byte packs' boundaries in two variants (element stores, or 4-byte ones) */
+  const size_t q_off = v == V_FP8_STATIC ? 4 : v == V_FP8_DYNAMIC ? 3 : 0;
+  char *q = fp8 ? c->dq + GUARD + q_off : NULL, *sc = dynamic ? c->ds + GUARD * sizeof(float) : NULL;
   poison(c, c->dout, span_bytes(count, es));
   poison(c, c->dro, span_bytes(count, es));
-  poison(c, c->dq, span_bytes(count, 1));
+  poison(c, c->dq, span_bytes(count, 1) + q_off);
   poison(c, c->ds, span_bytes(sh.rows, sizeof(float)));
   upload(c, x, dt, 0, blocks * count, c->rank, 0, 1.0, 0.0, seed);
   if (res) upload(c, res, dt, mine, count, 0, 1, 4.0, 0.0, seed); /* every rank's rows of one residual, as in TP */
