@@ -770,10 +770,13 @@ symcoll_status_t symcoll__cuda_copy(symcoll_comm_t comm, void *dst, const void *
    * engine's start: 0.70-0.93x, bench/results/h100/run28); large or unaligned ones, and every
    * copy a graph captures, by the copy engine, which leaves the SMs to the work beside it (in a
    * graph the kernel was 1.01-1.08x the copy node, run 44). */
+  bool by_kernel = bytes <= COPY_KERNEL_MAX_BYTES && (((uintptr_t)dst | (uintptr_t)src | bytes) & 15) == 0;
   enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  const bool by_kernel = bytes <= COPY_KERNEL_MAX_BYTES && (((uintptr_t)dst | (uintptr_t)src | bytes) & 15) == 0 &&
-                         cudaStreamIsCapturing((cudaStream_t)stream, &capturing) == cudaSuccess &&
-                         capturing == cudaStreamCaptureStatusNone;
+  if (by_kernel && cudaStreamIsCapturing((cudaStream_t)stream, &capturing) != cudaSuccess) {
+    cudaGetLastError(); /* not left for a later launch's check: the copy below meets the same error and says it */
+    by_kernel = false;
+  }
+  by_kernel = by_kernel && capturing == cudaStreamCaptureStatusNone;
   cudaError_t e = by_kernel ? (cudaError_t)symcoll__cuda_copy_kernel(dst, src, bytes, stream)
                             : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
   dev_leave(comm, &g);
