@@ -453,13 +453,15 @@ static int norm_threads(unsigned lanes, size_t rows, int sms) {
   return rows > (size_t)sms && lanes % 64 == 0 ? (int)lanes / 2 : (int)lanes;
 }
 
-/* Whether every row address the norm kernels compute is 16-byte aligned: whole packs a row and
- * the call's buffers aligned (the workspace's staging and records are). Ranks may differ here:
+/* Whether every row address the norm kernels compute is 16-byte aligned, and every fp8 row to
+ * a pack's E bytes (rmsnorm.cu's store_fp8): whole packs a row and the call's buffers aligned
+ * (the workspace's staging and records are). Ranks may differ here:
  * both access modes give the same bits (rmsnorm.cu), and the grid is the smaller of theirs. */
 static int norm_vec(const symcoll__norm_args_t *a) {
+  const size_t per_pack = 16 / symcoll_dtype_size(a->dtype);
   const uintptr_t addr =
       (uintptr_t)a->x | (uintptr_t)a->residual | (uintptr_t)a->weight | (uintptr_t)a->out | (uintptr_t)a->residual_out;
-  return (addr & 15) == 0 && a->hidden % (16 / symcoll_dtype_size(a->dtype)) == 0;
+  return (addr & 15) == 0 && ((uintptr_t)a->fp8_out & (per_pack - 1)) == 0 && a->hidden % per_pack == 0;
 }
 
 /* rmsnorm.cu's FIT kernels that launch l of the norm may run: l->fit 1 or 2 where a row is whole
@@ -764,9 +766,17 @@ symcoll_status_t symcoll__cuda_scale_op(symcoll_comm_t comm, void *dst, const vo
 symcoll_status_t symcoll__cuda_copy(symcoll_comm_t comm, void *dst, const void *src, size_t bytes, void *stream) {
   dev_guard_t g;
   SYMCOLL_CHECK(dev_enter(comm, &g));
-  /* Small copies of 16-byte units by a kernel (a launch costs less than a copy engine's start);
-   * large or unaligned ones by the copy engine, which leaves the SMs to the work beside it. */
-  const bool by_kernel = bytes <= COPY_KERNEL_MAX_BYTES && (((uintptr_t)dst | (uintptr_t)src | bytes) & 15) == 0;
+  /* Small copies of 16-byte units by a kernel, launched eagerly (a launch costs less than a copy
+   * engine's start: 0.70-0.93x, bench/results/h100/run28); large or unaligned ones, and every
+   * copy a graph captures, by the copy engine, which leaves the SMs to the work beside it (in a
+   * graph the kernel was 1.01-1.08x the copy node, run 44). */
+  bool by_kernel = bytes <= COPY_KERNEL_MAX_BYTES && (((uintptr_t)dst | (uintptr_t)src | bytes) & 15) == 0;
+  enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (by_kernel && cudaStreamIsCapturing((cudaStream_t)stream, &capturing) != cudaSuccess) {
+    cudaGetLastError(); /* not left for a later launch's check: the copy below meets the same error and says it */
+    by_kernel = false;
+  }
+  by_kernel = by_kernel && capturing == cudaStreamCaptureStatusNone;
   cudaError_t e = by_kernel ? (cudaError_t)symcoll__cuda_copy_kernel(dst, src, bytes, stream)
                             : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
   dev_leave(comm, &g);

@@ -17,10 +17,18 @@ namespace symcoll_cuda {
  * bytes are those of v / scale (4e8 pairs, subnormals, zeros and infinities among them,
  * checked against the host's division). An IEEE division an element costs more, and takes a
  * slow path for some operands. */
-__device__ __forceinline__ unsigned char to_e4m3(float v, float scale, float rcp) {
+__device__ __forceinline__ float e4m3_quotient(float v, float scale, float rcp) {
   const float q = __fmul_rn(v, rcp);
-  const float d = isfinite(q) && q != 0.0f ? __fmaf_rn(__fmaf_rn(-q, scale, v), rcp, q) : q;
-  return (unsigned char)__nv_cvt_float_to_fp8(d, __NV_SATFINITE, __NV_E4M3);
+  return isfinite(q) && q != 0.0f ? __fmaf_rn(__fmaf_rn(-q, scale, v), rcp, q) : q;
+}
+__device__ __forceinline__ unsigned char to_e4m3(float v, float scale, float rcp) {
+  return (unsigned char)__nv_cvt_float_to_fp8(e4m3_quotient(v, scale, rcp), __NV_SATFINITE, __NV_E4M3);
+}
+/* Two elements in one conversion (cvt.rn.satfinite.e4m3x2.f32 on sm_89 and later): lo's byte,
+ * then hi's. */
+__device__ __forceinline__ unsigned short to_e4m3x2(float lo, float hi, float scale, float rcp) {
+  return __nv_cvt_float2_to_fp8x2(make_float2(e4m3_quotient(lo, scale, rcp), e4m3_quotient(hi, scale, rcp)),
+                                  __NV_SATFINITE, __NV_E4M3);
 }
 
 }  // namespace symcoll_cuda

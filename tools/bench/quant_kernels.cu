@@ -80,7 +80,10 @@ __global__ void __launch_bounds__(kThreads)
       Bytes<V> b;
       *reinterpret_cast<uint4 *>(v) = reinterpret_cast<const uint4 *>(o)[p];
 #pragma unroll
-      for (int e = 0; e < V; e++) b.b[e] = symcoll_cuda::to_e4m3(to_f(v[e]), scale, rcp);
+      for (int e = 0; e < V; e += 2) {
+        const unsigned short two = symcoll_cuda::to_e4m3x2(to_f(v[e]), to_f(v[e + 1]), scale, rcp);
+        b.b[e] = (unsigned char)two, b.b[e + 1] = (unsigned char)(two >> 8);
+      }
       reinterpret_cast<Bytes<V> *>(d)[p] = b; /* one store of V bytes */
     }
   else
