@@ -219,7 +219,8 @@ static void row_stats_case(const symcoll__reduce_table_t *const *tables, int nt,
     same_float(amax, tables[t]->abs_max(v, n), false, "largest magnitude", tables[t]->name, n);
     tables[t]->to_e4m3(q, v, 1.0f / scale, n);
     for (size_t i = 0; i < n; i++)
-      if (q[i] != symcoll__f32_to_fp8(v[i] * (1.0f / scale), 0)) fail_msg("e4m3 of %zu, %s: element %zu", n, tables[t]->name, i);
+      if (q[i] != symcoll__f32_to_fp8(v[i] * (1.0f / scale), 0))
+        fail_msg("e4m3 of %zu, %s: element %zu", n, tables[t]->name, i);
   }
   free(v), free(q);
 }
@@ -433,10 +434,10 @@ static void test_builtin_table_groups(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_reduce_builds_agree),  cmocka_unit_test(test_row_loops_agree),
-      cmocka_unit_test(test_half_conversions),     cmocka_unit_test(test_fp8_conversions),
-      cmocka_unit_test(test_avg_quotient),         cmocka_unit_test(test_env_parsing),
-      cmocka_unit_test(test_coll_table),           cmocka_unit_test(test_builtin_table_groups),
+      cmocka_unit_test(test_reduce_builds_agree), cmocka_unit_test(test_row_loops_agree),
+      cmocka_unit_test(test_half_conversions),    cmocka_unit_test(test_fp8_conversions),
+      cmocka_unit_test(test_avg_quotient),        cmocka_unit_test(test_env_parsing),
+      cmocka_unit_test(test_coll_table),          cmocka_unit_test(test_builtin_table_groups),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
