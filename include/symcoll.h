@@ -683,8 +683,11 @@ SYMCOLL_API symcoll_status_t symcoll_matmul_reduce_scatter(symcoll_comm_t comm, 
  *   residual_out = r                         if residual_out is not NULL (it may be residual)
  *   out = r * rsqrt(mean(r * r) + eps) * weight
  *                                            in fp32 from r as rounded, then rounded to dtype
- *   fp8_out = e4m3(out / scale)              if opts->fp8_out: the rounded out quantised, with
- *                                            saturation to +-448 and rounding to nearest even
+ *   fp8_out = e4m3(out * rcp)                if opts->fp8_out: the rounded out quantised: each
+ *                                            product by rcp = 1 / scale (rounded to fp32 once)
+ *                                            rounded to fp32, then to nearest even e4m3 with
+ *                                            saturation to +-448, as vLLM's and TensorRT-LLM's
+ *                                            quantisation kernels (the same bytes as vLLM's)
  * So the fused call gives what the unfused chain (symcoll_all_reduce, a bf16 add, an fp32
  * RMSNorm, a separate quantisation) gives, up to the order of the fp32 sum of squares within
  * a row (which every rank does alike: every rank's rows are equal). dtype: SYMCOLL_FLOAT32,
@@ -729,7 +732,7 @@ typedef struct {
   symcoll_algo_t algo;    /* AUTO, ONE_SHOT, TWO_SHOT, LAMPORT or SEQUENTIAL (reduce_scatter_rmsnorm:
                              AUTO, PULL or SEQUENTIAL) */
   void *fp8_out;          /* rows x hidden SYMCOLL_FLOAT8_E4M3, or NULL */
-  const float *fp8_scale; /* static: out / *fp8_scale is quantised... */
+  const float *fp8_scale; /* static: out * (1 / *fp8_scale) is quantised... */
   float *fp8_row_scales;  /* ...or dynamic: one scale per row written here (exactly one of
                              the two with fp8_out, neither without) */
   float *fp8_scale_out;   /* static form only, or NULL: the call also writes *fp8_scale here (one

@@ -229,7 +229,7 @@ static int check_case(ctx_t *c, const char *what, symcoll_dtype_t dt, shape_t sh
       const double deq = exact_load(c->h1, SYMCOLL_FLOAT8_E4M3, i) * scale;
       bool ok;
       if (out_dev) { /* bit for bit: the quantisation of out as written */
-        exact_store(c->h3, SYMCOLL_FLOAT8_E4M3, 0, out_got[i] / scale);
+        exact_store(c->h3, SYMCOLL_FLOAT8_E4M3, 0, out_got[i] * (1.0f / scale));
         ok = (unsigned char)c->h3[0] == (unsigned char)c->h1[i];
       } else { /* e4m3 keeps 3 bits: half an ulp is 1/16 relative, plus out's own tolerance */
         ok = fabs(deq - c->out_ref[i]) <= (1.0 / 16 + tolerance(dt)) * fabs(c->out_ref[i]) + scale / 512;

@@ -567,7 +567,7 @@ static int verify_norm(rank_t *R, const call_t *c, long index) {
       const double deq = exact_load(q, SYMCOLL_FLOAT8_E4M3, e) * scale;
       if (out) {
         const float o = (float)exact_load(out, dt, e);
-        exact_store(tmp, SYMCOLL_FLOAT8_E4M3, 0, (double)(o / scale));
+        exact_store(tmp, SYMCOLL_FLOAT8_E4M3, 0, (double)(o * (1.0f / scale)));
         if ((unsigned char)tmp[0] != (unsigned char)q[e])
           snprintf(msg, sizeof msg, "fp8_out[%zu] (row %zu) = %.9g x scale %.9g, want %.9g x scale (out %.9g)", e, row,
                    exact_load(q, SYMCOLL_FLOAT8_E4M3, e), (double)scale, exact_load(tmp, SYMCOLL_FLOAT8_E4M3, 0),
@@ -703,7 +703,7 @@ static bool draw(rank_t *R, call_t *c) {
         SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_SEQUENTIAL,
         SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_SEQUENTIAL};
     static const size_t round_h[] = {1, 8, 64, 128, 256, 512, 1024, 2048, 4096};
-    /* static scales (1/64: out / scale saturates at 448) and eps (64: small outs, down to
+    /* static scales (1/64: out x 64 saturates at 448; 0.3: an inexact reciprocal) and eps (64: small outs, down to
      * e4m3's subnormals) */
     static const float scales[] = {1.0f / 64, 0.125f, 0.3f, 1.0f, 4.0f};
     static const float epss[] = {1e-6f, 1e-5f, 0.25f, 64.0f};

@@ -601,7 +601,8 @@ class Comm:
                                                           the add in fp32, rounded (residual None: r = sum)
             residual_out = r                              if given (it may be residual: in place)
             out          = r / sqrt(mean(r * r) + eps) * weight      fp32 from r as rounded
-            fp8_out      = e4m3(out / scale)              if given; saturating at +-448
+            fp8_out      = e4m3(out * (1 / scale))        if given; 1 / scale rounded to fp32;
+                                                          saturating at +-448 (vLLM's bytes)
 
         x, residual, weight (hidden elements), out and residual_out share one dtype (float32,
         float16 or bfloat16) and are numpy arrays on CPU ranks, or torch tensors (CPU, or CUDA

@@ -25,7 +25,7 @@ torch.compile(fullgraph=True) traces them without graph breaks:
                                                                         fused_add_rms_norm)
     all_reduce_rmsnorm_fp8(Tensor x, Tensor? residual, Tensor weight, float eps, Tensor? scale, int comm,
         str algo="auto") -> (Tensor q, Tensor scales, Tensor residual_out)
-                                                                        q: float8_e4m3fn = out / scale;
+                                                                        q: float8_e4m3fn = out x (1 / scale);
                                                                         scale given (1 float32): static,
                                                                         scales its copy, shape (1,);
                                                                         None: dynamic, scales per row,

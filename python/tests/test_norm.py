@@ -71,8 +71,9 @@ FINITE = np.unique(E4M3[~np.isnan(E4M3)])  # sorted, -448 ... 448
 
 
 def fp8_nearest(q, out, scale):
-    """Whether every code of q is an e4m3 value nearest out / scale (fp32), saturated to +-448."""
-    v = np.clip(out.astype(np.float32) / np.asarray(scale, np.float32), -FP8_MAX, FP8_MAX).astype(np.float64).ravel()
+    """Whether every code of q is an e4m3 value nearest out x (1 / scale) (fp32), saturated to +-448."""
+    rcp = np.float32(1) / np.asarray(scale, np.float32)
+    v = np.clip(out.astype(np.float32) * rcp, -FP8_MAX, FP8_MAX).astype(np.float64).ravel()
     i = np.clip(np.searchsorted(FINITE, v), 1, len(FINITE) - 1)
     best = np.minimum(np.abs(FINITE[i] - v), np.abs(FINITE[i - 1] - v))
     return bool((np.abs(E4M3[q.ravel()] - v) == best).all())
@@ -287,8 +288,8 @@ def _t_close(torch, got, want64, name, k=1.0):
 
 
 def _t_fp8(torch, out, scales):
-    """out quantised as symcoll.h says: out / scale in fp32, saturated, rounded to nearest even."""
-    return (out.float() / scales).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    """out quantised as symcoll.h says: out x (1 / scale) in fp32, saturated, rounded to nearest even."""
+    return (out.float() * torch.reciprocal(scales.float())).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
 
 
 def _t_row_scales(torch, out):

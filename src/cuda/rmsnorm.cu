@@ -106,19 +106,19 @@ struct Max {
  * (ALIGNED: the VECTOR kernels, whose fp8_out the host found aligned to E bytes, as every row
  * of it then is; else checked here); else a byte store an element. */
 template <int E, bool ALIGNED>
-__device__ __forceinline__ void store_fp8(unsigned char *dst, const float (&f)[E], int valid, float scale, float rcp) {
+__device__ __forceinline__ void store_fp8(unsigned char *dst, const float (&f)[E], int valid, float rcp) {
   static_assert(E == 4 || E == 8, "a pack is 16 bytes of fp32, fp16 or bf16");
   using W = typename std::conditional<E == 8, unsigned long long, unsigned>::type;
   if (valid == E && (ALIGNED || (reinterpret_cast<uintptr_t>(dst) & (E - 1)) == 0)) {
     W w = 0;
 #pragma unroll
-    for (int e = 0; e < E; e += 2) w |= (W)to_e4m3x2(f[e], f[e + 1], scale, rcp) << (8 * e);
+    for (int e = 0; e < E; e += 2) w |= (W)to_e4m3x2(f[e], f[e + 1], rcp) << (8 * e);
     *reinterpret_cast<W *>(dst) = w;
     return;
   }
 #pragma unroll
   for (int e = 0; e < E; e++)
-    if (e < valid) dst[e] = to_e4m3(f[e], scale, rcp);
+    if (e < valid) dst[e] = to_e4m3(f[e], rcp);
 }
 
 /* Where one row's results go: the caller's rows (local pass, one-shot) or a record in the
@@ -382,7 +382,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
       for (int e = 0; e < E; e++)
         if (e < valid) amax = fmaxf(amax, fabsf(f[e]));
     } else if (quant) {
-      store_fp8<E, U == VECTOR>(fp8 + p * E, f, valid, fixed, fixed_rcp);
+      store_fp8<E, U == VECTOR>(fp8 + p * E, f, valid, fixed_rcp);
     }
   };
   {
@@ -413,7 +413,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
 #pragma unroll
   for (int k = 0; k < K; k++, p += nt)
     if (p < npacks) {
-      store_fp8<E, U == VECTOR>(fp8 + p * E, keep[k], valid_of(p), scale, rcp);
+      store_fp8<E, U == VECTOR>(fp8 + p * E, keep[k], valid_of(p), rcp);
     }
   if constexpr (!FIT)
     for (; p < npacks; p += nt) {
@@ -429,7 +429,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
         for (int e = 0; e < E; e++)
           if (e < valid) f[e] = C::load(C::store(__fmul_rn(__fmul_rn(f[e], inv), wf[e])));
       }
-      store_fp8<E, U == VECTOR>(fp8 + p * E, f, valid, scale, rcp);
+      store_fp8<E, U == VECTOR>(fp8 + p * E, f, valid, rcp);
     }
   return true;
 }

@@ -39,7 +39,7 @@ static void norm_tail(const symcoll__norm_args_t *a, const row_work_t *wk, row_d
   if (!d.fp8) return;
   const float scale = d.scale_out ? fmaxf(wk->t->abs_max(r32, h) / FP8_MAX, 1.0f / (FP8_MAX * 512.0f)) : *a->fp8_scale;
   if (d.scale_out) *d.scale_out = scale;
-  wk->t->to_e4m3(d.fp8, r32, scale, h);
+  wk->t->to_e4m3(d.fp8, r32, 1.0f / scale, h); /* symcoll.h: out x (1 / scale) */
 }
 
 /* SEQUENTIAL's row. s: the row's sum over ranks (dtype); res: the residual row or NULL. */

@@ -29,9 +29,9 @@ typedef struct symcoll__reduce_table {
   symcoll__reduce_fn fn[SYMCOLL_NUM_DTYPES][SYMCOLL_NUM_OPS];
   /* the norm's row loops: fp32, fp16 and bf16 (the other dtypes' entries are empty) */
   symcoll__row_loops_t rows[SYMCOLL_NUM_DTYPES];
-  float (*sum_squares)(const float *r, size_t h);                     /* 32 lanes in index order, a fixed tree */
-  float (*abs_max)(const float *r, size_t h);                         /* NaNs skipped */
-  void (*to_e4m3)(uint8_t *q, const float *r, float scale, size_t h); /* q = r / scale, e4m3 */
+  float (*sum_squares)(const float *r, size_t h);                   /* 32 lanes in index order, a fixed tree */
+  float (*abs_max)(const float *r, size_t h);                       /* NaNs skipped */
+  void (*to_e4m3)(uint8_t *q, const float *r, float rcp, size_t h); /* q = r x rcp, e4m3 */
 } symcoll__reduce_table_t;
 
 /* The table chosen at run time: SYMCOLL_HOST_SIMD, else the widest this CPU runs. */

@@ -205,7 +205,7 @@ static float row_abs_max(const float *r, size_t h) {
   return m;
 }
 
-/* q = r / scale as e4m3 (correctly rounded quotients, saturating). */
-static void row_to_e4m3(uint8_t *q, const float *r, float scale, size_t h) {
-  for (size_t i = 0; i < h; i++) q[i] = symcoll__f32_to_fp8(r[i] / scale, 0);
+/* q = r x rcp as e4m3 (each product rounded to fp32, then to nearest even e4m3, saturating). */
+static void row_to_e4m3(uint8_t *q, const float *r, float rcp, size_t h) {
+  for (size_t i = 0; i < h; i++) q[i] = symcoll__f32_to_fp8(r[i] * rcp, 0);
 }

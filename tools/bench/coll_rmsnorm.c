@@ -121,7 +121,8 @@ static symcoll_status_t quantise(nx_t *x, int col) {
       for (size_t i = 0; i < s.hidden; i++) amax = fmaxf(amax, fabsf(v[i]));
       scale = row_scales[r] = fmaxf(amax / FP8_MAX, 1.0f / (FP8_MAX * 512.0f));
     }
-    for (size_t i = 0; i < s.hidden; i++) q[i] = symcoll__f32_to_fp8(v[i] / scale, 0);
+    const float rcp = 1.0f / scale; /* symcoll.h: out x (1 / scale) */
+    for (size_t i = 0; i < s.hidden; i++) q[i] = symcoll__f32_to_fp8(v[i] * rcp, 0);
   }
   return SYMCOLL_OK;
 }

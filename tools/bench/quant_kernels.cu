@@ -2,7 +2,7 @@
  * quantisation kernel, out (fp32 / fp16 / bf16) to FP8 e4m3 with a static scale or a scale per
  * row, by the formula symcoll.h gives for the fused call (so the results compare bit for bit):
  *   scale = max(max|out| / 448, 1 / (448 * 512)) over the row (dynamic), or *static_scale
- *   q     = e4m3(out / scale), rounded to nearest even, saturating to +-448
+ *   q     = e4m3(out x rcp), rcp = 1 / scale rounded to fp32, nearest even, saturating to +-448
  * A block per row: the row's amax (dynamic), then its elements, 16 bytes of out a thread at a
  * time where the row allows it. */
 #include <cuda_bf16.h>
@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "fp8.cuh" /* the library's e4m3(v / scale), so that the chain pays what the fused call does */
+#include "fp8.cuh" /* the library's e4m3(v x rcp), so that the chain pays what the fused call does */
 
 namespace {
 
@@ -81,13 +81,13 @@ __global__ void __launch_bounds__(kThreads)
       *reinterpret_cast<uint4 *>(v) = reinterpret_cast<const uint4 *>(o)[p];
 #pragma unroll
       for (int e = 0; e < V; e += 2) {
-        const unsigned short two = symcoll_cuda::to_e4m3x2(to_f(v[e]), to_f(v[e + 1]), scale, rcp);
+        const unsigned short two = symcoll_cuda::to_e4m3x2(to_f(v[e]), to_f(v[e + 1]), rcp);
         b.b[e] = (unsigned char)two, b.b[e + 1] = (unsigned char)(two >> 8);
       }
       reinterpret_cast<Bytes<V> *>(d)[p] = b; /* one store of V bytes */
     }
   else
-    for (size_t i = threadIdx.x; i < hidden; i += kThreads) d[i] = symcoll_cuda::to_e4m3(to_f(o[i]), scale, rcp);
+    for (size_t i = threadIdx.x; i < hidden; i += kThreads) d[i] = symcoll_cuda::to_e4m3(to_f(o[i]), rcp);
 }
 
 }  // namespace
