@@ -160,10 +160,11 @@ __device__ __forceinline__ void put_all(To to, int rank, int nranks, size_t v, c
  *    rank's workspace, where each stages its input first;
  *  - where the results go: pushed straight into peers' symmetric outputs (a.dst); or, with
  *    outputs of their own, pushed into peers' workspaces over the copy the owner has just read
- *    (a.push_gather: small rounds, where a barrier costs more than the bytes), from where each
- *    rank copies the others' results into its output after the second barrier; or left in the
- *    owner's workspace for the others to pull (large rounds: pushing then copying moves more
- *    bytes), which takes a third barrier before the workspace is staged over again;
+ *    (a.push_gather: small rounds, where a barrier costs more than the bytes, and one rank),
+ *    from where each rank copies the others' results into its output after the second
+ *    barrier; or left in the owner's workspace for the others to pull (large rounds: pushing
+ *    then copying moves more bytes), which takes a third barrier before the workspace is
+ *    staged over again;
  *  - the barriers: inputs ready; results landed (peers are done with our input, and where
  *    they pushed, with our workspace); and after pulls, pulls done (peers are done with our
  *    workspace). Nothing of ours is read or written by a peer after the last, so the next
