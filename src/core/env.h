@@ -38,6 +38,9 @@ enum {
   X(SYMCOLL_HOST_SIMD, ENUM, "auto", 0, 0, "auto|avx512bf16|avx512|avx2|sse2|neon|generic|scalar",                    \
     "CPU reduce loops: auto (the widest this CPU runs), avx512bf16, avx512, avx2, sse2 or neon (the baseline), "      \
     "scalar")                                                                                                         \
+  X(SYMCOLL_HOST_STREAM_BYTES, BYTES, "0", 0, 1ll << 40, "",                                                          \
+    "CPU: the fused norms write their results with non-temporal stores (past the caches) where a call writes at "     \
+    "least this many bytes of them; 0 = twice the L2 cache; a size above every call's: never")                        \
   X(SYMCOLL_CHECK, BOOL, "0", 0, 1, "",                                                                               \
     "1: ranks compare every call's arguments on the host (a bootstrap exchange per call)")                            \
   X(SYMCOLL_NCCL, ENUM, "auto", 0, 0, "auto|1|0",                                                                     \

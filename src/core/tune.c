@@ -131,7 +131,17 @@ static const char *const builtin_table =
      * fused lamport with a thread a pack: 0.79-1.00x of the chain at 1-32 rows of bf16 x 4096
      * with 2 and 4 ranks sharing an H100, 1.0-1.6x from 128 rows (bench/results/h100/run31;
      * the transport declines it for longer rows, where the chain runs). 8 ranks not measured
-     * since; re-tune on a real node. */
+     * since; re-tune on a real node. CPU ranks, 2 of them: since the rows' results go past the
+     * caches where a call writes more than twice the L2 (host_rmsnorm.c), the one-shot is
+     * ahead of two-shot from 4 MiB at every dtype (fp32 0.70-0.79x, fp16 0.75-0.90x, bf16
+     * 0.81-0.96x), two-shot still ahead for bf16 at 2 MiB (1.07-1.2x there; 2-vCPU Xeon,
+     * bench/results/host/stream); more ranks share two-shot's work among more cores and keep
+     * the rows above. */
+    "all_reduce_rmsnorm host 2 fp32 inf oneshot\n"
+    "all_reduce_rmsnorm host 2 fp16 inf oneshot\n"
+    "all_reduce_rmsnorm host 2 bf16 32768 oneshot\n"
+    "all_reduce_rmsnorm host 2 bf16 2097152 twoshot\n"
+    "all_reduce_rmsnorm host 2 bf16 inf oneshot\n"
     "all_reduce_rmsnorm host * fp32 2097152 oneshot\n"
     "all_reduce_rmsnorm host * fp32 inf twoshot\n"
     "all_reduce_rmsnorm host * fp16 1048576 oneshot\n"
@@ -147,18 +157,14 @@ static const char *const builtin_table =
     "all_reduce_rmsnorm cuda 4 * inf sequential\n"
     "all_reduce_rmsnorm cuda * * inf sequential\n"
     /* reduce_scatter_rmsnorm, by x's bytes (every rank's rows). CPU ranks: the fused pull
-     * (one pass over each row, no scratch; bench/results/host/rmsnorm), but fp32 above 2 MiB and
-     * fp16 above 1 MiB run the chain: there the pull was 1.1-1.5x the chain in repeated runs
-     * (2 ranks, 2-vCPU Xeon: fp32 128 x 8192 and 256 x 4096, fp16 128 x 4096 to 512 x 8192),
-     * at parity below (0.9-1.1; the fusion shares no norm work out, it saves only the sum's
-     * write and read); bf16, whose pass costs more, 0.87-0.95 at every shape. GPUs: the chain; the
+     * (one pass over each row, no scratch; bench/results/host/rmsnorm) at every size: with the
+     * rows' results past the caches where a call writes more than twice the L2, fp32 and fp16
+     * from 4 MiB are 0.77-0.88x the chain (2 ranks, 2-vCPU Xeon, bench/results/host/stream),
+     * where they were 1.1-1.5x before; at parity below (0.9-1.1; the fusion shares no norm
+     * work out, it saves only the sum's write and read); bf16 0.82-0.95. GPUs: the chain; the
      * fused kernel (the one-shot norm kernel over this rank's block) was 0.89-1.18x of it at 1-32
      * rows per rank and up to 2.3x slower from 128 with ranks sharing an H200
      * (bench/results/h200/norm, run 7); to be measured again on a node of several GPUs. */
-    "reduce_scatter_rmsnorm host * fp32 2097152 pull\n"
-    "reduce_scatter_rmsnorm host * fp32 inf sequential\n"
-    "reduce_scatter_rmsnorm host * fp16 1048576 pull\n"
-    "reduce_scatter_rmsnorm host * fp16 inf sequential\n"
     "reduce_scatter_rmsnorm host * * inf pull\n"
     "reduce_scatter_rmsnorm cuda * * inf sequential\n"
     /* Communicators spanning nodes. CPU ranks (2 and 3 network-namespace nodes x 2 ranks

@@ -82,8 +82,9 @@ typedef struct {
   bool cma;
   float *f32[3]; /* GEMMs of 16-bit floats: B, A and C widened (host_gemm.c) */
   size_t f32_elems[3];
-  float *norm_f32; /* all_reduce_rmsnorm: the weight and rows as floats (host_rmsnorm.c) */
+  float *norm_f32; /* all_reduce_rmsnorm: the weight, rows as floats, rows streamed (host_rmsnorm.c) */
   size_t norm_elems;
+  size_t stream_bytes; /* the fused norms stream results of calls that write at least this many */
 } host_state_t;
 
 /* One epoch of a call, as the collectives' files drive it. */
