@@ -703,8 +703,8 @@ static bool draw(rank_t *R, call_t *c) {
         SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_SEQUENTIAL,
         SYMCOLL_ALGO_AUTO, SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT, SYMCOLL_ALGO_LAMPORT, SYMCOLL_ALGO_SEQUENTIAL};
     static const size_t round_h[] = {1, 8, 64, 128, 256, 512, 1024, 2048, 4096};
-    /* static scales (1/64: out x 64 saturates at 448; 0.3: an inexact reciprocal) and eps (64: small outs, down to
-     * e4m3's subnormals) */
+    /* static scales (1/64: out x 64 saturates at 448; 0.3: an inexact reciprocal) and eps (64:
+     * small outs, down to e4m3's subnormals) */
     static const float scales[] = {1.0f / 64, 0.125f, 0.3f, 1.0f, 4.0f};
     static const float epss[] = {1e-6f, 1e-5f, 0.25f, 64.0f};
     c->dt = nm_dt[below(g, 3)];
