@@ -79,11 +79,6 @@ static void stream_fence(void) {
 #endif
 }
 
-/* memcpy, as stream_copy's type (void). */
-static void memcpy_void(void *dst, const void *src, size_t n) {
-  memcpy(dst, src, n);
-}
-
 /* Whether [p, p + n) and [q, q + m) share a byte. */
 static bool overlap(const void *p, size_t n, const void *q, size_t m) {
   const uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
@@ -153,7 +148,10 @@ static void norm_row(const symcoll__norm_args_t *a, const row_work_t *wk, const 
     sum_row(wk, &s, 1, res, d.res_out, h);
   } else {
     wk->rows->load(wk->r32, s, h);
-    if (d.res_out) (wk->stream_res ? stream_copy : memcpy_void)(d.res_out, s, wk->rb); /* its bits, NaNs' included */
+    if (d.res_out && wk->stream_res) /* its bits, NaNs' included */
+      stream_copy(d.res_out, s, wk->rb);
+    else if (d.res_out)
+      memcpy(d.res_out, s, wk->rb);
   }
   norm_tail(a, wk, d);
 }
@@ -168,11 +166,12 @@ static void fused_row(const symcoll__norm_args_t *a, const row_work_t *wk, const
 
 /* The call's row work: its loops, and in scratch the weight as floats, then a row as floats,
  * then the bounce block (64-byte aligned). x_rows: the rows x holds (reduce_scatter_rmsnorm's
- * pull: every rank's block). */
+ * pull: every rank's block); 0 where the rows' results go to records peers read next (two-shot),
+ * which stay in this core's cache. */
 static symcoll_status_t row_work(host_state_t *hs, const symcoll__norm_args_t *a, size_t x_rows, row_work_t *wk) {
   const size_t h = a->hidden, rb = h * symcoll_dtype_size(a->dtype);
   const size_t results = a->rows * ((a->residual_out ? rb : 0) + (a->out ? rb : 0) + (a->fp8_out ? h : 0));
-  const bool stream = results >= hs->stream_bytes;
+  const bool stream = x_rows > 0 && results >= hs->stream_bytes;
   wk->rb = rb;
   wk->stream_res = stream && !overlap(a->residual_out, a->rows * rb, a->residual, a->rows * rb);
   wk->stream_out = stream && !overlap(a->out, a->rows * rb, a->x, x_rows * rb);
@@ -312,9 +311,7 @@ static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const sy
     return SYMCOLL_ERR_UNSUPPORTED;
   }
   row_work_t wk;
-  SYMCOLL_CHECK(row_work(hs, a, a->rows, &wk));
-  /* The rows' results go to records that peers read next: they stay in this core's cache. */
-  wk.stream_res = wk.stream_out = wk.stream_fp8 = false;
+  SYMCOLL_CHECK(row_work(hs, a, 0, &wk)); /* results into records: not streamed */
   const symcoll__coll_args_t rec = call_record(a);
   const void *srcs[SYMCOLL_MAX_RANKS];
   host_pad_t *pad = hs->pad[me];
