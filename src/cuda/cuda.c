@@ -721,8 +721,9 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   CUDA_GOTO(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, comm->device), s, out);
   /* Programmatic dependent launch: this rank's choice alone (it changes when a kernel may be
    * scheduled, not what it does); Hopper and later. */
-  cs->pdl = symcoll__env_int("SYMCOLL_PDL") != 0 && major >= 9;
-  if (symcoll__env_int("SYMCOLL_PDL") != 0 && !cs->pdl)
+  const bool pdl_asked = symcoll__env_int("SYMCOLL_PDL") != 0;
+  cs->pdl = pdl_asked && major >= 9;
+  if (pdl_asked && !cs->pdl)
     symcoll__env_warn("SYMCOLL_PDL",
                       "programmatic dependent launch needs compute capability 9.0 or later (GPU %d "
                       "has %d.x): ordinary launches",

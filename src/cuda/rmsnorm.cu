@@ -442,7 +442,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
  * the block writes nothing when it is set. */
 template <typename T, int U, bool EARLY, bool TWO, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE>
 __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cuda_norm_t n) {
-  const symcoll_cuda::GridDependency dependency; /* first: SYMCOLL_PDL */
+  const symcoll_cuda::GridDependency dependency;
   __shared__ float red_buf[64];
   BlockRed red{red_buf, 0};
   __shared__ uint32_t gave_up; /* read by thread 0, seen by all after the first row's barrier */
@@ -472,7 +472,7 @@ __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cud
 template <typename T, int U, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_OneShot(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
-  const symcoll_cuda::GridDependency dependency; /* first: SYMCOLL_PDL */
+  const symcoll_cuda::GridDependency dependency;
   __shared__ float red_buf[64];
   BlockRed red{red_buf, 0};
   const size_t rb = n.hidden * sizeof(T);
@@ -570,7 +570,7 @@ __device__ __forceinline__ void copy_cg(char *dst, const char *src, size_t bytes
 template <typename T, int U>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_TwoShot(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
-  const symcoll_cuda::GridDependency dependency; /* first: SYMCOLL_PDL */
+  const symcoll_cuda::GridDependency dependency;
   __shared__ float red_buf[64];
   BlockRed red{red_buf, 0};
   __shared__ uint32_t gave_up; /* one read for the block: every thread takes the same branch */
@@ -650,7 +650,7 @@ __device__ __forceinline__ auto gather_row_of(const Part &part, const char *x, s
 template <typename T, int U, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_Lamport(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
-  const symcoll_cuda::GridDependency dependency; /* first: SYMCOLL_PDL */
+  const symcoll_cuda::GridDependency dependency;
   __shared__ float red_buf[64];
   BlockRed red{red_buf, 0};
   constexpr bool VEC = U == VECTOR;
