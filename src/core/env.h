@@ -78,6 +78,10 @@ enum {
     "GPU: an all_reduce the table runs one-shot double-buffered (which copies its input into the workspace) runs "    \
     "one-shot, reading it in place, where the input lies in symmetric memory and has at least this many bytes; "      \
     "0: never. The largest any rank sets (0 on any rank: never)")                                                     \
+  X(SYMCOLL_PDL, BOOL, "0", 0, 1, "",                                                                                 \
+    "GPU: launch the collectives' and norms' kernels with programmatic dependent launch (Hopper and later): a "       \
+    "kernel is scheduled while the one before it on the stream finishes and waits for it on the GPU, and lets the "   \
+    "next kernel of the stream be scheduled once it waits for no peer. Each rank its own")                            \
   X(SYMCOLL_GPU_SIGNATURE, BOOL, "1", 0, 1, "",                                                                       \
     "testing only: 0 makes GPU kernels carry 1 in place of each call's signature (to measure its cost; the "          \
     "double-buffered kernels still fold their staging half in)")                                                      \

@@ -61,6 +61,7 @@ __device__ __forceinline__ void send_unit(const symcoll__cuda_args_t &a, Piece p
 
 template <typename T, bool VEC, bool A2A>
 __global__ void __launch_bounds__(1024) AllGather_Pull(const symcoll__cuda_args_t a) {
+  const symcoll_cuda::GridDependency dependency;
   constexpr int U = unit_access<VEC>(), E = Pack<T, U>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -121,6 +122,7 @@ __global__ void __launch_bounds__(1024) AllGather_Pull(const symcoll__cuda_args_
 
 template <typename T, bool VEC, bool A2A>
 __global__ void __launch_bounds__(1024) AllGather_Push(const symcoll__cuda_args_t a) {
+  const symcoll_cuda::GridDependency dependency;
   constexpr int U = unit_access<VEC>(), E = Pack<T, U>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -171,6 +173,7 @@ __global__ void __launch_bounds__(1024) AllGather_Push(const symcoll__cuda_args_
  * between blocks. */
 template <bool ALIGNED, bool A2A>
 __global__ void __launch_bounds__(1024) AllGather_LL(const symcoll__cuda_args_t a) {
+  const symcoll_cuda::GridDependency dependency;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t bytes = a.count;

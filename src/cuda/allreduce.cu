@@ -34,6 +34,7 @@ namespace {
  * reads an element before it writes it. */
 template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(1024) AllReduce_OneShot(const symcoll__cuda_args_t a) {
+  const symcoll_cuda::GridDependency dependency;
   constexpr int U = unit_access<VEC>(), E = Pack<T, U>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -67,6 +68,7 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShot(const symcoll__cuda_ar
  */
 template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_args_t a) {
+  const symcoll_cuda::GridDependency dependency;
   constexpr int U = unit_access<VEC>(), E = Pack<T, U>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -99,6 +101,7 @@ __global__ void __launch_bounds__(1024) AllReduce_OneShotDB(const symcoll__cuda_
  * (bench/results/h100/run20). */
 template <typename T, int OP, bool VEC, bool EACH_PEER>
 __global__ void __launch_bounds__(1024) AllReduce_Lamport(const symcoll__cuda_args_t a) {
+  const symcoll_cuda::GridDependency dependency;
   constexpr int E = Pack<T, VEC>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -173,6 +176,7 @@ __device__ __forceinline__ void put_all(To to, int rank, int nranks, size_t v, c
  */
 template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(1024) AllReduce_TwoShot(const symcoll__cuda_args_t a) {
+  const symcoll_cuda::GridDependency dependency;
   constexpr int U = unit_access<VEC>(), E = Pack<T, U>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;

@@ -25,6 +25,7 @@ namespace {
 
 template <typename T, bool VEC>
 __global__ void __launch_bounds__(1024) Broadcast_Pull(const symcoll__cuda_args_t a) {
+  const symcoll_cuda::GridDependency dependency;
   constexpr int U = unit_access<VEC>(), E = Pack<T, U>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -53,6 +54,7 @@ __global__ void __launch_bounds__(1024) Broadcast_Pull(const symcoll__cuda_args_
 /* Counts in bytes (the host passes byte counts). */
 template <bool ALIGNED>
 __global__ void __launch_bounds__(1024) Broadcast_LL(const symcoll__cuda_args_t a) {
+  const symcoll_cuda::GridDependency dependency;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t bytes = a.count, words = (bytes + 7) / 8;

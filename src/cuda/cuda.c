@@ -717,6 +717,17 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
             out);
   *cs->host_err = 0;
   CUDA_GOTO(cudaDeviceGetAttribute(&cs->sms, cudaDevAttrMultiProcessorCount, comm->device), s, out);
+  int major = 0;
+  CUDA_GOTO(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, comm->device), s, out);
+  /* Programmatic dependent launch: this rank's choice alone (it changes when a kernel may be
+   * scheduled, not what it does); Hopper and later. */
+  const bool pdl_asked = symcoll__env_int("SYMCOLL_PDL") != 0;
+  cs->pdl = pdl_asked && major >= 9;
+  if (pdl_asked && !cs->pdl)
+    symcoll__env_warn("SYMCOLL_PDL",
+                      "programmatic dependent launch needs compute capability 9.0 or later (GPU %d "
+                      "has %d.x): ordinary launches",
+                      comm->device, major);
   char bus[32] = {0};
   SYMCOLL_CHECK_GOTO(place_ranks(comm, cs, bus), s, out);
   ws_layout_t w;
@@ -735,8 +746,9 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
                  "this rank (a TIMEOUT); set CUDA_MODULE_LOADING=EAGER before CUDA starts",
                  cs->share);
   SYMCOLL_INFO(SYMCOLL_SUBSYS_INIT,
-               "cuda transport: rank %d of %d on GPU %d (%s), %d ranks share it, workspace %zu bytes", comm->rank,
-               comm->nranks, comm->device, bus, comm->ranks_on_my_device, cs->ws_bytes);
+               "cuda transport: rank %d of %d on GPU %d (%s), %d ranks share it, workspace %zu bytes%s", comm->rank,
+               comm->nranks, comm->device, bus, comm->ranks_on_my_device, cs->ws_bytes,
+               cs->pdl ? ", programmatic dependent launch" : "");
 out:
   dev_leave(comm, &g);
   return s;

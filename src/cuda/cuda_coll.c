@@ -140,7 +140,7 @@ static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const 
   k.recv = a->recv;
   k.count = a->count;
   k.root = a->coll == SYMCOLL_COLL_REDUCE ? a->root : -1;
-  symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = a->op};
+  symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = a->op, .pdl = cs->pdl};
   /* LAMPORT's sentinel is a pattern of fp32 / fp16 / bf16: other types run one-shot
    * double-buffered (every rank alike, so the signature still matches). */
   if (l.algo == SYMCOLL_ALGO_LAMPORT && a->dtype != SYMCOLL_FLOAT32 && a->dtype != SYMCOLL_FLOAT16 &&
@@ -303,7 +303,7 @@ static symcoll_status_t all_gather(symcoll_comm_t comm, cuda_state_t *cs, const 
   k.recv = a->recv;
   k.count = a->count;
   k.stride = a->count;
-  symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
+  symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = SYMCOLL_SUM, .pdl = cs->pdl};
   const uintptr_t addr = (uintptr_t)a->send | (uintptr_t)a->recv;
   const struct symcoll_mem *zmem = NULL;
   size_t zoff = 0;
@@ -344,7 +344,7 @@ static symcoll_status_t reduce_scatter(symcoll_comm_t comm, cuda_state_t *cs, co
   k.recv = a->recv;
   k.count = a->count;
   k.stride = a->count;
-  symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = a->op};
+  symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = a->op, .pdl = cs->pdl};
   const uintptr_t addr = (uintptr_t)a->send | (uintptr_t)a->recv;
   if (a->algo == SYMCOLL_ALGO_PULL && a->send_mem) {
     k.zero_copy = SYMCOLL_CUDA_ZC_IN;
@@ -372,7 +372,7 @@ static symcoll_status_t broadcast(symcoll_comm_t comm, cuda_state_t *cs, const s
   k.recv = a->recv;
   k.count = a->count;
   k.root = a->root;
-  symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
+  symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = SYMCOLL_SUM, .pdl = cs->pdl};
   const uintptr_t addr = (uintptr_t)a->send | (uintptr_t)a->recv;
   k.sig = kernel_sig(cs, a->sig, 0, NULL, 0);
   if (a->algo == SYMCOLL_ALGO_COPY_ENGINE) return copy_engine(comm, cs, a, &k, (ce_layout_t){0, 0, a->root});
@@ -402,7 +402,7 @@ static symcoll_status_t all_to_all(symcoll_comm_t comm, cuda_state_t *cs, const 
   k.recv = a->recv;
   k.count = a->count;
   k.stride = a->count;
-  symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
+  symcoll__cuda_launch_t l = {.coll = a->coll, .algo = a->algo, .dtype = a->dtype, .op = SYMCOLL_SUM, .pdl = cs->pdl};
   const uintptr_t addr = (uintptr_t)a->send | (uintptr_t)a->recv;
   const bool in_place = a->send == a->recv;
   const struct symcoll_mem *zmem = NULL;
@@ -521,9 +521,12 @@ static symcoll_status_t norm_launched(symcoll_comm_t comm, const symcoll__norm_a
 /* SEQUENTIAL: the local pass over x as the sum; no peer, so any grid: a block per row up to a
  * bound, the rest in the kernel's grid-stride loop. */
 static symcoll_status_t norm_local(symcoll_comm_t comm, const symcoll__norm_args_t *a) {
-  symcoll__cuda_launch_t l = {
-      .coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM, .algo = SYMCOLL_ALGO_SEQUENTIAL, .dtype = a->dtype, .op = SYMCOLL_SUM};
   const cuda_state_t *cs = comm->tp_state;
+  symcoll__cuda_launch_t l = {.coll = SYMCOLL_COLL_ALL_REDUCE_RMSNORM,
+                              .algo = SYMCOLL_ALGO_SEQUENTIAL,
+                              .dtype = a->dtype,
+                              .op = SYMCOLL_SUM,
+                              .pdl = cs->pdl};
   symcoll__cuda_norm_t n = norm_buffers(a);
   l.threads = norm_threads(n.lanes, a->rows, cs->sms);
   l.two_lanes = l.threads < (int)n.lanes;
@@ -547,7 +550,7 @@ static int norm_kernel_setup(symcoll_comm_t comm, cuda_state_t *cs, const symcol
     for (int r = 0; r < comm->nranks; r++) k->src[r] = (const char *)a->x_mem->ptrs[r] + a->x_off;
   }
   k->sig = kernel_sig(cs, a->sig, k->zero_copy, a->x_mem, a->x_off);
-  *l = (symcoll__cuda_launch_t){.coll = a->coll, .algo = algo, .dtype = a->dtype, .op = SYMCOLL_SUM};
+  *l = (symcoll__cuda_launch_t){.coll = a->coll, .algo = algo, .dtype = a->dtype, .op = SYMCOLL_SUM, .pdl = cs->pdl};
   l->threads = (int)norm_lanes(a->hidden, a->dtype);
   l->vec = norm_vec(a);
   norm_fit(a, l);

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "cuda_internal.h"
+#include "grid_dependency.cuh"
 #include "symcoll_device.cuh"
 
 namespace symcoll_cuda {

@@ -45,13 +45,25 @@ extern "C" const void *symcoll__cuda_kernel(const symcoll__cuda_launch_t *l) {
   return nullptr;
 }
 
+extern "C" int symcoll__cuda_launch_fn(const void *fn, const symcoll__cuda_launch_t *l, void **args, void *stream) {
+  cudaLaunchConfig_t c = {};
+  c.gridDim = dim3((unsigned)l->blocks);
+  c.blockDim = dim3((unsigned)l->threads);
+  c.stream = (cudaStream_t)stream;
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  c.attrs = attr;
+  c.numAttrs = l->pdl ? 1 : 0;
+  return (int)cudaLaunchKernelExC(&c, fn, args);
+}
+
 extern "C" int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_args_t *a, void *stream) {
   const bool norm = l->coll == SYMCOLL_COLL_ALL_REDUCE_RMSNORM || l->coll == SYMCOLL_COLL_REDUCE_SCATTER_RMSNORM;
   const void *fn = norm ? nullptr : symcoll__cuda_kernel(l); /* two arguments */
   if (!fn) return (int)cudaErrorInvalidDeviceFunction;
   void *args[] = {(void *)a};
-  return (int)cudaLaunchKernel(fn, dim3((unsigned)l->blocks), dim3((unsigned)l->threads), args, 0,
-                               (cudaStream_t)stream);
+  return symcoll__cuda_launch_fn(fn, l, args, stream);
 }
 
 /* Loads every kernel now. With lazy loading (the default) the first launch of a kernel can

@@ -21,6 +21,7 @@ namespace {
 
 template <typename T, int OP, bool VEC>
 __global__ void __launch_bounds__(1024) ReduceScatter_Pull(const symcoll__cuda_args_t a) {
+  const symcoll_cuda::GridDependency dependency;
   constexpr int U = unit_access<VEC>(), E = Pack<T, U>::E;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -67,6 +68,7 @@ __device__ __forceinline__ unsigned long long word_at(const char *p, size_t w, s
 
 template <typename T, int OP, bool ALIGNED>
 __global__ void __launch_bounds__(1024) ReduceScatter_LL(const symcoll__cuda_args_t a) {
+  const symcoll_cuda::GridDependency dependency;
   constexpr int W = 8 / (int)sizeof(T); /* elements per word */
   using A = typename Conv<T>::Acc;
   union Word {

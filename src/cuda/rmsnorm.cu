@@ -442,6 +442,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
  * the block writes nothing when it is set. */
 template <typename T, int U, bool EARLY, bool TWO, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE>
 __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cuda_norm_t n) {
+  const symcoll_cuda::GridDependency dependency;
   __shared__ float red_buf[64];
   BlockRed red{red_buf, 0};
   __shared__ uint32_t gave_up; /* read by thread 0, seen by all after the first row's barrier */
@@ -471,6 +472,7 @@ __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cud
 template <typename T, int U, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_OneShot(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
+  const symcoll_cuda::GridDependency dependency;
   __shared__ float red_buf[64];
   BlockRed red{red_buf, 0};
   const size_t rb = n.hidden * sizeof(T);
@@ -568,6 +570,7 @@ __device__ __forceinline__ void copy_cg(char *dst, const char *src, size_t bytes
 template <typename T, int U>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_TwoShot(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
+  const symcoll_cuda::GridDependency dependency;
   __shared__ float red_buf[64];
   BlockRed red{red_buf, 0};
   __shared__ uint32_t gave_up; /* one read for the block: every thread takes the same branch */
@@ -647,6 +650,7 @@ __device__ __forceinline__ auto gather_row_of(const Part &part, const char *x, s
 template <typename T, int U, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE>
 __global__ void __launch_bounds__(kNormThreads)
     RmsNorm_Lamport(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
+  const symcoll_cuda::GridDependency dependency;
   __shared__ float red_buf[64];
   BlockRed red{red_buf, 0};
   constexpr bool VEC = U == VECTOR;
@@ -770,6 +774,5 @@ extern "C" int symcoll__cuda_rmsnorm_launch(const symcoll__cuda_launch_t *l, con
   const void *fn = symcoll__cuda_rmsnorm_kernel(l);
   if (!fn) return (int)cudaErrorInvalidDeviceFunction;
   void *one[] = {(void *)n}, *two[] = {(void *)a, (void *)n};
-  return (int)cudaLaunchKernel(fn, dim3((unsigned)l->blocks), dim3((unsigned)l->threads),
-                               l->algo == SYMCOLL_ALGO_SEQUENTIAL ? one : two, 0, (cudaStream_t)stream);
+  return symcoll__cuda_launch_fn(fn, l, l->algo == SYMCOLL_ALGO_SEQUENTIAL ? one : two, stream);
 }

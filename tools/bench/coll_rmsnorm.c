@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "bench.h"
 #include "core/half.h" /* the library's own conversions: the CPU chain's quantisation */
@@ -50,7 +51,14 @@ static const char *const scatter_col_names[NORM_COLS] = {"pull",          "-", "
 
 #ifdef SYMCOLL_BENCH_CUDA
 int bench_quant_fp8(const void *out, void *q, const float *static_scale, float *row_scales, size_t rows, size_t hidden,
-                    int dtype_size, int bf16, void *stream); /* quant_kernels.cu */
+                    int dtype_size, int bf16, int pdl, void *stream); /* quant_kernels.cu */
+
+/* SYMCOLL_PDL as the library reads it (a BOOL knob): the chain's quantisation kernel is then
+ * launched as the library's kernels are, with programmatic dependent launch. */
+static int pdl_asked(void) {
+  const char *v = getenv("SYMCOLL_PDL");
+  return v && (!strcmp(v, "1") || !strcasecmp(v, "on") || !strcasecmp(v, "yes") || !strcasecmp(v, "true"));
+}
 #endif
 
 enum { FP8_NONE, FP8_STATIC, FP8_ROWS };
@@ -103,7 +111,7 @@ static symcoll_status_t quantise(nx_t *x, int col) {
 #ifdef SYMCOLL_BENCH_CUDA
   if (x->c->gpu)
     return bench_quant_fp8(x->out[col], x->q[col], row_scales ? NULL : x->scale, row_scales, s.rows, s.hidden,
-                           (int)x->es, x->dt == SYMCOLL_BFLOAT16, x->stream) == 0
+                           (int)x->es, x->dt == SYMCOLL_BFLOAT16, pdl_asked(), x->stream) == 0
                ? SYMCOLL_OK
                : SYMCOLL_ERR_CUDA;
 #endif

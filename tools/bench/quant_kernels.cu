@@ -4,7 +4,9 @@
  *   scale = max(max|out| / 448, 1 / (448 * 512)) over the row (dynamic), or *static_scale
  *   q     = e4m3(out x rcp), rcp = 1 / scale rounded to fp32, nearest even, saturating to +-448
  * A block per row: the row's amax (dynamic), then its elements, 16 bytes of out a thread at a
- * time where the row allows it. */
+ * time where the row allows it. Launched as the library launches its kernels: with programmatic
+ * dependent launch where SYMCOLL_PDL says so, so that the chain and the fused call pay the same
+ * for their launches. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -13,6 +15,7 @@
 #include <stdint.h>
 
 #include "fp8.cuh" /* the library's e4m3(v x rcp), so that the chain pays what the fused call does */
+#include "grid_dependency.cuh"
 
 namespace {
 
@@ -50,6 +53,7 @@ struct __align__(N) Bytes {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     Quant_Fp8(const T *out, unsigned char *q, const float *static_scale, float *row_scales, size_t hidden) {
+  const symcoll_cuda::GridDependency dependency;
   constexpr int V = 16 / sizeof(T); /* elements in 16 bytes */
   const T *o = out + blockIdx.x * hidden;
   unsigned char *d = q + blockIdx.x * hidden;
@@ -90,20 +94,32 @@ __global__ void __launch_bounds__(kThreads)
     for (size_t i = threadIdx.x; i < hidden; i += kThreads) d[i] = symcoll_cuda::to_e4m3(to_f(o[i]), rcp);
 }
 
+template <typename T>
+cudaError_t launch(bool pdl, cudaStream_t s, size_t rows, const void *out, unsigned char *d, const float *static_scale,
+                   float *row_scales, size_t hidden) {
+  cudaLaunchConfig_t c = {};
+  c.gridDim = dim3((unsigned)rows);
+  c.blockDim = dim3(kThreads);
+  c.stream = s;
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  c.attrs = attr;
+  c.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&c, Quant_Fp8<T>, (const T *)out, d, static_scale, row_scales, hidden);
+}
+
 }  // namespace
 
 /* dtype_size: 4 (fp32), 2 with bf16 true (bf16) or false (fp16). Exactly one of static_scale
- * (device memory) and row_scales. Enqueued on stream; returns a cudaError_t. */
+ * (device memory) and row_scales. pdl: launched with programmatic stream serialization.
+ * Enqueued on stream; returns a cudaError_t. */
 extern "C" int bench_quant_fp8(const void *out, void *q, const float *static_scale, float *row_scales, size_t rows,
-                               size_t hidden, int dtype_size, int bf16, void *stream) {
+                               size_t hidden, int dtype_size, int bf16, int pdl, void *stream) {
   if (rows == 0) return (int)cudaSuccess;
   const cudaStream_t s = (cudaStream_t)stream;
   unsigned char *d = (unsigned char *)q;
-  if (dtype_size == 4)
-    Quant_Fp8<<<(unsigned)rows, kThreads, 0, s>>>((const float *)out, d, static_scale, row_scales, hidden);
-  else if (bf16)
-    Quant_Fp8<<<(unsigned)rows, kThreads, 0, s>>>((const __nv_bfloat16 *)out, d, static_scale, row_scales, hidden);
-  else
-    Quant_Fp8<<<(unsigned)rows, kThreads, 0, s>>>((const __half *)out, d, static_scale, row_scales, hidden);
-  return (int)cudaGetLastError();
+  if (dtype_size == 4) return (int)launch<float>(pdl, s, rows, out, d, static_scale, row_scales, hidden);
+  if (bf16) return (int)launch<__nv_bfloat16>(pdl, s, rows, out, d, static_scale, row_scales, hidden);
+  return (int)launch<__half>(pdl, s, rows, out, d, static_scale, row_scales, hidden);
 }
