@@ -183,9 +183,8 @@ static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const 
    * more than the copy out of the workspace that pushing adds (one GPU, bf16, 8 thread ranks:
    * pushes 0.88x pulls at 32 KiB, 1.0 at 512 KiB, 1.08 at 2 MiB; SYMCOLL_GPU_TWO_SHOT_PUSH_BYTES,
    * 512 KiB by default, agreed at creation). Every rank alike: the count, the round and the
-   * bound are the same everywhere. One rank pushes at every size: its "push" is the store into
-   * its output alone, where a pull would also store into the workspace and add a barrier. */
-  k.push_gather = two_shot && (comm->nranks == 1 || round * es <= cs->push_max);
+   * bound are the same everywhere. (One rank stores straight into its output: zero-copy above.) */
+  k.push_gather = two_shot && round * es <= cs->push_max;
   shape(cs, comm, a, &l, work, DEFAULT_THREADS);
   k.sig = with_shape(cs, k.sig, &l, k.chunk_elems, (uint32_t)k.push_gather);
   int e = cudaSuccess, launches = 0;
