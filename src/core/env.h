@@ -72,8 +72,8 @@ enum {
     "most 64, so that a GEMM beside it and a second communicator's kernel still find SMs)")                           \
   X(SYMCOLL_GPU_TWO_SHOT_PUSH_BYTES, BYTES, "512K", 0, 1ll << 40, "",                                                 \
     "GPU: all_reduce two-shot rounds up to this many bytes push each result into every rank's workspace (two "        \
-    "barriers a round), larger ones are pulled from the owners (three); 0: always pull (one rank pushes at every "    \
-    "size: into its output alone). The smallest any rank sets")                                                       \
+    "barriers a round), larger ones are pulled from the owners (three); 0: always pull (one rank stores into its "    \
+    "output alone at every size). The smallest any rank sets")                                                        \
   X(SYMCOLL_GPU_ZERO_COPY_ONE_SHOT_BYTES, BYTES, "4M", 0, 1ll << 40, "",                                              \
     "GPU: an all_reduce the table runs one-shot double-buffered (which copies its input into the workspace) runs "    \
     "one-shot, reading it in place, where the input lies in symmetric memory and has at least this many bytes; "      \

@@ -163,7 +163,7 @@ __device__ __forceinline__ void put_all(To to, int rank, int nranks, size_t v, c
  *    rank's workspace, where each stages its input first;
  *  - where the results go: pushed straight into peers' symmetric outputs (a.dst); or, with
  *    outputs of their own, pushed into peers' workspaces over the copy the owner has just read
- *    (a.push_gather: small rounds, where a barrier costs more than the bytes, and one rank),
+ *    (a.push_gather: small rounds, where a barrier costs more than the bytes),
  *    from where each rank copies the others' results into its output after the second
  *    barrier; or left in the owner's workspace for the others to pull (large rounds: pushing
  *    then copying moves more bytes), which takes a third barrier before the workspace is

@@ -165,6 +165,14 @@ static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const 
   }
   k.sig = kernel_sig(cs, a->sig, k.zero_copy & SYMCOLL_CUDA_ZC_IN, in, in_off);
   k.sig = kernel_sig(cs, k.sig, k.zero_copy & SYMCOLL_CUDA_ZC_OUT, a->recv_mem, a->recv_off);
+  /* One rank (a forced algorithm: auto copies): its own buffers are every rank's, so ONE_SHOT
+   * and TWO_SHOT read the input where it lies and TWO_SHOT stores into the output, as they do
+   * symmetric buffers, with nothing staged; no peer, so nothing to fold into the signature. */
+  if (comm->nranks == 1 && (two_shot || l.algo == SYMCOLL_ALGO_ONE_SHOT)) {
+    k.zero_copy = SYMCOLL_CUDA_ZC_IN | (two_shot ? SYMCOLL_CUDA_ZC_OUT : 0);
+    k.src[0] = a->send;
+    k.dst[0] = a->recv;
+  }
   const size_t per_vec = l.algo == SYMCOLL_ALGO_LAMPORT && !l.vec ? 1 : 16 / es; /* kernels with barriers: units */
   /* Zero-copy kernels take the whole count as one round; TWO_SHOT only with both sides so. */
   const bool whole = two_shot ? k.zero_copy == (SYMCOLL_CUDA_ZC_IN | SYMCOLL_CUDA_ZC_OUT) : k.zero_copy != 0;
@@ -175,9 +183,8 @@ static symcoll_status_t all_reduce(symcoll_comm_t comm, cuda_state_t *cs, const 
    * more than the copy out of the workspace that pushing adds (one GPU, bf16, 8 thread ranks:
    * pushes 0.88x pulls at 32 KiB, 1.0 at 512 KiB, 1.08 at 2 MiB; SYMCOLL_GPU_TWO_SHOT_PUSH_BYTES,
    * 512 KiB by default, agreed at creation). Every rank alike: the count, the round and the
-   * bound are the same everywhere. One rank pushes at every size: its "push" is the store into
-   * its output alone, where a pull would also store into the workspace and add a barrier. */
-  k.push_gather = two_shot && (comm->nranks == 1 || round * es <= cs->push_max);
+   * bound are the same everywhere. (One rank stores straight into its output: zero-copy above.) */
+  k.push_gather = two_shot && round * es <= cs->push_max;
   shape(cs, comm, a, &l, work, DEFAULT_THREADS);
   k.sig = with_shape(cs, k.sig, &l, k.chunk_elems, (uint32_t)k.push_gather);
   int e = cudaSuccess, launches = 0;
