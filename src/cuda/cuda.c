@@ -720,14 +720,16 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   int major = 0;
   CUDA_GOTO(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, comm->device), s, out);
   /* Programmatic dependent launch: this rank's choice alone (it changes when a kernel may be
-   * scheduled, not what it does); Hopper and later. */
+   * scheduled, not what it does); Hopper and later, with kernels compiled for it: code built
+   * for an older target (PTX run by a newer GPU) has no wait in its guard. */
   const bool pdl_asked = symcoll__env_int("SYMCOLL_PDL") != 0;
-  cs->pdl = pdl_asked && major >= 9;
+  const int ptx = symcoll__cuda_kernels_ptx_version();
+  cs->pdl = pdl_asked && major >= 9 && ptx >= 90;
   if (pdl_asked && !cs->pdl)
     symcoll__env_warn("SYMCOLL_PDL",
-                      "programmatic dependent launch needs compute capability 9.0 or later (GPU %d "
-                      "has %d.x): ordinary launches",
-                      comm->device, major);
+                      "programmatic dependent launch needs compute capability 9.0 or later and kernels "
+                      "built for it (GPU %d: %d.x, kernels: compute_%d): ordinary launches",
+                      comm->device, major, ptx);
   char bus[32] = {0};
   SYMCOLL_CHECK_GOTO(place_ranks(comm, cs, bus), s, out);
   ws_layout_t w;

@@ -143,6 +143,9 @@ const void *symcoll__cuda_broadcast_kernel(const symcoll__cuda_launch_t *l);
 const void *symcoll__cuda_rmsnorm_kernel(const symcoll__cuda_launch_t *l);
 int symcoll__cuda_rmsnorm_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_args_t *a,
                                  const symcoll__cuda_norm_t *n, void *stream);
+/* The virtual architecture the collectives' kernels were compiled for, as the loaded module
+ * says (90: compute_90), or 0 if unknown: their guards wait only where it is 90 or more. */
+int symcoll__cuda_kernels_ptx_version(void);
 /* Loads every kernel of the library (see launch.cu); returns a cudaError_t. */
 int symcoll__cuda_preload(void);
 /* A tiny kernel that writes `value` into slot `slot` of every peer's pad, for the

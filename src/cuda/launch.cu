@@ -66,6 +66,14 @@ extern "C" int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symco
   return symcoll__cuda_launch_fn(fn, l, args, stream);
 }
 
+extern "C" int symcoll__cuda_kernels_ptx_version(void) {
+  symcoll__cuda_launch_t l = {};
+  l.coll = SYMCOLL_COLL_ALL_REDUCE, l.algo = SYMCOLL_ALGO_ONE_SHOT, l.dtype = SYMCOLL_FLOAT32, l.op = SYMCOLL_SUM;
+  cudaFuncAttributes attr;
+  const void *fn = symcoll__cuda_kernel(&l);
+  return fn && cudaFuncGetAttributes(&attr, fn) == cudaSuccess ? attr.ptxVersion : 0;
+}
+
 /* Loads every kernel now. With lazy loading (the default) the first launch of a kernel can
  * wait for the device to go idle, which never happens while a peer's kernel spins waiting
  * for ours: a deadlock until the timeout. */
