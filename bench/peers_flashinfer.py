@@ -241,7 +241,12 @@ def main():
                   f"oneshot {a.fi_oneshot}, pdl {'on' if a.fi_pdl else 'off'}, fp32_acc {'on' if a.fi_fp32_acc else 'off'}")
         else:
             print(f"# {fi_note}")
-        print(f"# symcoll: {'not importable' if sc is None else 'torch ops ' + ('compiled' if 'all_reduce_rmsnorm_' in kernels else 'python')}")
+        sc_pdl = os.environ.get("SYMCOLL_PDL", "0").lower() in ("1", "on", "yes", "true")
+        print(f"# symcoll: {'not importable' if sc is None else 'torch ops ' + ('compiled' if 'all_reduce_rmsnorm_' in kernels else 'python')}"
+              f", pdl {'on' if sc_pdl else 'off'} (SYMCOLL_PDL)")
+        if fi is not None and sc_pdl != a.fi_pdl:
+            print("# note: one op launches with PDL and the other not; SYMCOLL_PDL=1 with --fi-pdl (or neither) "
+                  "compares like with like")
         print(f"{'rows':>6} {'hidden':>6} " + " ".join(f"{c:>17}" for c in all_cols) +
               f" {'fi_shot':>7} {'symcoll/fi':>10} {'wrong_fi':>8} {'wrong_sc':>8} {'wrong_ch':>8}" +
               "".join(f" {'wrong_' + s[:2]:>8}" for s in algos), flush=True)
