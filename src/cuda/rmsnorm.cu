@@ -65,6 +65,82 @@ constexpr float kFp8Max = 448.0f;
 struct BlockRed {
   float *buf; /* 64 floats */
   unsigned turn;
+  /* The thread's lane (its first; a row's thread count): the block holds the row's lanes. */
+  __device__ unsigned thread() const { return threadIdx.x; }
+  __device__ unsigned threads() const { return blockDim.x; }
+};
+
+/* Thread-block clusters (compute capability 9.0 and later, where the host launches the kernels
+ * that use them: CL below). Compiled for an older target, a cluster is its one block. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define SYMCOLL_CUDA_CLUSTERS 1
+#endif
+__device__ __forceinline__ unsigned cluster_special(int which) {
+  unsigned v = 0;
+#ifdef SYMCOLL_CUDA_CLUSTERS
+  switch (which) {
+    case 0: asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(v)); break;
+    case 1: asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(v)); break;
+    case 2: asm("mov.u32 %0, %%clusterid.x;" : "=r"(v)); break;
+    default: asm("mov.u32 %0, %%nclusterid.x;" : "=r"(v)); break;
+  }
+#else
+  v = which == 0 ? 0u : which == 1 ? 1u : which == 2 ? blockIdx.x : gridDim.x;
+#endif
+  return v;
+}
+/* This thread's arrival at the cluster's barrier, and its wait for every thread's arrival (a
+ * thread alternates them): release and acquire, so that shared-memory stores into other blocks
+ * before the arrival are seen after the wait; relaxed: an arrival that orders nothing (the
+ * kernel's start: a release there would wait for the loads already issued). */
+__device__ __forceinline__ void cluster_arrive() {
+#ifdef SYMCOLL_CUDA_CLUSTERS
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#ifdef SYMCOLL_CUDA_CLUSTERS
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#ifdef SYMCOLL_CUDA_CLUSTERS
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  __syncthreads();
+#endif
+}
+/* Stores v at p, an address of this block's shared memory, in block `rank` of the cluster. */
+__device__ __forceinline__ void store_in_block(float *p, unsigned rank, float v) {
+#ifdef SYMCOLL_CUDA_CLUSTERS
+  const uint32_t local = (uint32_t)__cvta_generic_to_shared(p);
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
+#else
+  (void)rank;
+  *p = v;
+#endif
+}
+
+/* A row's lanes held by the blocks of a thread-block cluster (RmsNorm_Lamport's CL): block c of
+ * the cluster holds lanes c x blockDim.x onwards. A reduction's lane warps are stored into every
+ * block's buffer, then the cluster meets at its barrier, so that each block reads them from its
+ * own memory: the two buffers' turns keep their argument (between two reductions on one buffer
+ * lies the other's barrier, which every thread of the cluster reaches after its reads), and a
+ * block may leave once past the cluster's last barrier (no block reads another's memory).
+ * Another block's memory is written only once the cluster's blocks have all started: the first
+ * reduction waits first at the barrier every thread arrives at when the kernel starts. */
+struct ClusterRed : BlockRed {
+  unsigned rank, size;
+  bool started; /* the kernel's first barrier waited for */
+  __device__ unsigned thread() const { return rank * blockDim.x + threadIdx.x; }
+  __device__ unsigned threads() const { return size * blockDim.x; }
+  /* The buffer of a reduction, once every block of the cluster has started. */
+  __device__ float *next_buf() {
+    if (!started) cluster_wait(), started = true;
+    return buf + 32 * (turn++ & 1u);
+  }
 };
 
 /* The op over a row's lanes, one value a lane: lane l is thread l's `v0` (l < blockDim.x) or,
@@ -93,6 +169,37 @@ __device__ __forceinline__ float lanes_reduce(float v0, float v1, bool two, Bloc
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
+}
+
+/* lanes_reduce over a cluster's blocks (ClusterRed): the lane warps' results of every block,
+ * in lane order, then the butterfly of one block's: the same bits. No `two`. */
+template <typename Op>
+__device__ __forceinline__ float lanes_reduce(float v0, float, bool, ClusterRed &r, Op op) {
+  const unsigned lane = threadIdx.x & 31u, warps = (blockDim.x >> 5) * r.size;
+  const unsigned warp = r.rank * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  float *const red = r.next_buf();
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v0 = op(v0, __shfl_xor_sync(0xffffffffu, v0, o));
+  if (lane < r.size) store_in_block(red + warp, lane, v0); /* every lane holds the warp's result */
+  cluster_arrive();
+  cluster_wait();
+  float v = lane < warps ? red[lane] : 0.0f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/* Whether ok holds on every thread of the block's cluster: one answer on all of them, so that
+ * the blocks of a row go on, or leave, together. */
+__device__ __forceinline__ bool cluster_all(bool ok, ClusterRed &r) {
+  ok = __syncthreads_and(ok) != 0;
+  float *const red = r.next_buf();
+  if (threadIdx.x < r.size) store_in_block(red + r.rank, threadIdx.x, ok ? 1.0f : 0.0f);
+  cluster_arrive();
+  cluster_wait();
+  bool all = true;
+  for (unsigned c = 0; c < r.size; c++) all = all && red[c] != 0.0f;
+  return all;
 }
 
 struct Add {
@@ -215,7 +322,9 @@ __device__ __forceinline__ void row_store(T *row, size_t p, int valid, const T (
  * registers a thread, with PRE 81 and one block an SM; an earlier PRE of 79 registers was 25%
  * slower at 2048 x 8192 on the H200).
  * sum_pack(p): pack p of the row's sum over ranks, rounded to T (whole packs); sum_at(i):
- * element i of it (a short last pack); res: the residual row or NULL; d: where the results go.
+ * element i of it (a short last pack); res: the residual row or NULL; d: where the results go;
+ * red: the row's reductions, over the block's lanes (BlockRed) or its cluster's (ClusterRed),
+ * whose thread() and threads() place the thread among the row's lanes.
  * sum_pre(s, has) (PRE; EachPack: sum_pack of each): the sums of the thread's kept packs at
  * once, s[k] for bit k of `has` (a whole pack), so that their waits overlap.
  * go(): called by every thread once the loads are issued (and, PRE, the sum's packs in),
@@ -232,16 +341,15 @@ struct Go {
 };
 struct EachPack {}; /* PRE's sums pack by pack, sum_pack(p) */
 template <typename T, int U, bool PRE, bool TWO = false, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE, typename SumPack,
-          typename SumAt, typename GoOn = Go, typename SumPre = EachPack>
+          typename SumAt, typename Red, typename GoOn = Go, typename SumPre = EachPack>
 __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T *res, const RowDst<T> d,
-                                         SumPack sum_pack, SumAt sum_at, BlockRed &red, GoOn go = {},
-                                         SumPre sum_pre = {}) {
+                                         SumPack sum_pack, SumAt sum_at, Red &red, GoOn go = {}, SumPre sum_pre = {}) {
   static_assert(FIT == 0 || (U == VECTOR && !TWO && FIT <= kRowPacks), "FIT: whole packs kept, a thread a lane");
   static_assert(FIT || Q == SYMCOLL_CUDA_FP8_NONE, "Q: the fp8 output of a FIT instance");
   using C = Conv<T>;
   constexpr int E = Pack<T, U>::E;
   constexpr int K = FIT ? FIT : kRowPacks; /* the packs a thread keeps */
-  const size_t h = n.hidden, npacks = (h + E - 1) / E, nt = blockDim.x, t0 = threadIdx.x;
+  const size_t h = n.hidden, npacks = (h + E - 1) / E, nt = red.threads(), t0 = red.thread();
   const T *w = reinterpret_cast<const T *>(n.weight);
   T *const res_out = d.res_out, *const out = d.out;
   unsigned char *const fp8 = FIT && Q == SYMCOLL_CUDA_FP8_NONE ? nullptr : d.fp8;
@@ -646,46 +754,74 @@ __device__ __forceinline__ auto gather_row_of(const Part &part, const char *x, s
 /* Block b pushes and normalises rows b, b + grid, ...: a block waits only for what its twins
  * push, and every block pushes all its rows before it waits. Slot layout: the header, then the
  * launch's rows x hidden elements as in x. VECTOR rows move as 16-byte packs; UNIT rows
- * element by element, which the sentinel check of 2- and 4-byte elements allows. */
-template <typename T, int U, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE>
-__global__ void __launch_bounds__(kNormThreads)
+ * element by element, which the sentinel check of 2- and 4-byte elements allows.
+ * CL (FIT only; compute capability 9.0 and later): a thread-block cluster of blocks shares each
+ * row, block c of it the lanes c x blockDim.x onwards (ClusterRed), so that a row's pushes,
+ * clears and polls spread over the cluster's SMs; cluster k takes rows k, k + clusters, ...
+ * Every wait for peers comes before the row's first decision (FIT: the thread's packs are
+ * gathered at once), which the cluster then takes together (cluster_all): its blocks write the
+ * row, or give up, alike, and no block waits at the cluster's barrier for one that left. A
+ * block whose state says an earlier kernel gave up pushes nothing and meets that decision. */
+template <typename T, int U, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE, bool CL = false>
+__global__ void __launch_bounds__(CL ? kNormThreads / 2 : kNormThreads) /* CL: 2 blocks a row at least */
     RmsNorm_Lamport(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
+  static_assert(!CL || (FIT && U == VECTOR), "a cluster a row: FIT rows");
   const symcoll_cuda::GridDependency dependency;
   __shared__ float red_buf[64];
-  BlockRed red{red_buf, 0};
+  using Red = typename std::conditional<CL, ClusterRed, BlockRed>::type;
+  Red red;
+  red.buf = red_buf, red.turn = 0;
+  if constexpr (CL) {
+    red.rank = cluster_special(0), red.size = cluster_special(1), red.started = false;
+    cluster_arrive_relaxed(); /* this block has started (ClusterRed) */
+  }
   constexpr bool VEC = U == VECTOR;
   constexpr int E = Pack<T, U>::E;
-  const size_t h = n.hidden, nvec = VEC ? h / E : h;   /* a row's pushes: packs, or elements */
-  const size_t group = blockIdx.x, groups = gridDim.x; /* rows group, group + groups, ... are the block's */
+  const size_t h = n.hidden, nvec = VEC ? h / E : h; /* a row's pushes: packs, or elements */
+  /* rows group, group + groups, ... are the block's (its cluster's) */
+  const size_t group = CL ? cluster_special(2) : blockIdx.x, groups = CL ? cluster_special(3) : gridDim.x;
   /* The thread's first K0 pushes of its first row (FIT: all of them), on their way while the
    * state is read: loaded raw, fixed after (a fix would wait for its load there), and all
    * loaded before the first push (a push's store keeps later loads behind it). */
   constexpr int K0 = FIT ? FIT : 1;
-  const size_t rt = threadIdx.x, nt = blockDim.x, v0 = group * nvec + rt;
+  const size_t rt = red.thread(), nt = red.threads(), v0 = group * nvec + rt;
   Pack<T, VEC> x0[K0] = {}; /* zero, not a phi: no copy that waits for the load */
 #pragma unroll
   for (int k = 0; k < K0; k++)
     if (group < n.rows && rt + k * nt < nvec) x0[k] = load_cg<T, VEC>(n.x, v0 + k * nt);
   uint32_t buf = 0, prev_bytes = 0;
-  if (!lamport_take(a, (uint32_t)(SYMCOLL_CUDA_LAMPORT_HEADER + n.rows * h * sizeof(T)), &buf, &prev_bytes)) GIVE_UP(a);
+  const bool took =
+      lamport_take(a, (uint32_t)(SYMCOLL_CUDA_LAMPORT_HEADER + n.rows * h * sizeof(T)), &buf, &prev_bytes);
+  if (!CL && !took) GIVE_UP(a);
   const LamportPart<T, SYMCOLL_SUM, VEC, true> part{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
   const LamportPart<T, SYMCOLL_SUM, false, true> one{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
-  lamport_put_header(a, buf);
+  bool ok = took; /* no wait once false */
+  if (took) {
+    lamport_put_header(a, buf);
 #pragma unroll
-  for (int k = 0; k < K0; k++)
-    if (group < n.rows && rt + k * nt < nvec) part.push(v0 + k * nt, fixed<T, VEC>(x0[k]));
-  for (size_t row = group; row < n.rows; row += groups)
-    for (size_t v = row * nvec + rt + (row == group ? K0 * nt : 0); v < (row + 1) * nvec; v += nt)
-      part.push(v, load_fixed<T, VEC>(n.x, v));
-  lamport_clear(a, buf, prev_bytes);
-  bool ok = true;
+    for (int k = 0; k < K0; k++)
+      if (group < n.rows && rt + k * nt < nvec) part.push(v0 + k * nt, fixed<T, VEC>(x0[k]));
+    for (size_t row = group; row < n.rows; row += groups)
+      for (size_t v = row * nvec + rt + (row == group ? K0 * nt : 0); v < (row + 1) * nvec; v += nt)
+        part.push(v, load_fixed<T, VEC>(n.x, v));
+    lamport_clear(a, buf, prev_bytes);
+  }
   for (size_t row = group; row < n.rows; row += groups) {
     const size_t e0 = row * h; /* the row's first element */
     /* The peers' headers, checked once the block's first row has come (they came with it, or
      * soon after: one wait, not two), before anything is written; a peer in another call that
      * never sends this row's data is met inside the waits (LamportPart's HEADERS). A first row
      * whose register-resident packs' wait gave up writes nothing either (a later pack's wait,
-     * after the check, may leave the row partly written, as a later row's does). */
+     * after the check, may leave the row partly written, as a later row's does; not with CL,
+     * whose rows wait for nothing after it). */
+    auto go = [&] {
+      if constexpr (CL) {
+        const bool mine = row == group && took ? lamport_headers_ok(a, buf, ok) : ok;
+        return cluster_all(took && mine, red);
+      } else {
+        return row != group || lamport_headers_ok(a, buf, ok);
+      }
+    };
     if (!norm_row<T, U, true, false, FIT, Q>(
             n, residual_row<T>(n, row), caller_row<T>(n, row),
             [&](size_t p) {
@@ -698,8 +834,7 @@ __global__ void __launch_bounds__(kNormThreads)
                 return s;
               }
             },
-            [&](size_t i) { return one.gather(n.x, e0 + i, ok).e[0]; }, red,
-            [&] { return row != group || lamport_headers_ok(a, buf, ok); },
+            [&](size_t i) { return one.gather(n.x, e0 + i, ok).e[0]; }, red, go,
             gather_row_of<FIT>(part, n.x, e0 / E + rt, nt, ok)))
       GIVE_UP(a);
     if (!__syncthreads_and(ok)) GIVE_UP(a);
@@ -727,6 +862,8 @@ const void *pick_access(const symcoll__cuda_launch_t *l) {
     case SYMCOLL_ALGO_TWO_SHOT:
       return (const void *)RmsNorm_TwoShot<T, U>;
     case SYMCOLL_ALGO_LAMPORT:
+      if constexpr (FIT > 0)
+        if (l->cluster > 1) return (const void *)RmsNorm_Lamport<T, U, FIT, Q, true>;
       return (const void *)RmsNorm_Lamport<T, U, FIT, Q>;
     default:
       return nullptr;
