@@ -658,23 +658,18 @@ static symcoll_status_t norm_two_shot(symcoll_comm_t comm, cuda_state_t *cs, con
 
 /* LAMPORT's blocks a row (rmsnorm.cu's CL kernels: a thread-block cluster shares each row, so
  * that its pushes, clears and polls spread over as many SMs): FIT rows (norm_fit: a function
- * of the shape) where the GPU and the kernels have clusters and a row's pushes to its peers
- * come to NORM_CLUSTER_PUSH_BYTES, the most of 2, 4 and 8 that leaves whole warps and at least
- * 128 packs a block (FlashInfer's fused kernel spreads a row of 4096 bf16 over 4 blocks of 128
- * threads) while a launch of `per` rows, beside the ranks sharing the GPU, takes at most its SMs
- * and stays resident (`maxb` blocks). SYMCOLL_GPU_NORM_ROW_BLOCKS: 1 none, 2-8 at most that many
- * wherever FIT. 1: a block a row. A function of the shape and the node: the same on every rank.
- * The cluster's two barriers cost more than the spread saves where the pushes are few: ranks
- * sharing an H100, a row of 8 KiB (bf16 x 4096) was 1.05-1.10x at 2 and 4 ranks and 0.92-0.98x
- * at 8, 16 KiB 1.08-1.13x at 2 ranks, 0.96-1.04x at 4 and 0.83-0.84x at 8 (bench/results/h100/run64). */
-#define NORM_CLUSTER_PUSH_BYTES ((size_t)56 << 10)
-static int norm_row_blocks(const cuda_state_t *cs, symcoll_comm_t comm, const symcoll__norm_args_t *a,
-                           const symcoll__cuda_launch_t *l, size_t per, int maxb) {
+ * of the shape) where the GPU and the kernels have clusters, the most of 2, 4 and 8 that leaves
+ * whole warps and at least 128 packs a block (FlashInfer's fused kernel spreads a row of 4096
+ * bf16 over 4 blocks of 128 threads) while a launch of `per` rows, beside the ranks sharing the
+ * GPU, takes at most its SMs and stays resident (`maxb` blocks); SYMCOLL_GPU_NORM_ROW_BLOCKS
+ * caps it (1: a block a row). A function of the shape and the node: the same on every rank.
+ * Ranks sharing an H100, bf16: 0.78-0.90x at 1 row of 4096 and 8192 at 8 ranks, 0.84-0.97x
+ * at 1-8 rows at 4, 0.93-1.03x at 2 (bench/results/h100/run66). */
+static int norm_row_blocks(const cuda_state_t *cs, const symcoll__norm_args_t *a, const symcoll__cuda_launch_t *l,
+                           size_t per, int maxb) {
   const long long knob = symcoll__env_int("SYMCOLL_GPU_NORM_ROW_BLOCKS");
-  const size_t rb = a->hidden * symcoll_dtype_size(a->dtype);
-  if (!cs->clusters || !l->fit || knob == 1 || (!knob && (size_t)(comm->nranks - 1) * rb < NORM_CLUSTER_PUSH_BYTES))
-    return 1;
-  const size_t packs = rb / 16, share = cs->share > 1 ? (size_t)cs->share : 1;
+  if (!cs->clusters || !l->fit || knob == 1) return 1;
+  const size_t packs = a->hidden * symcoll_dtype_size(a->dtype) / 16, share = cs->share > 1 ? (size_t)cs->share : 1;
   const unsigned lanes = norm_lanes(a->hidden, a->dtype);
   int c = 1;
   while (c < (knob ? knob : 8) && lanes % (64u * (unsigned)c) == 0 && packs / (2u * (size_t)c) >= 128 &&
@@ -703,7 +698,7 @@ static symcoll_status_t norm_lamport(symcoll_comm_t comm, cuda_state_t *cs, cons
   symcoll__cuda_args_t k;
   symcoll__cuda_launch_t l;
   int maxb = norm_kernel_setup(comm, cs, a, SYMCOLL_ALGO_LAMPORT, &k, &l);
-  const int c = norm_row_blocks(cs, comm, a, &l, per, maxb);
+  const int c = norm_row_blocks(cs, a, &l, per, maxb);
   if (c > 1) { /* the cluster kernel's blocks and the others', at their threads, resident */
     symcoll__cuda_launch_t cl = l;
     cl.vec = 1, cl.cluster = c, cl.threads = l.threads / c;

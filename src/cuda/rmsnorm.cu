@@ -71,7 +71,8 @@ struct BlockRed {
 };
 
 /* Thread-block clusters (compute capability 9.0 and later, where the host launches the kernels
- * that use them: CL below). Compiled for an older target, a cluster is its one block. */
+ * that use them: CL below; compiled for an older target, a cluster is its one block and the
+ * exchange below is never run). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define SYMCOLL_CUDA_CLUSTERS 1
 #endif
@@ -89,57 +90,83 @@ __device__ __forceinline__ unsigned cluster_special(int which) {
 #endif
   return v;
 }
-/* This thread's arrival at the cluster's barrier, and its wait for every thread's arrival (a
- * thread alternates them): release and acquire, so that shared-memory stores into other blocks
- * before the arrival are seen after the wait; relaxed: an arrival that orders nothing (the
- * kernel's start: a release there would wait for the loads already issued). */
-__device__ __forceinline__ void cluster_arrive() {
-#ifdef SYMCOLL_CUDA_CLUSTERS
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-#ifdef SYMCOLL_CUDA_CLUSTERS
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cluster_wait() {
-#ifdef SYMCOLL_CUDA_CLUSTERS
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-#else
-  __syncthreads();
-#endif
-}
-/* Stores v at p, an address of this block's shared memory, in block `rank` of the cluster. */
-__device__ __forceinline__ void store_in_block(float *p, unsigned rank, float v) {
-#ifdef SYMCOLL_CUDA_CLUSTERS
-  const uint32_t local = (uint32_t)__cvta_generic_to_shared(p);
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
-#else
-  (void)rank;
-  *p = v;
-#endif
-}
+__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 /* A row's lanes held by the blocks of a thread-block cluster (RmsNorm_Lamport's CL): block c of
- * the cluster holds lanes c x blockDim.x onwards. A reduction's lane warps are stored into every
- * block's buffer, then the cluster meets at its barrier, so that each block reads them from its
- * own memory: the two buffers' turns keep their argument (between two reductions on one buffer
- * lies the other's barrier, which every thread of the cluster reaches after its reads), and a
- * block may leave once past the cluster's last barrier (no block reads another's memory).
- * Another block's memory is written only once the cluster's blocks have all started: the first
- * reduction waits first at the barrier every thread arrives at when the kernel starts. */
+ * the cluster holds lanes c x blockDim.x onwards. A reduction (exchange) sends each lane warp's
+ * result, and with it this block's flag where asked, into every block's buffer with st.async,
+ * whose bytes each block's transaction barrier (mbarrier) of that buffer counts: a block waits
+ * on its own barrier for all of them, then reads them from its own memory. No fence and no
+ * cluster-wide barrier: a release there (MEMBAR.GPU) cost 0.4 us an exchange on an H100
+ * (bench/results/h100/run65). The two buffers and their barriers take turns (each thread's count
+ * of exchanges, the same on every thread of the cluster; the barrier's phase flips every other
+ * exchange): a block sends exchange k + 2 into a buffer only once exchange k + 1 is complete,
+ * which every block joins after its reads of exchange k. A block leaves once its last exchange
+ * is complete (nothing more comes into its memory). Before the first exchange every block
+ * waits at the cluster's barrier, where every thread arrived when its kernel started, after
+ * thread 0 initialised its block's transaction barriers: no block's memory is written before
+ * its block has started and made them. */
 struct ClusterRed : BlockRed {
   unsigned rank, size;
-  bool started; /* the kernel's first barrier waited for */
+  bool started; /* the start barrier waited for */
+  uint64_t *mbar; /* two transaction barriers */
+  const symcoll__cuda_args_t *a; /* the bound on waits, the error word */
   __device__ unsigned thread() const { return rank * blockDim.x + threadIdx.x; }
   __device__ unsigned threads() const { return size * blockDim.x; }
-  /* The buffer of a reduction, once every block of the cluster has started. */
-  __device__ float *next_buf() {
-    if (!started) cluster_wait(), started = true;
-    return buf + 32 * (turn++ & 1u);
+  /* At the kernel's start, by every thread. */
+  __device__ void begin() {
+#ifdef SYMCOLL_CUDA_CLUSTERS
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(mbar)) : "memory");
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(mbar + 1)) : "memory");
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+  }
+  /* One exchange: value `v` of this thread's lane warp (the same on its every lane), and `flag`
+   * (block-uniform) where `with_flag`; lanes warps' values land at buffer[warp] of every block,
+   * flags at buffer[16 + rank] (at most 16 lane warps, 8 blocks). Returns the buffer, complete. */
+  __device__ float *exchange(float v, bool with_flag, bool flag) {
+    const unsigned k = turn++ & 1u, parity = (turn - 1u) >> 1 & 1u;
+    float *const b = buf + 32 * k;
+#ifdef SYMCOLL_CUDA_CLUSTERS
+    if (!started) {
+      asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+      started = true;
+    }
+    const uint32_t m = smem_addr(mbar + k);
+    const unsigned warps = (blockDim.x >> 5) * size, lane = threadIdx.x & 31u;
+    if (threadIdx.x == 0) {
+      const unsigned bytes = 4u * (warps + (with_flag ? size : 0u));
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(m), "r"(bytes) : "memory");
+    }
+    auto send = [&](float *at, unsigned to, float x) {
+      uint32_t ra, rm;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(smem_addr(at)), "r"(to));
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rm) : "r"(m), "r"(to));
+      asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(ra),
+                   "r"(__float_as_uint(x)), "r"(rm)
+                   : "memory");
+    };
+    if (lane < size) send(b + rank * (blockDim.x >> 5) + (threadIdx.x >> 5), lane, v);
+    if (with_flag && threadIdx.x < size) send(b + 16 + rank, threadIdx.x, flag ? 1.0f : 0.0f);
+    symcoll_impl::spin(
+        [&] {
+          uint32_t done;
+          asm volatile(
+              "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+              "selp.u32 %0, 1, 0, p;\n\t}"
+              : "=r"(done)
+              : "r"(m), "r"(parity)
+              : "memory");
+          return done != 0;
+        },
+        a->timeout_ns, a->error, a->rank, a->rank);
+#else
+    (void)v, (void)with_flag, (void)flag;
+#endif
+    return b;
   }
 };
 
@@ -171,35 +198,25 @@ __device__ __forceinline__ float lanes_reduce(float v0, float v1, bool two, Bloc
   return v;
 }
 
-/* lanes_reduce over a cluster's blocks (ClusterRed): the lane warps' results of every block,
- * in lane order, then the butterfly of one block's: the same bits. No `two`. */
+/* lanes_reduce over a cluster's blocks (ClusterRed): the lane warps' results of every block in
+ * lane order, then one block's butterfly over them: the same bits. No `two`. With `all_ok`,
+ * *all_ok: whether `ok` (block-uniform) holds on every block of the cluster. */
 template <typename Op>
-__device__ __forceinline__ float lanes_reduce(float v0, float, bool, ClusterRed &r, Op op) {
+__device__ __forceinline__ float lanes_reduce(float v0, float, bool, ClusterRed &r, Op op, bool ok = true,
+                                              bool *all_ok = nullptr) {
   const unsigned lane = threadIdx.x & 31u, warps = (blockDim.x >> 5) * r.size;
-  const unsigned warp = r.rank * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  float *const red = r.next_buf();
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v0 = op(v0, __shfl_xor_sync(0xffffffffu, v0, o));
-  if (lane < r.size) store_in_block(red + warp, lane, v0); /* every lane holds the warp's result */
-  cluster_arrive();
-  cluster_wait();
+  const float *const red = r.exchange(v0, all_ok != nullptr, ok);
   float v = lane < warps ? red[lane] : 0.0f;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (all_ok) {
+    bool all = true;
+    for (unsigned c = 0; c < r.size; c++) all = all && red[16 + c] != 0.0f;
+    *all_ok = all;
+  }
   return v;
-}
-
-/* Whether ok holds on every thread of the block's cluster: one answer on all of them, so that
- * the blocks of a row go on, or leave, together. */
-__device__ __forceinline__ bool cluster_all(bool ok, ClusterRed &r) {
-  ok = __syncthreads_and(ok) != 0;
-  float *const red = r.next_buf();
-  if (threadIdx.x < r.size) store_in_block(red + r.rank, threadIdx.x, ok ? 1.0f : 0.0f);
-  cluster_arrive();
-  cluster_wait();
-  bool all = true;
-  for (unsigned c = 0; c < r.size; c++) all = all && red[c] != 0.0f;
-  return all;
 }
 
 struct Add {
@@ -346,6 +363,10 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
                                          SumPack sum_pack, SumAt sum_at, Red &red, GoOn go = {}, SumPre sum_pre = {}) {
   static_assert(FIT == 0 || (U == VECTOR && !TWO && FIT <= kRowPacks), "FIT: whole packs kept, a thread a lane");
   static_assert(FIT || Q == SYMCOLL_CUDA_FP8_NONE, "Q: the fp8 output of a FIT instance");
+  /* JOINT (a cluster's row): go()'s answer, this block's, joins the sum of squares' exchange, and
+   * residual_out is written in pass 2, once every block's answer is in: one exchange a row. */
+  constexpr bool JOINT = std::is_same<Red, ClusterRed>::value;
+  static_assert(!JOINT || (PRE && FIT), "JOINT: every pack kept and loaded before go()");
   using C = Conv<T>;
   constexpr int E = Pack<T, U>::E;
   constexpr int K = FIT ? FIT : kRowPacks; /* the packs a thread keeps */
@@ -428,7 +449,11 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
       sum_pre(s_pre, has);
     }
   }
-  if (!go()) return false;
+  bool ok_here = true;
+  if constexpr (JOINT)
+    ok_here = go();
+  else if (!go())
+    return false;
   float keep[K][E];
   /* The squares of the thread's lanes: t, and with TWO (n.lanes = 2T) t + T, whose packs
    * alternate (the thread's j-th pack is lane t's where j is even). */
@@ -451,7 +476,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
       if (p < npacks) {
         const int valid = valid_of(p);
         if (PRE && valid == E)
-          r_pack(p, valid, true, keep[k], true, s_pre[k], res_pre[k]);
+          r_pack(p, valid, !JOINT, keep[k], true, s_pre[k], res_pre[k]);
         else
           r_pack(p, valid, true, keep[k]);
         add_squares(keep[k], valid, k);
@@ -466,7 +491,13 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
   }
   if (!PRE && quant && !dynamic) fixed = __ldg(n.fp8_scale);
   const float fixed_rcp = __frcp_rn(fixed);
-  const float sumsq = lanes_reduce(ss0, ss1, TWO, red, Add{});
+  bool all_ok = true;
+  float sumsq;
+  if constexpr (JOINT)
+    sumsq = lanes_reduce(ss0, ss1, TWO, red, Add{}, ok_here, &all_ok);
+  else
+    sumsq = lanes_reduce(ss0, ss1, TWO, red, Add{});
+  if (!all_ok) return false; /* JOINT: a block of the cluster said no; none has written */
   const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sumsq, (float)h), n.eps)));
   float amax = 0.0f;
   /* out of pack p from its r in f (f then holds out, as floats), the weight's pack loaded, or
@@ -499,6 +530,10 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
     for (int k = 0; k < K; k++, p += nt)
       if (p < npacks) {
         const int valid = valid_of(p);
+        if constexpr (JOINT) { /* residual_out: pass 1's r again, the same bits */
+          float again[E];
+          r_pack(p, valid, true, again, true, s_pre[k], res_pre[k]);
+        }
         if (PRE && valid == E)
           out_pack(p, valid, keep[k], true, w_pre[k]);
         else
@@ -758,22 +793,24 @@ __device__ __forceinline__ auto gather_row_of(const Part &part, const char *x, s
  * CL (FIT only; compute capability 9.0 and later): a thread-block cluster of blocks shares each
  * row, block c of it the lanes c x blockDim.x onwards (ClusterRed), so that a row's pushes,
  * clears and polls spread over the cluster's SMs; cluster k takes rows k, k + clusters, ...
- * Every wait for peers comes before the row's first decision (FIT: the thread's packs are
- * gathered at once), which the cluster then takes together (cluster_all): its blocks write the
- * row, or give up, alike, and no block waits at the cluster's barrier for one that left. A
- * block whose state says an earlier kernel gave up pushes nothing and meets that decision. */
+ * Every wait for peers comes before the row's decision to write (FIT: the thread's packs are
+ * gathered at once), each block's answer joins the exchange of the sum of squares, and the
+ * cluster's blocks write the row, or give up, on one answer (norm_row's JOINT): no block waits
+ * for one that left. A block whose state says an earlier kernel gave up pushes nothing and
+ * answers no. */
 template <typename T, int U, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE, bool CL = false>
 __global__ void __launch_bounds__(CL ? kNormThreads / 2 : kNormThreads) /* CL: 2 blocks a row at least */
     RmsNorm_Lamport(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
-  static_assert(!CL || (FIT && U == VECTOR), "a cluster a row: FIT rows");
   const symcoll_cuda::GridDependency dependency;
+  static_assert(!CL || (FIT && U == VECTOR), "a cluster a row: FIT rows");
   __shared__ float red_buf[64];
   using Red = typename std::conditional<CL, ClusterRed, BlockRed>::type;
   Red red;
   red.buf = red_buf, red.turn = 0;
   if constexpr (CL) {
-    red.rank = cluster_special(0), red.size = cluster_special(1), red.started = false;
-    cluster_arrive_relaxed(); /* this block has started (ClusterRed) */
+    __shared__ uint64_t mbar[2];
+    red.rank = cluster_special(0), red.size = cluster_special(1), red.started = false, red.mbar = mbar, red.a = &a;
+    red.begin();
   }
   constexpr bool VEC = U == VECTOR;
   constexpr int E = Pack<T, U>::E;
@@ -815,9 +852,8 @@ __global__ void __launch_bounds__(CL ? kNormThreads / 2 : kNormThreads) /* CL: 2
      * after the check, may leave the row partly written, as a later row's does; not with CL,
      * whose rows wait for nothing after it). */
     auto go = [&] {
-      if constexpr (CL) {
-        const bool mine = row == group && took ? lamport_headers_ok(a, buf, ok) : ok;
-        return cluster_all(took && mine, red);
+      if constexpr (CL) { /* this block's answer, block-uniform: the cluster's comes with the sum */
+        return took && (row == group && took ? lamport_headers_ok(a, buf, ok) : __syncthreads_and(ok) != 0);
       } else {
         return row != group || lamport_headers_ok(a, buf, ok);
       }
