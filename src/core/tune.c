@@ -133,12 +133,12 @@ static const char *const builtin_table =
      * the transport declines it for longer rows, where the chain runs). 8 ranks, with a row
      * shared by a thread-block cluster: lamport 0.86-0.92x of the chain at 1 and 8 rows of
      * bf16 x 4096, 1.45x from 32 rows, and behind it at 8192 (thread ranks and MPS processes
-     * sharing an H100, bench/results/h100/run66); re-tune on a real node. CPU ranks, 2 of them: since the rows' results go past the
-     * caches where a call writes more than twice the L2 (host_rmsnorm.c), the one-shot is
-     * ahead of two-shot from 4 MiB at every dtype (fp32 0.70-0.79x, fp16 0.75-0.90x, bf16
-     * 0.81-0.96x), two-shot still ahead for bf16 at 2 MiB (1.07-1.2x there; 2-vCPU Xeon,
-     * bench/results/host/stream); more ranks share two-shot's work among more cores and keep
-     * the rows above. */
+     * sharing an H100, bench/results/h100/run66); re-tune on a real node. CPU ranks, 2 of
+     * them: since the rows' results go past the caches where a call writes more than twice the
+     * L2 (host_rmsnorm.c), the one-shot is ahead of two-shot from 4 MiB at every dtype (fp32
+     * 0.70-0.79x, fp16 0.75-0.90x, bf16 0.81-0.96x), two-shot still ahead for bf16 at 2 MiB
+     * (1.07-1.2x there; 2-vCPU Xeon, bench/results/host/stream); more ranks share two-shot's
+     * work among more cores and keep the rows above. */
     "all_reduce_rmsnorm host 2 fp32 inf oneshot\n"
     "all_reduce_rmsnorm host 2 fp16 inf oneshot\n"
     "all_reduce_rmsnorm host 2 bf16 32768 oneshot\n"

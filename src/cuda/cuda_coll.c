@@ -671,8 +671,8 @@ static int norm_row_blocks(const cuda_state_t *cs, const symcoll__norm_args_t *a
   if (!cs->clusters || !l->fit || knob == 1) return 1;
   const size_t packs = a->hidden * symcoll_dtype_size(a->dtype) / 16, share = cs->share > 1 ? (size_t)cs->share : 1;
   const unsigned lanes = norm_lanes(a->hidden, a->dtype);
-  int c = 1;
-  while (c < (knob ? knob : 8) && lanes % (64u * (unsigned)c) == 0 && packs / (2u * (size_t)c) >= 128 &&
+  int c = 1; /* doubled while the next size is allowed */
+  while (2 * c <= (knob ? knob : 8) && lanes % (64u * (unsigned)c) == 0 && packs / (2u * (size_t)c) >= 128 &&
          per * 2u * (size_t)c * share <= (size_t)cs->sms && per * 2u * (size_t)c <= (size_t)maxb)
     c *= 2;
   return c;

@@ -80,17 +80,27 @@ __device__ __forceinline__ unsigned cluster_special(int which) {
   unsigned v = 0;
 #ifdef SYMCOLL_CUDA_CLUSTERS
   switch (which) {
-    case 0: asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(v)); break;
-    case 1: asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(v)); break;
-    case 2: asm("mov.u32 %0, %%clusterid.x;" : "=r"(v)); break;
-    default: asm("mov.u32 %0, %%nclusterid.x;" : "=r"(v)); break;
+    case 0:
+      asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(v));
+      break;
+    case 1:
+      asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(v));
+      break;
+    case 2:
+      asm("mov.u32 %0, %%clusterid.x;" : "=r"(v));
+      break;
+    default:
+      asm("mov.u32 %0, %%nclusterid.x;" : "=r"(v));
+      break;
   }
 #else
   v = which == 0 ? 0u : which == 1 ? 1u : which == 2 ? blockIdx.x : gridDim.x;
 #endif
   return v;
 }
-__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
 
 /* A row's lanes held by the blocks of a thread-block cluster (RmsNorm_Lamport's CL): block c of
  * the cluster holds lanes c x blockDim.x onwards. A reduction (exchange) sends each lane warp's
@@ -108,8 +118,8 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)
  * its block has started and made them. */
 struct ClusterRed : BlockRed {
   unsigned rank, size;
-  bool started; /* the start barrier waited for */
-  uint64_t *mbar; /* two transaction barriers */
+  bool started;                  /* the start barrier waited for */
+  uint64_t *mbar;                /* two transaction barriers */
   const symcoll__cuda_args_t *a; /* the bound on waits, the error word */
   __device__ unsigned thread() const { return rank * blockDim.x + threadIdx.x; }
   __device__ unsigned threads() const { return size * blockDim.x; }
