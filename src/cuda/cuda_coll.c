@@ -663,7 +663,7 @@ static symcoll_status_t norm_two_shot(symcoll_comm_t comm, cuda_state_t *cs, con
  * bf16 over 4 blocks of 128 threads) while a launch of `per` rows, beside the ranks sharing the
  * GPU, takes at most its SMs and stays resident (`maxb` blocks); SYMCOLL_GPU_NORM_ROW_BLOCKS
  * caps it (1: a block a row). A function of the shape and the node: the same on every rank.
- * Ranks sharing an H100, bf16: 0.78-0.90x at 1 row of 4096 and 8192 at 8 ranks, 0.84-0.97x
+ * Ranks sharing an H100, bf16: 0.78-0.97x at 1 row of 4096 and 8192 at 8 ranks, 0.84-1.00x
  * at 1-8 rows at 4, 0.93-1.03x at 2 (bench/results/h100/run66). */
 static int norm_row_blocks(const cuda_state_t *cs, const symcoll__norm_args_t *a, const symcoll__cuda_launch_t *l,
                            size_t per, int maxb) {
