@@ -78,6 +78,11 @@ enum {
     "GPU: an all_reduce the table runs one-shot double-buffered (which copies its input into the workspace) runs "    \
     "one-shot, reading it in place, where the input lies in symmetric memory and has at least this many bytes; "      \
     "0: never. The largest any rank sets (0 on any rank: never)")                                                     \
+  X(SYMCOLL_GPU_NORM_ROW_BLOCKS, INT, "0", 0, 8, "",                                                                  \
+    "GPU: blocks that share a row of all_reduce_rmsnorm's LAMPORT kernel, a thread-block cluster (compute "           \
+    "capability 9.0 and later; rows of up to two 16-byte packs a lane): 0 = auto (up to 8 blocks of at least 128 "    \
+    "packs while the launch fits the SMs beside the ranks sharing them), 1 = a block a row, 2-8 = at most that many " \
+    "(a power of two). The same on every rank")                                                                       \
   X(SYMCOLL_PDL, BOOL, "0", 0, 1, "",                                                                                 \
     "GPU: launch the collectives' and norms' kernels with programmatic dependent launch (Hopper and later): a "       \
     "kernel is scheduled while the one before it on the stream finishes and waits for it on the GPU, and lets the "   \

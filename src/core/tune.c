@@ -130,13 +130,15 @@ static const char *const builtin_table =
      * at every shape (every rank's one-shot reads all ranks' rows on the one GPU), but for the
      * fused lamport with a thread a pack: 0.79-1.00x of the chain at 1-32 rows of bf16 x 4096
      * with 2 and 4 ranks sharing an H100, 1.0-1.6x from 128 rows (bench/results/h100/run31;
-     * the transport declines it for longer rows, where the chain runs). 8 ranks not measured
-     * since; re-tune on a real node. CPU ranks, 2 of them: since the rows' results go past the
-     * caches where a call writes more than twice the L2 (host_rmsnorm.c), the one-shot is
-     * ahead of two-shot from 4 MiB at every dtype (fp32 0.70-0.79x, fp16 0.75-0.90x, bf16
-     * 0.81-0.96x), two-shot still ahead for bf16 at 2 MiB (1.07-1.2x there; 2-vCPU Xeon,
-     * bench/results/host/stream); more ranks share two-shot's work among more cores and keep
-     * the rows above. */
+     * the transport declines it for longer rows, where the chain runs). 8 ranks, with a row
+     * shared by a thread-block cluster: lamport 0.86-0.92x of the chain at 1 and 8 rows of
+     * bf16 x 4096, 1.45x from 32 rows, and behind it at 8192 (thread ranks and MPS processes
+     * sharing an H100, bench/results/h100/run66); re-tune on a real node. CPU ranks, 2 of
+     * them: since the rows' results go past the caches where a call writes more than twice the
+     * L2 (host_rmsnorm.c), the one-shot is ahead of two-shot from 4 MiB at every dtype (fp32
+     * 0.70-0.79x, fp16 0.75-0.90x, bf16 0.81-0.96x), two-shot still ahead for bf16 at 2 MiB
+     * (1.07-1.2x there; 2-vCPU Xeon, bench/results/host/stream); more ranks share two-shot's
+     * work among more cores and keep the rows above. */
     "all_reduce_rmsnorm host 2 fp32 inf oneshot\n"
     "all_reduce_rmsnorm host 2 fp16 inf oneshot\n"
     "all_reduce_rmsnorm host 2 bf16 32768 oneshot\n"
@@ -155,6 +157,8 @@ static const char *const builtin_table =
     "all_reduce_rmsnorm cuda 3 * inf sequential\n"
     "all_reduce_rmsnorm cuda 4 * 262144 lamport\n"
     "all_reduce_rmsnorm cuda 4 * inf sequential\n"
+    "all_reduce_rmsnorm cuda 8 * 65536 lamport\n"
+    "all_reduce_rmsnorm cuda 8 * inf sequential\n"
     "all_reduce_rmsnorm cuda * * inf sequential\n"
     /* reduce_scatter_rmsnorm, by x's bytes (every rank's rows). CPU ranks: the fused pull
      * (one pass over each row, no scratch; bench/results/host/rmsnorm) at every size: with the

@@ -723,8 +723,9 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
    * scheduled, not what it does); Hopper and later, with kernels compiled for it: code built
    * for an older target (PTX run by a newer GPU) has no wait in its guard. */
   const bool pdl_asked = symcoll__env_int("SYMCOLL_PDL") != 0;
-  const int ptx = pdl_asked ? symcoll__cuda_kernels_ptx_version() : 0;
+  const int ptx = major >= 9 ? symcoll__cuda_kernels_ptx_version() : 0;
   cs->pdl = pdl_asked && major >= 9 && ptx >= 90;
+  cs->clusters = major >= 9 && ptx >= 90; /* the norm's LAMPORT spreads a row over a cluster's blocks */
   if (pdl_asked && !cs->pdl)
     symcoll__env_warn("SYMCOLL_PDL",
                       "programmatic dependent launch needs compute capability 9.0 or later and kernels "

@@ -656,12 +656,36 @@ static symcoll_status_t norm_two_shot(symcoll_comm_t comm, cuda_state_t *cs, con
   return norm_launched(comm, a, &l, n.rows_per_round, 1, symcoll__cuda_rmsnorm_launch(&l, &k, &n, a->stream));
 }
 
+/* LAMPORT's blocks a row (rmsnorm.cu's CL kernels: a thread-block cluster shares each row, so
+ * that its pushes, clears and polls spread over as many SMs): FIT rows (norm_fit: a function
+ * of the shape) where the GPU and the kernels have clusters, the most of 2, 4 and 8 that leaves
+ * whole warps and at least 128 packs a block (FlashInfer's fused kernel spreads a row of 4096
+ * bf16 over 4 blocks of 128 threads) while a launch of `per` rows, beside the ranks sharing the
+ * GPU, takes at most its SMs and stays resident (`maxb` blocks); SYMCOLL_GPU_NORM_ROW_BLOCKS
+ * caps it (1: a block a row). A function of the shape and the node: the same on every rank.
+ * Ranks sharing an H100, bf16: 0.78-0.97x at 1 row of 4096 and 8192 at 8 ranks, 0.84-1.00x
+ * at 1-8 rows at 4, 0.93-1.03x at 2 (bench/results/h100/run66). */
+static int norm_row_blocks(const cuda_state_t *cs, const symcoll__norm_args_t *a, const symcoll__cuda_launch_t *l,
+                           size_t per, int maxb) {
+  const long long knob = symcoll__env_int("SYMCOLL_GPU_NORM_ROW_BLOCKS");
+  if (!cs->clusters || !l->fit || knob == 1) return 1;
+  const size_t packs = a->hidden * symcoll_dtype_size(a->dtype) / 16, share = cs->share > 1 ? (size_t)cs->share : 1;
+  const unsigned lanes = norm_lanes(a->hidden, a->dtype);
+  int c = 1; /* doubled while the next size is allowed */
+  while (2 * c <= (knob ? knob : 8) && lanes % (64u * (unsigned)c) == 0 && packs / (2u * (size_t)c) >= 128 &&
+         per * 2u * (size_t)c * share <= (size_t)cs->sms && per * 2u * (size_t)c <= (size_t)maxb)
+    c *= 2;
+  return c;
+}
+
 /* LAMPORT: all_reduce's barrier-free protocol (rmsnorm.cu), one launch per slot's worth of whole
  * rows (a slot's data, as all_reduce's; the header has room of its own), each a call of the
  * protocol. A row larger than that runs ONE_SHOT (on every rank alike: the shape decides). Peers
  * never read x where it lies (every rank pushes its rows), so norm_kernel_setup leaves it staged
- * and the signature ignores where x is. The grid: a block per row of a launch, within what stays
- * resident and the barrier slots (the state words are per slot). */
+ * and the signature ignores where x is. The grid: a block (or a cluster: norm_row_blocks) per
+ * row of a launch, within what stays resident and the barrier slots (the state words are per
+ * block). A rank whose buffers are not all aligned (no FIT kernel: element accesses) launches
+ * the same grid of blocks a row each, the blocks past the rows idle, with a thread a lane. */
 static symcoll_status_t norm_lamport(symcoll_comm_t comm, cuda_state_t *cs, const symcoll__norm_args_t *a) {
   const size_t es = symcoll_dtype_size(a->dtype), rb = a->hidden * es;
   /* The table's LAMPORT only for rows a block holds a pack a thread: with two packs a thread
@@ -673,9 +697,19 @@ static symcoll_status_t norm_lamport(symcoll_comm_t comm, cuda_state_t *cs, cons
   const size_t per = room / rb < a->rows ? room / rb : a->rows;
   symcoll__cuda_args_t k;
   symcoll__cuda_launch_t l;
-  const int maxb = norm_kernel_setup(comm, cs, a, SYMCOLL_ALGO_LAMPORT, &k, &l);
-  l.blocks = per < (size_t)maxb ? (int)per : maxb;
+  int maxb = norm_kernel_setup(comm, cs, a, SYMCOLL_ALGO_LAMPORT, &k, &l);
+  const int c = norm_row_blocks(cs, a, &l, per, maxb);
+  if (c > 1) { /* the cluster kernel's blocks and the others', at their threads, resident */
+    symcoll__cuda_launch_t cl = l;
+    cl.vec = 1, cl.cluster = c, cl.threads = l.threads / c;
+    const int rc = resident_blocks(cs, symcoll__cuda_rmsnorm_kernel(&cl), cl.threads);
+    maxb = rc < maxb ? rc : maxb;
+    l.threads = cl.threads, l.cluster = l.vec ? c : 0;
+  }
+  const int clusters = (size_t)(maxb / c) < per ? maxb / c : (int)per;
+  l.blocks = (clusters < 1 ? 1 : clusters) * c;
   k.sig = with_shape(cs, k.sig, &l, per, 0);
+  if (c > 1 && !l.vec) l.threads *= c; /* element accesses: a block a row, a thread a lane */
   int e = cudaSuccess, launches = 0;
   for (size_t base = 0; base < a->rows && e == cudaSuccess; base += per, launches++) {
     symcoll__norm_args_t part = *a;

@@ -45,6 +45,7 @@ typedef struct {
   uint32_t *host_err;                    /* its copy in mapped host memory, written by kernels that give up */
   bool signature;                        /* SYMCOLL_GPU_SIGNATURE (testing only) */
   bool pdl;                              /* SYMCOLL_PDL on a GPU that has it: launches with it */
+  bool clusters;                         /* thread-block clusters: compute capability 9.0 and kernels built for it */
   cudaStream_t side;                     /* the process's private stream of this GPU (side_stream) */
   bool side_owned;                       /* side is this communicator's own (a GPU past SIDE_DEVICES) */
   symcoll__nccl_t nccl;                  /* an NCCL communicator over the same ranks, if held */

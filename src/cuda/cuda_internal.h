@@ -124,11 +124,13 @@ typedef struct symcoll__cuda_launch {
   int fit_fp8;   /* with fit: the fp8 output those kernels write: 0 none, 1 with the static scale,
                     2 with a scale per row (SYMCOLL_CUDA_FP8_*) */
   int pdl;       /* launched with programmatic stream serialization (SYMCOLL_PDL; GridDependency) */
+  int cluster;   /* the norm's LAMPORT with fit: blocks a row, a thread-block cluster of them (rmsnorm.cu's
+                    CL kernels); 0 or 1: a block a row */
   int blocks, threads;
 } symcoll__cuda_launch_t;
 
-/* Enqueues kernel fn with l's grid and args on stream, with programmatic stream serialization
- * where l->pdl; returns a cudaError_t. */
+/* Enqueues kernel fn with l's grid and args on stream, in clusters of l->cluster blocks where more
+ * than one, with programmatic stream serialization where l->pdl; returns a cudaError_t. */
 int symcoll__cuda_launch_fn(const void *fn, const symcoll__cuda_launch_t *l, void **args, void *stream);
 /* Enqueues one kernel on stream; returns a cudaError_t. */
 int symcoll__cuda_launch(const symcoll__cuda_launch_t *l, const symcoll__cuda_args_t *a, void *stream);

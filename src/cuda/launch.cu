@@ -50,11 +50,20 @@ extern "C" int symcoll__cuda_launch_fn(const void *fn, const symcoll__cuda_launc
   c.gridDim = dim3((unsigned)l->blocks);
   c.blockDim = dim3((unsigned)l->threads);
   c.stream = (cudaStream_t)stream;
-  cudaLaunchAttribute attr[1] = {};
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2] = {};
+  unsigned n = 0;
+  if (l->pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (l->cluster > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = (unsigned)l->cluster;
+    attr[n].val.clusterDim.y = 1;
+    attr[n++].val.clusterDim.z = 1;
+  }
   c.attrs = attr;
-  c.numAttrs = l->pdl ? 1 : 0;
+  c.numAttrs = n;
   return (int)cudaLaunchKernelExC(&c, fn, args);
 }
 
@@ -83,11 +92,13 @@ extern "C" int symcoll__cuda_preload(void) {
     for (int algo = SYMCOLL_ALGO_ONE_SHOT; algo < SYMCOLL_NUM_ALGOS; algo++)
       for (int dt = 0; dt < SYMCOLL_NUM_DTYPES; dt++)
         for (int op = 0; op < SYMCOLL_NUM_OPS; op++)
-          for (int variant = 0; variant < 144; variant++) { /* vec, early, each_peer, two_lanes; fit 0-2; fit_fp8 0-2 */
-            symcoll__cuda_launch_t l = {};                  /* by name: a field added later is not misplaced */
+          /* vec, early, each_peer, two_lanes; fit 0-2; fit_fp8 0-2; cluster */
+          for (int variant = 0; variant < 288; variant++) {
+            symcoll__cuda_launch_t l = {}; /* by name: a field added later is not misplaced */
             l.coll = (symcoll_coll_t)coll, l.algo = (symcoll_algo_t)algo, l.dtype = (symcoll_dtype_t)dt;
             l.op = (symcoll_op_t)op, l.vec = variant & 1, l.early = variant >> 1 & 1, l.each_peer = variant >> 2 & 1;
-            l.two_lanes = variant >> 3 & 1, l.fit = (variant >> 4) % 3, l.fit_fp8 = (variant >> 4) / 3;
+            l.two_lanes = variant >> 3 & 1, l.fit = (variant >> 4) % 3, l.fit_fp8 = (variant >> 4) / 3 % 3;
+            l.cluster = variant / 144 ? 2 : 0;
             const void *fn = symcoll__cuda_kernel(&l);
             if (!fn) continue;
             cudaError_t e = cudaFuncGetAttributes(&attr, fn);

@@ -65,6 +65,119 @@ constexpr float kFp8Max = 448.0f;
 struct BlockRed {
   float *buf; /* 64 floats */
   unsigned turn;
+  /* The thread's lane (its first; a row's thread count): the block holds the row's lanes. */
+  __device__ unsigned thread() const { return threadIdx.x; }
+  __device__ unsigned threads() const { return blockDim.x; }
+};
+
+/* Thread-block clusters (compute capability 9.0 and later, where the host launches the kernels
+ * that use them: CL below; compiled for an older target, a cluster is its one block and the
+ * exchange below is never run). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define SYMCOLL_CUDA_CLUSTERS 1
+#endif
+__device__ __forceinline__ unsigned cluster_special(int which) {
+  unsigned v = 0;
+#ifdef SYMCOLL_CUDA_CLUSTERS
+  switch (which) {
+    case 0:
+      asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(v));
+      break;
+    case 1:
+      asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(v));
+      break;
+    case 2:
+      asm("mov.u32 %0, %%clusterid.x;" : "=r"(v));
+      break;
+    default:
+      asm("mov.u32 %0, %%nclusterid.x;" : "=r"(v));
+      break;
+  }
+#else
+  v = which == 0 ? 0u : which == 1 ? 1u : which == 2 ? blockIdx.x : gridDim.x;
+#endif
+  return v;
+}
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* A row's lanes held by the blocks of a thread-block cluster (RmsNorm_Lamport's CL): block c of
+ * the cluster holds lanes c x blockDim.x onwards. A reduction (exchange) sends each lane warp's
+ * result, and with it this block's flag where asked, into every block's buffer with st.async,
+ * whose bytes each block's transaction barrier (mbarrier) of that buffer counts: a block waits
+ * on its own barrier for all of them, then reads them from its own memory. No fence and no
+ * cluster-wide barrier: a release there (MEMBAR.GPU) cost 0.4 us an exchange on an H100
+ * (bench/results/h100/run65). The two buffers and their barriers take turns (each thread's count
+ * of exchanges, the same on every thread of the cluster; the barrier's phase flips every other
+ * exchange): a block sends exchange k + 2 into a buffer only once exchange k + 1 is complete,
+ * which every block joins after its reads of exchange k. A block leaves once its last exchange
+ * is complete (nothing more comes into its memory). Before the first exchange every block
+ * waits at the cluster's barrier, where every thread arrived when its kernel started, after
+ * thread 0 initialised its block's transaction barriers: no block's memory is written before
+ * its block has started and made them. */
+struct ClusterRed : BlockRed {
+  unsigned rank, size;
+  bool started;                  /* the start barrier waited for */
+  uint64_t *mbar;                /* two transaction barriers */
+  const symcoll__cuda_args_t *a; /* the bound on waits, the error word */
+  __device__ unsigned thread() const { return rank * blockDim.x + threadIdx.x; }
+  __device__ unsigned threads() const { return size * blockDim.x; }
+  /* At the kernel's start, by every thread. */
+  __device__ void begin() {
+#ifdef SYMCOLL_CUDA_CLUSTERS
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(mbar)) : "memory");
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(mbar + 1)) : "memory");
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+  }
+  /* One exchange: value `v` of this thread's lane warp (the same on its every lane), and `flag`
+   * (block-uniform) where `with_flag`; lanes warps' values land at buffer[warp] of every block,
+   * flags at buffer[16 + rank] (at most 16 lane warps, 8 blocks). Returns the buffer, complete. */
+  __device__ float *exchange(float v, bool with_flag, bool flag) {
+    const unsigned k = turn++ & 1u, parity = (turn - 1u) >> 1 & 1u;
+    float *const b = buf + 32 * k;
+#ifdef SYMCOLL_CUDA_CLUSTERS
+    if (!started) {
+      asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+      started = true;
+    }
+    const uint32_t m = smem_addr(mbar + k);
+    const unsigned warps = (blockDim.x >> 5) * size, lane = threadIdx.x & 31u;
+    if (threadIdx.x == 0) {
+      const unsigned bytes = 4u * (warps + (with_flag ? size : 0u));
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(m), "r"(bytes) : "memory");
+    }
+    auto send = [&](float *at, unsigned to, float x) {
+      uint32_t ra, rm;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(smem_addr(at)), "r"(to));
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rm) : "r"(m), "r"(to));
+      asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(ra),
+                   "r"(__float_as_uint(x)), "r"(rm)
+                   : "memory");
+    };
+    if (lane < size) send(b + rank * (blockDim.x >> 5) + (threadIdx.x >> 5), lane, v);
+    if (with_flag && threadIdx.x < size) send(b + 16 + rank, threadIdx.x, flag ? 1.0f : 0.0f);
+    symcoll_impl::spin(
+        [&] {
+          uint32_t done;
+          asm volatile(
+              "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+              "selp.u32 %0, 1, 0, p;\n\t}"
+              : "=r"(done)
+              : "r"(m), "r"(parity)
+              : "memory");
+          return done != 0;
+        },
+        a->timeout_ns, a->error, a->rank, a->rank);
+#else
+    (void)v, (void)with_flag, (void)flag;
+#endif
+    return b;
+  }
 };
 
 /* The op over a row's lanes, one value a lane: lane l is thread l's `v0` (l < blockDim.x) or,
@@ -92,6 +205,27 @@ __device__ __forceinline__ float lanes_reduce(float v0, float v1, bool two, Bloc
   float v = lane < (two ? 2 * warps : warps) ? red[lane] : 0.0f;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/* lanes_reduce over a cluster's blocks (ClusterRed): the lane warps' results of every block in
+ * lane order, then one block's butterfly over them: the same bits. No `two`. With `all_ok`,
+ * *all_ok: whether `ok` (block-uniform) holds on every block of the cluster. */
+template <typename Op>
+__device__ __forceinline__ float lanes_reduce(float v0, float, bool, ClusterRed &r, Op op, bool ok = true,
+                                              bool *all_ok = nullptr) {
+  const unsigned lane = threadIdx.x & 31u, warps = (blockDim.x >> 5) * r.size;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v0 = op(v0, __shfl_xor_sync(0xffffffffu, v0, o));
+  const float *const red = r.exchange(v0, all_ok != nullptr, ok);
+  float v = lane < warps ? red[lane] : 0.0f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (all_ok) {
+    bool all = true;
+    for (unsigned c = 0; c < r.size; c++) all = all && red[16 + c] != 0.0f;
+    *all_ok = all;
+  }
   return v;
 }
 
@@ -215,7 +349,9 @@ __device__ __forceinline__ void row_store(T *row, size_t p, int valid, const T (
  * registers a thread, with PRE 81 and one block an SM; an earlier PRE of 79 registers was 25%
  * slower at 2048 x 8192 on the H200).
  * sum_pack(p): pack p of the row's sum over ranks, rounded to T (whole packs); sum_at(i):
- * element i of it (a short last pack); res: the residual row or NULL; d: where the results go.
+ * element i of it (a short last pack); res: the residual row or NULL; d: where the results go;
+ * red: the row's reductions, over the block's lanes (BlockRed) or its cluster's (ClusterRed),
+ * whose thread() and threads() place the thread among the row's lanes.
  * sum_pre(s, has) (PRE; EachPack: sum_pack of each): the sums of the thread's kept packs at
  * once, s[k] for bit k of `has` (a whole pack), so that their waits overlap.
  * go(): called by every thread once the loads are issued (and, PRE, the sum's packs in),
@@ -232,16 +368,19 @@ struct Go {
 };
 struct EachPack {}; /* PRE's sums pack by pack, sum_pack(p) */
 template <typename T, int U, bool PRE, bool TWO = false, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE, typename SumPack,
-          typename SumAt, typename GoOn = Go, typename SumPre = EachPack>
+          typename SumAt, typename Red, typename GoOn = Go, typename SumPre = EachPack>
 __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T *res, const RowDst<T> d,
-                                         SumPack sum_pack, SumAt sum_at, BlockRed &red, GoOn go = {},
-                                         SumPre sum_pre = {}) {
+                                         SumPack sum_pack, SumAt sum_at, Red &red, GoOn go = {}, SumPre sum_pre = {}) {
   static_assert(FIT == 0 || (U == VECTOR && !TWO && FIT <= kRowPacks), "FIT: whole packs kept, a thread a lane");
   static_assert(FIT || Q == SYMCOLL_CUDA_FP8_NONE, "Q: the fp8 output of a FIT instance");
+  /* JOINT (a cluster's row): go()'s answer, this block's, joins the sum of squares' exchange, and
+   * residual_out is written in pass 2, once every block's answer is in: one exchange a row. */
+  constexpr bool JOINT = std::is_same<Red, ClusterRed>::value;
+  static_assert(!JOINT || (PRE && FIT), "JOINT: every pack kept and loaded before go()");
   using C = Conv<T>;
   constexpr int E = Pack<T, U>::E;
   constexpr int K = FIT ? FIT : kRowPacks; /* the packs a thread keeps */
-  const size_t h = n.hidden, npacks = (h + E - 1) / E, nt = blockDim.x, t0 = threadIdx.x;
+  const size_t h = n.hidden, npacks = (h + E - 1) / E, nt = red.threads(), t0 = red.thread();
   const T *w = reinterpret_cast<const T *>(n.weight);
   T *const res_out = d.res_out, *const out = d.out;
   unsigned char *const fp8 = FIT && Q == SYMCOLL_CUDA_FP8_NONE ? nullptr : d.fp8;
@@ -320,7 +459,11 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
       sum_pre(s_pre, has);
     }
   }
-  if (!go()) return false;
+  bool ok_here = true;
+  if constexpr (JOINT)
+    ok_here = go();
+  else if (!go())
+    return false;
   float keep[K][E];
   /* The squares of the thread's lanes: t, and with TWO (n.lanes = 2T) t + T, whose packs
    * alternate (the thread's j-th pack is lane t's where j is even). */
@@ -343,7 +486,7 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
       if (p < npacks) {
         const int valid = valid_of(p);
         if (PRE && valid == E)
-          r_pack(p, valid, true, keep[k], true, s_pre[k], res_pre[k]);
+          r_pack(p, valid, !JOINT, keep[k], true, s_pre[k], res_pre[k]);
         else
           r_pack(p, valid, true, keep[k]);
         add_squares(keep[k], valid, k);
@@ -358,7 +501,13 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
   }
   if (!PRE && quant && !dynamic) fixed = __ldg(n.fp8_scale);
   const float fixed_rcp = __frcp_rn(fixed);
-  const float sumsq = lanes_reduce(ss0, ss1, TWO, red, Add{});
+  bool all_ok = true;
+  float sumsq;
+  if constexpr (JOINT)
+    sumsq = lanes_reduce(ss0, ss1, TWO, red, Add{}, ok_here, &all_ok);
+  else
+    sumsq = lanes_reduce(ss0, ss1, TWO, red, Add{});
+  if (!all_ok) return false; /* JOINT: a block of the cluster said no; none has written */
   const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sumsq, (float)h), n.eps)));
   float amax = 0.0f;
   /* out of pack p from its r in f (f then holds out, as floats), the weight's pack loaded, or
@@ -391,6 +540,10 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
     for (int k = 0; k < K; k++, p += nt)
       if (p < npacks) {
         const int valid = valid_of(p);
+        if constexpr (JOINT) { /* residual_out: pass 1's r again, the same bits */
+          float again[E];
+          r_pack(p, valid, true, again, true, s_pre[k], res_pre[k]);
+        }
         if (PRE && valid == E)
           out_pack(p, valid, keep[k], true, w_pre[k]);
         else
@@ -646,46 +799,75 @@ __device__ __forceinline__ auto gather_row_of(const Part &part, const char *x, s
 /* Block b pushes and normalises rows b, b + grid, ...: a block waits only for what its twins
  * push, and every block pushes all its rows before it waits. Slot layout: the header, then the
  * launch's rows x hidden elements as in x. VECTOR rows move as 16-byte packs; UNIT rows
- * element by element, which the sentinel check of 2- and 4-byte elements allows. */
-template <typename T, int U, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE>
-__global__ void __launch_bounds__(kNormThreads)
+ * element by element, which the sentinel check of 2- and 4-byte elements allows.
+ * CL (FIT only; compute capability 9.0 and later): a thread-block cluster of blocks shares each
+ * row, block c of it the lanes c x blockDim.x onwards (ClusterRed), so that a row's pushes,
+ * clears and polls spread over the cluster's SMs; cluster k takes rows k, k + clusters, ...
+ * Every wait for peers comes before the row's decision to write (FIT: the thread's packs are
+ * gathered at once), each block's answer joins the exchange of the sum of squares, and the
+ * cluster's blocks write the row, or give up, on one answer (norm_row's JOINT): no block waits
+ * for one that left. A block whose state says an earlier kernel gave up pushes nothing and
+ * answers no. */
+template <typename T, int U, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE, bool CL = false>
+__global__ void __launch_bounds__(CL ? kNormThreads / 2 : kNormThreads) /* CL: 2 blocks a row at least */
     RmsNorm_Lamport(const symcoll__cuda_args_t a, const symcoll__cuda_norm_t n) {
   const symcoll_cuda::GridDependency dependency;
+  static_assert(!CL || (FIT && U == VECTOR), "a cluster a row: FIT rows");
   __shared__ float red_buf[64];
-  BlockRed red{red_buf, 0};
+  using Red = typename std::conditional<CL, ClusterRed, BlockRed>::type;
+  Red red;
+  red.buf = red_buf, red.turn = 0;
+  if constexpr (CL) {
+    __shared__ uint64_t mbar[2];
+    red.rank = cluster_special(0), red.size = cluster_special(1), red.started = false, red.mbar = mbar, red.a = &a;
+    red.begin();
+  }
   constexpr bool VEC = U == VECTOR;
   constexpr int E = Pack<T, U>::E;
-  const size_t h = n.hidden, nvec = VEC ? h / E : h;   /* a row's pushes: packs, or elements */
-  const size_t group = blockIdx.x, groups = gridDim.x; /* rows group, group + groups, ... are the block's */
+  const size_t h = n.hidden, nvec = VEC ? h / E : h; /* a row's pushes: packs, or elements */
+  /* rows group, group + groups, ... are the block's (its cluster's) */
+  const size_t group = CL ? cluster_special(2) : blockIdx.x, groups = CL ? cluster_special(3) : gridDim.x;
   /* The thread's first K0 pushes of its first row (FIT: all of them), on their way while the
    * state is read: loaded raw, fixed after (a fix would wait for its load there), and all
    * loaded before the first push (a push's store keeps later loads behind it). */
   constexpr int K0 = FIT ? FIT : 1;
-  const size_t rt = threadIdx.x, nt = blockDim.x, v0 = group * nvec + rt;
+  const size_t rt = red.thread(), nt = red.threads(), v0 = group * nvec + rt;
   Pack<T, VEC> x0[K0] = {}; /* zero, not a phi: no copy that waits for the load */
 #pragma unroll
   for (int k = 0; k < K0; k++)
     if (group < n.rows && rt + k * nt < nvec) x0[k] = load_cg<T, VEC>(n.x, v0 + k * nt);
   uint32_t buf = 0, prev_bytes = 0;
-  if (!lamport_take(a, (uint32_t)(SYMCOLL_CUDA_LAMPORT_HEADER + n.rows * h * sizeof(T)), &buf, &prev_bytes)) GIVE_UP(a);
+  const bool took =
+      lamport_take(a, (uint32_t)(SYMCOLL_CUDA_LAMPORT_HEADER + n.rows * h * sizeof(T)), &buf, &prev_bytes);
+  if (!CL && !took) GIVE_UP(a);
   const LamportPart<T, SYMCOLL_SUM, VEC, true> part{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
   const LamportPart<T, SYMCOLL_SUM, false, true> one{a, buf, SYMCOLL_CUDA_LAMPORT_HEADER};
-  lamport_put_header(a, buf);
+  bool ok = took; /* no wait once false */
+  if (took) {
+    lamport_put_header(a, buf);
 #pragma unroll
-  for (int k = 0; k < K0; k++)
-    if (group < n.rows && rt + k * nt < nvec) part.push(v0 + k * nt, fixed<T, VEC>(x0[k]));
-  for (size_t row = group; row < n.rows; row += groups)
-    for (size_t v = row * nvec + rt + (row == group ? K0 * nt : 0); v < (row + 1) * nvec; v += nt)
-      part.push(v, load_fixed<T, VEC>(n.x, v));
-  lamport_clear(a, buf, prev_bytes);
-  bool ok = true;
+    for (int k = 0; k < K0; k++)
+      if (group < n.rows && rt + k * nt < nvec) part.push(v0 + k * nt, fixed<T, VEC>(x0[k]));
+    for (size_t row = group; row < n.rows; row += groups)
+      for (size_t v = row * nvec + rt + (row == group ? K0 * nt : 0); v < (row + 1) * nvec; v += nt)
+        part.push(v, load_fixed<T, VEC>(n.x, v));
+    lamport_clear(a, buf, prev_bytes);
+  }
   for (size_t row = group; row < n.rows; row += groups) {
     const size_t e0 = row * h; /* the row's first element */
     /* The peers' headers, checked once the block's first row has come (they came with it, or
      * soon after: one wait, not two), before anything is written; a peer in another call that
      * never sends this row's data is met inside the waits (LamportPart's HEADERS). A first row
      * whose register-resident packs' wait gave up writes nothing either (a later pack's wait,
-     * after the check, may leave the row partly written, as a later row's does). */
+     * after the check, may leave the row partly written, as a later row's does; not with CL,
+     * whose rows wait for nothing after it). */
+    auto go = [&] {
+      if constexpr (CL) { /* this block's answer, block-uniform: the cluster's comes with the sum */
+        return took && (row == group && took ? lamport_headers_ok(a, buf, ok) : __syncthreads_and(ok) != 0);
+      } else {
+        return row != group || lamport_headers_ok(a, buf, ok);
+      }
+    };
     if (!norm_row<T, U, true, false, FIT, Q>(
             n, residual_row<T>(n, row), caller_row<T>(n, row),
             [&](size_t p) {
@@ -698,8 +880,7 @@ __global__ void __launch_bounds__(kNormThreads)
                 return s;
               }
             },
-            [&](size_t i) { return one.gather(n.x, e0 + i, ok).e[0]; }, red,
-            [&] { return row != group || lamport_headers_ok(a, buf, ok); },
+            [&](size_t i) { return one.gather(n.x, e0 + i, ok).e[0]; }, red, go,
             gather_row_of<FIT>(part, n.x, e0 / E + rt, nt, ok)))
       GIVE_UP(a);
     if (!__syncthreads_and(ok)) GIVE_UP(a);
@@ -727,6 +908,8 @@ const void *pick_access(const symcoll__cuda_launch_t *l) {
     case SYMCOLL_ALGO_TWO_SHOT:
       return (const void *)RmsNorm_TwoShot<T, U>;
     case SYMCOLL_ALGO_LAMPORT:
+      if constexpr (FIT > 0)
+        if (l->cluster > 1) return (const void *)RmsNorm_Lamport<T, U, FIT, Q, true>;
       return (const void *)RmsNorm_Lamport<T, U, FIT, Q>;
     default:
       return nullptr;
