@@ -98,9 +98,11 @@ __device__ __forceinline__ unsigned cluster_special(int which) {
 #endif
   return v;
 }
+#ifdef SYMCOLL_CUDA_CLUSTERS
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
 }
+#endif
 
 /* A row's lanes held by the blocks of a thread-block cluster (RmsNorm_Lamport's CL): block c of
  * the cluster holds lanes c x blockDim.x onwards. A reduction (exchange) sends each lane warp's
@@ -138,9 +140,10 @@ struct ClusterRed : BlockRed {
    * (block-uniform) where `with_flag`; lanes warps' values land at buffer[warp] of every block,
    * flags at buffer[16 + rank] (at most 16 lane warps, 8 blocks). Returns the buffer, complete. */
   __device__ float *exchange(float v, bool with_flag, bool flag) {
-    const unsigned k = turn++ & 1u, parity = (turn - 1u) >> 1 & 1u;
+    const unsigned k = turn++ & 1u;
     float *const b = buf + 32 * k;
 #ifdef SYMCOLL_CUDA_CLUSTERS
+    const unsigned parity = (turn - 1u) >> 1 & 1u; /* the barrier's phases so far, mod 2 */
     if (!started) {
       asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
       started = true;
@@ -173,8 +176,10 @@ struct ClusterRed : BlockRed {
           return done != 0;
         },
         a->timeout_ns, a->error, a->rank, a->rank);
-#else
-    (void)v, (void)with_flag, (void)flag;
+#else /* a cluster of one block (the host launches none larger here) */
+    if ((threadIdx.x & 31u) == 0) b[threadIdx.x >> 5] = v;
+    if (with_flag && threadIdx.x == 0) b[16] = flag ? 1.0f : 0.0f;
+    __syncthreads();
 #endif
     return b;
   }
