@@ -137,7 +137,7 @@ struct ClusterRed : BlockRed {
 #endif
   }
   /* One exchange: value `v` of this thread's lane warp (the same on its every lane), and `flag`
-   * (block-uniform) where `with_flag`; lanes warps' values land at buffer[warp] of every block,
+   * (block-uniform) where `with_flag`; lane warps' values land at buffer[warp] of every block,
    * flags at buffer[16 + rank] (at most 16 lane warps, 8 blocks). Returns the buffer, complete. */
   __device__ float *exchange(float v, bool with_flag, bool flag) {
     const unsigned k = turn++ & 1u;
@@ -868,7 +868,7 @@ __global__ void __launch_bounds__(CL ? kNormThreads / 2 : kNormThreads) /* CL: 2
      * whose rows wait for nothing after it). */
     auto go = [&] {
       if constexpr (CL) { /* this block's answer, block-uniform: the cluster's comes with the sum */
-        return took && (row == group && took ? lamport_headers_ok(a, buf, ok) : __syncthreads_and(ok) != 0);
+        return took && (row == group ? lamport_headers_ok(a, buf, ok) : __syncthreads_and(ok) != 0);
       } else {
         return row != group || lamport_headers_ok(a, buf, ok);
       }
