@@ -160,6 +160,22 @@ static const char *const builtin_table =
     "all_reduce_rmsnorm cuda 8 * 65536 lamport\n"
     "all_reduce_rmsnorm cuda 8 * inf sequential\n"
     "all_reduce_rmsnorm cuda * * inf sequential\n"
+    /* all_reduce_rmsnorm on a node of one GPU a rank (class nvlink): the fused lamport is
+     * all_reduce's lamport with the norm in registers, the same round trip and bytes as the
+     * chain's all_reduce there without its second kernel and pass over the rows, so it runs
+     * wherever all_reduce's class-nvlink rows run lamport (docs/gpu-tuning-model.md); beyond,
+     * the chain on those rows (not yet measured on such a node: scripts/multi-gpu). */
+    "all_reduce_rmsnorm cuda:nvlink 1 * inf oneshot\n"
+    "all_reduce_rmsnorm cuda:nvlink 2 * 1048576 lamport\n"
+    "all_reduce_rmsnorm cuda:nvlink 2 * inf sequential\n"
+    "all_reduce_rmsnorm cuda:nvlink 3 * 1048576 lamport\n"
+    "all_reduce_rmsnorm cuda:nvlink 3 * inf sequential\n"
+    "all_reduce_rmsnorm cuda:nvlink 4 * 1048576 lamport\n"
+    "all_reduce_rmsnorm cuda:nvlink 4 * inf sequential\n"
+    "all_reduce_rmsnorm cuda:nvlink 5 * 524288 lamport\n"
+    "all_reduce_rmsnorm cuda:nvlink 5 * inf sequential\n"
+    "all_reduce_rmsnorm cuda:nvlink * * 262144 lamport\n"
+    "all_reduce_rmsnorm cuda:nvlink * * inf sequential\n"
     /* reduce_scatter_rmsnorm, by x's bytes (every rank's rows). CPU ranks: the fused pull
      * (one pass over each row, no scratch; bench/results/host/rmsnorm) at every size: with the
      * rows' results past the caches where a call writes more than twice the L2, fp32 and fp16
