@@ -726,6 +726,7 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   const int ptx = major >= 9 ? symcoll__cuda_kernels_ptx_version() : 0;
   cs->pdl = pdl_asked && major >= 9 && ptx >= 90;
   cs->clusters = major >= 9 && ptx >= 90; /* the norm's LAMPORT spreads a row over a cluster's blocks */
+  cs->norm_row_blocks = (int)symcoll__env_int("SYMCOLL_GPU_NORM_ROW_BLOCKS");
   if (pdl_asked && !cs->pdl)
     symcoll__env_warn("SYMCOLL_PDL",
                       "programmatic dependent launch needs compute capability 9.0 or later and kernels "

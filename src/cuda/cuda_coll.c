@@ -667,7 +667,7 @@ static symcoll_status_t norm_two_shot(symcoll_comm_t comm, cuda_state_t *cs, con
  * at 1-8 rows at 4, 0.93-1.03x at 2 (bench/results/h100/run66). */
 static int norm_row_blocks(const cuda_state_t *cs, const symcoll__norm_args_t *a, const symcoll__cuda_launch_t *l,
                            size_t per, int maxb) {
-  const long long knob = symcoll__env_int("SYMCOLL_GPU_NORM_ROW_BLOCKS");
+  const int knob = cs->norm_row_blocks;
   if (!cs->clusters || !l->fit || knob == 1) return 1;
   const size_t packs = a->hidden * symcoll_dtype_size(a->dtype) / 16, share = cs->share > 1 ? (size_t)cs->share : 1;
   const unsigned lanes = norm_lanes(a->hidden, a->dtype);

@@ -46,6 +46,7 @@ typedef struct {
   bool signature;                        /* SYMCOLL_GPU_SIGNATURE (testing only) */
   bool pdl;                              /* SYMCOLL_PDL on a GPU that has it: launches with it */
   bool clusters;                         /* thread-block clusters: compute capability 9.0 and kernels built for it */
+  int norm_row_blocks;                   /* SYMCOLL_GPU_NORM_ROW_BLOCKS: 0 auto, 1 none, else the most */
   cudaStream_t side;                     /* the process's private stream of this GPU (side_stream) */
   bool side_owned;                       /* side is this communicator's own (a GPU past SIDE_DEVICES) */
   symcoll__nccl_t nccl;                  /* an NCCL communicator over the same ranks, if held */
