@@ -719,13 +719,15 @@ static symcoll_status_t cuda_comm_init(symcoll_comm_t comm) {
   CUDA_GOTO(cudaDeviceGetAttribute(&cs->sms, cudaDevAttrMultiProcessorCount, comm->device), s, out);
   int major = 0;
   CUDA_GOTO(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, comm->device), s, out);
-  /* Programmatic dependent launch: this rank's choice alone (it changes when a kernel may be
-   * scheduled, not what it does); Hopper and later, with kernels compiled for it: code built
-   * for an older target (PTX run by a newer GPU) has no wait in its guard. */
+  /* Hopper and later, with kernels compiled for it (code built for an older target, PTX run by
+   * a newer GPU, has neither clusters nor a wait in its guard): thread-block clusters (the
+   * norm's LAMPORT spreads a row over a cluster's blocks) and, where asked, programmatic
+   * dependent launch, this rank's choice alone (it changes when a kernel may be scheduled, not
+   * what it does). */
   const bool pdl_asked = symcoll__env_int("SYMCOLL_PDL") != 0;
   const int ptx = major >= 9 ? symcoll__cuda_kernels_ptx_version() : 0;
-  cs->pdl = pdl_asked && major >= 9 && ptx >= 90;
-  cs->clusters = major >= 9 && ptx >= 90; /* the norm's LAMPORT spreads a row over a cluster's blocks */
+  cs->clusters = major >= 9 && ptx >= 90;
+  cs->pdl = pdl_asked && cs->clusters;
   cs->norm_row_blocks = (int)symcoll__env_int("SYMCOLL_GPU_NORM_ROW_BLOCKS");
   if (pdl_asked && !cs->pdl)
     symcoll__env_warn("SYMCOLL_PDL",
