@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -89,11 +92,17 @@ sc_ranks_result_t sc_fork_ranks(int n, sc_rank_fn fn, void *arg, int wall_s) {
     return res;
   }
   pid_t pids[MAX_RANKS];
+  const pid_t launcher = getpid();
   fflush(NULL);
   int started = 0;
   for (int r = 0; r < n && r < MAX_RANKS; r++, started++) {
     pids[r] = fork();
     if (pids[r] == 0) {
+#if defined(__linux__)
+      /* A rank dies with its launcher: one killed (a timeout's SIGTERM, ^C) leaves no rank
+       * running on, holding its GPU, ports and memory for the next run. */
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != launcher) _exit(1);
+#endif
       int code = fn(r, arg);
       fflush(NULL);
       _exit(code < 0 ? 1 : code > 250 ? 250 : code);

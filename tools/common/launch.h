@@ -20,7 +20,8 @@ typedef struct {
 } sc_ranks_result_t;
 
 /* Forks n processes running fn(rank, arg) and waits for them all, at most wall_s seconds
- * (0: no bound), then SIGKILLs the ones left. stdio is flushed before the fork. */
+ * (0: no bound), then SIGKILLs the ones left. stdio is flushed before the fork. On Linux a rank
+ * dies with the calling process, killed or not: none runs on after its launcher. */
 sc_ranks_result_t sc_fork_ranks(int n, sc_rank_fn fn, void *arg, int wall_s);
 
 /* Runs fn(rank, arg) on n threads and joins them; the result as sc_fork_ranks'. */
