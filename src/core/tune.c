@@ -117,10 +117,12 @@ static const char *const builtin_table =
     "matmul_reduce_scatter cuda * * 33554432 sequential\n"
     "matmul_reduce_scatter cuda * * inf overlap\n"
     /* all_reduce_rmsnorm, by x's bytes (core runs one-shot where two-shot would leave a rank
-     * without a row). CPU ranks: the norm is work, and two-shot shares it out: bf16 1.15-1.25x
-     * faster than one-shot from 64 KiB (8 x 4096 at 2 ranks), one-shot ahead by 3-15% up to
-     * 32 KiB since the row loops are built per instruction set (2-vCPU Xeon,
-     * bench/results/host/rmsnorm; an EPYC had one-shot ahead at 8 x 4096); fp32 rows cost so
+     * without a row). CPU ranks: the norm is work, and two-shot shares it out, for a copy of
+     * its peers' results whose cost depends on the machine: bf16 at 2 ranks, two-shot 4-12%
+     * ahead of one-shot at 64-256 KiB on a 2-vCPU Xeon but 3-16% behind it up to 512 KiB on a
+     * 2-vCPU AMD EPYC (1.4-2x when a vCPU is stolen: two-shot waits for its peer twice), and
+     * ahead on both from 1-2 MiB; one-shot up to 512 KiB loses at most 12% (the Xeon at 64
+     * KiB) where two-shot lost 2x (bench/results/host/rmsnorm); fp32 rows cost so
      * little to normalise that two-shot's copy of its peers' results costs more than the rows it saves up to 2 MiB
      * (Xeon: one-shot ahead by 15-50%), while above one-shot's reading of every rank's rows
      * costs more (4-17% behind two-shot and the chain at 4-64 MiB); fp16, converted with F16C,
@@ -141,7 +143,7 @@ static const char *const builtin_table =
      * work among more cores and keep the rows above. */
     "all_reduce_rmsnorm host 2 fp32 inf oneshot\n"
     "all_reduce_rmsnorm host 2 fp16 inf oneshot\n"
-    "all_reduce_rmsnorm host 2 bf16 32768 oneshot\n"
+    "all_reduce_rmsnorm host 2 bf16 524288 oneshot\n"
     "all_reduce_rmsnorm host 2 bf16 2097152 twoshot\n"
     "all_reduce_rmsnorm host 2 bf16 inf oneshot\n"
     "all_reduce_rmsnorm host * fp32 2097152 oneshot\n"
