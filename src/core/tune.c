@@ -120,9 +120,10 @@ static const char *const builtin_table =
      * without a row). CPU ranks: the norm is work, and two-shot shares it out, for a copy of
      * its peers' results whose cost depends on the machine: bf16 at 2 ranks, two-shot 4-12%
      * ahead of one-shot at 64-256 KiB on a 2-vCPU Xeon but 3-16% behind it up to 512 KiB on a
-     * 2-vCPU AMD EPYC (1.4-2x when a vCPU is stolen: two-shot waits for its peer twice), and
-     * ahead on both from 1-2 MiB; one-shot up to 512 KiB loses at most 12% (the Xeon at 64
-     * KiB) where two-shot lost 2x (bench/results/host/rmsnorm); fp32 rows cost so
+     * 2-vCPU AMD EPYC (1.4-2x when a vCPU is stolen: two-shot meets its peer three times to
+     * one-shot's two), and ahead on both from 1-2 MiB; one-shot up to 512 KiB loses at most
+     * 12% (the Xeon at 64 KiB) where two-shot lost 2x (bench/results/host/rmsnorm); fp32 rows
+     * cost so
      * little to normalise that two-shot's copy of its peers' results costs more than the rows it saves up to 2 MiB
      * (Xeon: one-shot ahead by 15-50%), while above one-shot's reading of every rank's rows
      * costs more (4-17% behind two-shot and the chain at 4-64 MiB); fp16, converted with F16C,
