@@ -125,9 +125,8 @@ static const char *const builtin_table =
      * 12% (the Xeon at 64 KiB) where two-shot lost 2x (bench/results/host/rmsnorm); fp32 rows
      * cost so little to normalise that two-shot's copy of its peers' results costs more than
      * the rows it saves up to 2 MiB (Xeon: one-shot ahead by 15-50%), while above one-shot's
-     * reading of every rank's rows
-     * costs more (4-17% behind two-shot and the chain at 4-64 MiB); fp16, converted with F16C,
-     * the same up to the same element count. GPUs (H200,
+     * reading of every rank's rows costs more (4-17% behind two-shot and the chain at 4-64
+     * MiB); fp16, converted with F16C, the same up to the same element count. GPUs (H200,
      * bench/results/h200/norm): one rank, the fused one-shot; ranks sharing the GPU (2 and 8
      * thread ranks), the chain of the tuned all_reduce and the local pass was as fast or faster
      * at every shape (every rank's one-shot reads all ranks' rows on the one GPU), but for the
