@@ -541,7 +541,7 @@ static symcoll_status_t norm_local(symcoll_comm_t comm, const symcoll__norm_args
   l.blocks = a->rows < 65535 ? (int)a->rows : 65535;
   l.early = l.blocks * (cs->share > 1 ? cs->share : 1) <= cs->sms; /* a block an SM, beside ranks sharing it */
   norm_fit(a, &l);
-  n.error = cs->args.error;
+  n.error = comm->nranks > 1 ? cs->args.error : NULL; /* one rank: the call is this pass alone */
   return norm_launched(comm, a, &l, a->rows, 1, symcoll__cuda_rmsnorm_launch(&l, NULL, &n, a->stream));
 }
 

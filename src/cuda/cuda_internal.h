@@ -105,7 +105,7 @@ typedef struct symcoll__cuda_norm {
   size_t rec_at, rec_bytes;
   size_t rec_res_out, rec_out, rec_fp8, rec_scale;
   const uint32_t *error; /* the communicator's error word: the local pass writes nothing once
-                            an earlier kernel (the chain's all-reduce) gave up */
+                            an earlier kernel (the chain's all-reduce) gave up; NULL at one rank */
   unsigned lanes;        /* the row's sum of squares is taken over this many lanes, whatever the
                             block: blockDim.x or twice it (rmsnorm.cu) */
 } symcoll__cuda_norm_t;

@@ -596,8 +596,12 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
  * cost no residency: the weight's packs load beside x's and the residual's, not after the sum.
  * TWO: a thread per two lanes (blockDim.x = n.lanes / 2: more rows than SMs).
  * The chain's all-reduce, before this on the stream, may have given up (its output is not a
- * sum): thread 0 reads the error word (EARLY: while the first row's loads are in flight), and
- * the block writes nothing when it is set. */
+ * sum): thread 0 reads the error word first, and the block writes nothing when it is set. One
+ * rank's call is this pass alone (no word: n.error NULL), and it meets no barrier for it: one
+ * H100, bf16, 0.95-0.99x at 1-2048 x 4096, 1.00-1.01x at 1-128 x 8192 and 0.97-1.00x beyond,
+ * FP8 output 0.97-0.99x (bench/results/h100/run74). Storing the word for the block after the row's loads instead,
+ * so that thread 0's warp would not wait for it before issuing them, was 1.02-1.07x with the
+ * barrier (run 73). */
 template <typename T, int U, bool EARLY, bool TWO, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE>
 __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cuda_norm_t n) {
   const symcoll_cuda::GridDependency dependency;
@@ -613,7 +617,7 @@ __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cud
             [&](size_t p) { return load_cg<T, U>(reinterpret_cast<const char *>(s), p); },
             [&](size_t i) { return s[i]; }, red,
             [&] {
-              if (row != blockIdx.x) return true;
+              if (row != blockIdx.x || !n.error) return true;
               __syncthreads();
               return gave_up == 0;
             }))
