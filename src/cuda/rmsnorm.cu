@@ -185,6 +185,32 @@ struct ClusterRed : BlockRed {
   }
 };
 
+struct Add {
+  __device__ float operator()(float x, float y) const { return __fadd_rn(x, y); }
+};
+struct Max {}; /* fmaxf, over values that are never negative nor NaN (amaxes: fmaxf from 0 skips NaNs) */
+
+/* The op over a warp's 32 values, on every lane: a butterfly of shuffles, whose order fixes a
+ * sum's bits; Max (compute capability 8.0 and later) one integer max of the values' bits
+ * (REDUX), which orders floats that are neither negative nor NaN as their values do: the same
+ * result in one instruction for five shuffles and maxes. */
+template <typename Op>
+__device__ __forceinline__ float warp_all(float v, Op op) {
+  if constexpr (std::is_same<Op, Max>::value) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(v)));
+#else
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+#endif
+  } else {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+  }
+}
+
 /* The op over a row's lanes, one value a lane: lane l is thread l's `v0` (l < blockDim.x) or,
  * with `two` (lanes = 2 x blockDim.x), thread l - blockDim.x's `v1`. A butterfly in each warp of
  * lanes, then every warp runs the same butterfly over the lane warps' results in order (0 past
@@ -196,21 +222,14 @@ template <typename Op>
 __device__ __forceinline__ float lanes_reduce(float v0, float v1, bool two, BlockRed &r, Op op) {
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   float *const red = r.buf + 32 * (r.turn++ & 1u);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v0 = op(v0, __shfl_xor_sync(0xffffffffu, v0, o));
-  if (two) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v1 = op(v1, __shfl_xor_sync(0xffffffffu, v1, o));
-  }
+  v0 = warp_all(v0, op);
+  if (two) v1 = warp_all(v1, op);
   if (lane == 0) {
     red[warp] = v0;
     if (two) red[warp + warps] = v1;
   }
   __syncthreads();
-  float v = lane < (two ? 2 * warps : warps) ? red[lane] : 0.0f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
+  return warp_all(lane < (two ? 2 * warps : warps) ? red[lane] : 0.0f, op);
 }
 
 /* lanes_reduce over a cluster's blocks (ClusterRed): the lane warps' results of every block in
@@ -220,12 +239,8 @@ template <typename Op>
 __device__ __forceinline__ float lanes_reduce(float v0, float, bool, ClusterRed &r, Op op, bool ok = true,
                                               bool *all_ok = nullptr) {
   const unsigned lane = threadIdx.x & 31u, warps = (blockDim.x >> 5) * r.size;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v0 = op(v0, __shfl_xor_sync(0xffffffffu, v0, o));
-  const float *const red = r.exchange(v0, all_ok != nullptr, ok);
-  float v = lane < warps ? red[lane] : 0.0f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const float *const red = r.exchange(warp_all(v0, op), all_ok != nullptr, ok);
+  const float v = warp_all(lane < warps ? red[lane] : 0.0f, op);
   if (all_ok) {
     bool all = true;
     for (unsigned c = 0; c < r.size; c++) all = all && red[16 + c] != 0.0f;
@@ -233,13 +248,6 @@ __device__ __forceinline__ float lanes_reduce(float v0, float, bool, ClusterRed 
   }
   return v;
 }
-
-struct Add {
-  __device__ float operator()(float x, float y) const { return __fadd_rn(x, y); }
-};
-struct Max {
-  __device__ float operator()(float x, float y) const { return fmaxf(x, y); }
-};
 
 /* A pack's fp8 bytes: whole, one store of E bytes, converted two at a time, where aligned
  * (ALIGNED: the VECTOR kernels, whose fp8_out the host found aligned to E bytes, as every row
