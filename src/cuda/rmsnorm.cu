@@ -607,9 +607,9 @@ __device__ __forceinline__ bool norm_row(const symcoll__cuda_norm_t &n, const T 
  * sum): thread 0 reads the error word first, and the block writes nothing when it is set. One
  * rank's call is this pass alone (no word: n.error NULL), and it meets no barrier for it: one
  * H100, bf16, 0.95-0.99x at 1-2048 x 4096, 1.00-1.01x at 1-128 x 8192 and 0.97-1.00x beyond,
- * FP8 output 0.97-0.99x (bench/results/h100/run74). Storing the word for the block after the row's loads instead,
- * so that thread 0's warp would not wait for it before issuing them, was 1.02-1.07x with the
- * barrier (run 73). */
+ * FP8 output 0.97-0.99x (bench/results/h100/run74). Storing the word for the block after the
+ * row's loads instead, so that thread 0's warp would not wait for it before issuing them, was
+ * 1.02-1.07x with the barrier (run 73). */
 template <typename T, int U, bool EARLY, bool TWO, int FIT = 0, int Q = SYMCOLL_CUDA_FP8_NONE>
 __global__ void __launch_bounds__(kNormThreads) RmsNorm_Local(const symcoll__cuda_norm_t n) {
   const symcoll_cuda::GridDependency dependency;
