@@ -13,7 +13,7 @@
  * to a few MB, every algorithm the communicator runs and auto, in and out of place, plain or
  * symmetric buffers), the GEMM operations (fp32 / fp16 / bf16, odd shapes, overlap,
  * sequential, auto, with and without the gathered A) and all_reduce_rmsnorm (fp32 / fp16 /
- * bf16, 0 to 64 rows of odd and round hidden sizes, every algorithm the communicator runs and
+ * bf16, 0 to 64 rows of odd and round hidden sizes (now and then 160 to 399 rows), every algorithm the communicator runs and
  * auto, residual or not, residual_out separate, in place or not asked for, out separate, in
  * place over x or not asked for, x and the outputs plain or symmetric, fp8 outputs with a
  * static scale or per-row scales), on the world communicator and on groups made by
@@ -718,8 +718,11 @@ static bool draw(rank_t *R, call_t *c) {
      * results: oneshot and twoshot asked for are then refused (auto runs the chain); ask auto. */
     if (getenv("SYMCOLL_WORKSPACE_BYTES") && c->algo != SYMCOLL_ALGO_SEQUENTIAL) c->algo = SYMCOLL_ALGO_AUTO;
     const uint32_t rc = below(g, 64);
-    c->rows = rc == 0 ? 0 : rc < 24 ? 1 + below(g, 4) : 1 + below(g, 64); /* 0 rows: nothing to do */
-    c->hidden = below(g, 2) ? round_h[below(g, 9)] : 1 + below(g, 2048);
+    /* 0 rows: nothing to do; now and then more rows than a GPU has SMs, of at least 33 packs
+     * (the local pass's blocks of a thread per two lanes: cuda_coll.c's norm_threads) */
+    const bool many = rc >= 61;
+    c->rows = rc == 0 ? 0 : rc < 24 ? 1 + below(g, 4) : many ? 160 + below(g, 240) : 1 + below(g, 64);
+    c->hidden = many ? 257 + below(g, 1044) : below(g, 2) ? round_h[below(g, 9)] : 1 + below(g, 2048);
     c->eps = epss[below(g, 4)];
     c->residual = below(g, 4) != 0;
     c->ro_mode = (int)below(g, 3);
