@@ -48,7 +48,7 @@ typedef struct {
  * for others. */
 /* {200, 1304}: more rows than a GPU has SMs, in lanes that fill pairs of warps (the local pass's
  * blocks of a thread per two lanes; fp32: three packs for some threads) */
-static const shape_t shapes[] = {{1, 64},    {3, 100},    {8, 4096},  {5, 6152},  {33, 257},
+static const shape_t shapes[] = {{1, 64},     {3, 100},   {8, 4096},  {5, 6152},  {33, 257},
                                  {128, 1024}, {2, 16384}, {4096, 64}, {200, 1304}};
 static const symcoll_dtype_t dtypes[] = {SYMCOLL_FLOAT32, SYMCOLL_FLOAT16, SYMCOLL_BFLOAT16};
 static const symcoll_algo_t algos[] = {SYMCOLL_ALGO_AUTO,    SYMCOLL_ALGO_ONE_SHOT, SYMCOLL_ALGO_TWO_SHOT,
