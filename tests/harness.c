@@ -168,6 +168,17 @@ uint32_t th_seed(void) {
   return h;
 }
 
+uint32_t th_rng_start(uint32_t seed) {
+  const uint32_t v = seed * 2654435761u + 0x7f4a7c15u;
+  return v ? v : 0x6a09e667u;
+}
+uint32_t th_rng_next(uint32_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 17;
+  *s ^= *s << 5;
+  return *s;
+}
+
 static const char *g_mode = "process";
 bool th_launched_by_env(void) {
   return strcmp(g_mode, "env") == 0;

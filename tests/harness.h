@@ -55,6 +55,11 @@ bool th_skip_without_gpu(const char *backend);
 /* The seed of a test's data: TH_SEED, else the same on every rank (fork: taken before the
  * ranks start; env mode: from the launcher's job id). th_set_mode tells it the mode first. */
 uint32_t th_seed(void);
+/* The tests' draws: xorshift32 from a state th_rng_start makes of a seed, one to one (but for
+ * the seed that maps to 0, where xorshift cannot start), so seeds that differ in one bit give
+ * different streams. */
+uint32_t th_rng_start(uint32_t seed);
+uint32_t th_rng_next(uint32_t *state);
 void th_set_mode(const char *mode);
 bool th_launched_by_env(void);
 /* A job id unique to this process and call. */

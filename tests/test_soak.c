@@ -36,13 +36,6 @@ static long rss_pages(void) {
   return rss;
 }
 
-static uint32_t next(uint32_t *s) {
-  *s ^= *s << 13;
-  *s ^= *s >> 17;
-  *s ^= *s << 5;
-  return *s;
-}
-
 /* The plain collectives and the algorithms each draws from (auto included). */
 static const symcoll_coll_t soak_colls[] = {SYMCOLL_COLL_ALL_REDUCE,     SYMCOLL_COLL_ALL_GATHER,
                                             SYMCOLL_COLL_REDUCE_SCATTER, SYMCOLL_COLL_BROADCAST,
@@ -95,7 +88,7 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
   const size_t maxc = 1 << 16, maxb = maxc * 8 * (size_t)n + 64; /* elements of a part, bytes of a buffer */
   char *hs = malloc(maxb), *hr = malloc(maxb), *hw = malloc(maxb);
   char *ds = ops->alloc(maxb + 64), *dr = ops->alloc(maxb + 64);
-  uint32_t rng = seed0 | 1;
+  uint32_t rng = th_rng_start(seed0);
   long wrong = 0, fds0 = 0, rss0 = 0, done = 0;
   /* Every rank's buffers exist before any rank's first kernel waits for it (thread mode). */
   if (symcoll_comm_barrier(comm) != SYMCOLL_OK) return 1;
@@ -104,26 +97,26 @@ static int soak_rank(symcoll_comm_t comm, const th_buf_ops_t *ops, void *arg) {
   for (long i = 0; i < calls && wrong < 5; i++, done++) {
     /* The same draw on every rank: a collective, sizes mostly small, sometimes up to 64K
      * elements per rank's part, any dtype and op, an algorithm of the collective. */
-    const symcoll_coll_t coll = soak_colls[next(&rng) % NUM_SOAK_COLLS];
+    const symcoll_coll_t coll = soak_colls[th_rng_next(&rng) % NUM_SOAK_COLLS];
     const bool all_send = coll == SYMCOLL_COLL_REDUCE_SCATTER || coll == SYMCOLL_COLL_ALL_TO_ALL;
     const bool all_recv = coll == SYMCOLL_COLL_ALL_GATHER || coll == SYMCOLL_COLL_ALL_TO_ALL;
-    const int root = (int)(next(&rng) % (uint32_t)n);
-    size_t count = 1 + next(&rng) % (next(&rng) % 8 == 0 ? maxc : 2048);
+    const int root = (int)(th_rng_next(&rng) % (uint32_t)n);
+    size_t count = 1 + th_rng_next(&rng) % (th_rng_next(&rng) % 8 == 0 ? maxc : 2048);
     if (all_send || all_recv) count = (count + (size_t)n - 1) / (size_t)n;
-    symcoll_dtype_t dt = (symcoll_dtype_t)(next(&rng) % SYMCOLL_NUM_DTYPES);
-    symcoll_op_t op = (symcoll_op_t)(next(&rng) % SYMCOLL_NUM_OPS);
+    symcoll_dtype_t dt = (symcoll_dtype_t)(th_rng_next(&rng) % SYMCOLL_NUM_DTYPES);
+    symcoll_op_t op = (symcoll_op_t)(th_rng_next(&rng) % SYMCOLL_NUM_OPS);
     if (coll != SYMCOLL_COLL_ALL_REDUCE && coll != SYMCOLL_COLL_REDUCE_SCATTER && coll != SYMCOLL_COLL_REDUCE)
       op = SYMCOLL_SUM; /* no op: the inputs of a sum */
     symcoll_coll_opts_t o;
     symcoll_coll_opts_init(&o);
-    o.algo = soak_algos[coll][next(&rng) % 5];
+    o.algo = soak_algos[coll][th_rng_next(&rng) % 5];
     if (symcoll_coll_algo_supported(comm, coll, o.algo) != SYMCOLL_OK)
       o.algo = SYMCOLL_ALGO_AUTO; /* same on every rank */
     /* Now and then a round of 256 B ... 1 MiB (GPU; CPU ranks ignore it). */
-    if (next(&rng) % 4 == 0) o.round_bytes = (size_t)256 << (next(&rng) % 13);
-    const int inplace = next(&rng) % 2;
-    const size_t es = symcoll_dtype_size(dt), off = next(&rng) % 4;
-    const uint32_t seed = next(&rng);
+    if (th_rng_next(&rng) % 4 == 0) o.round_bytes = (size_t)256 << (th_rng_next(&rng) % 13);
+    const int inplace = th_rng_next(&rng) % 2;
+    const size_t es = symcoll_dtype_size(dt), off = th_rng_next(&rng) % 4;
+    const uint32_t seed = th_rng_next(&rng);
     const size_t sn = all_send ? count * (size_t)n : count;
     const size_t rn = all_recv ? count * (size_t)n : count;
     exact_fill_op(hs, dt, op, sn, rank, seed);

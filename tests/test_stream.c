@@ -51,14 +51,8 @@ static uint32_t seed0;
 #define GUARD 16  /* poisoned elements checked on each side of an output */
 #define MAX_OFF 7 /* plain buffers: elements of offset, differing between ranks */
 
-static uint32_t next(uint32_t *s) {
-  *s ^= *s << 13;
-  *s ^= *s >> 17;
-  *s ^= *s << 5;
-  return *s;
-}
 static uint32_t below(uint32_t *s, uint32_t n) {
-  return next(s) % n;
+  return th_rng_next(s) % n;
 }
 
 enum {
@@ -694,7 +688,7 @@ static bool draw(rank_t *R, call_t *c) {
   if (c->kind == K_AG_MATMUL || c->kind == K_MATMUL_RS) c->level = 0;
   /* Groups differ in size: what is drawn, and whether it fits, depends on the world's. */
   const int n = symcoll_comm_nranks(R->comm[0]), gn = symcoll_comm_nranks(R->comm[c->level]);
-  c->seed = next(g);
+  c->seed = th_rng_next(g);
   if (is_norm(c->kind)) {
     static const symcoll_dtype_t nm_dt[] = {SYMCOLL_FLOAT32, SYMCOLL_FLOAT16, SYMCOLL_BFLOAT16};
     /* every algorithm of the norm's row twice (settle_algo: auto where the communicator does
@@ -882,8 +876,8 @@ static int stream_rank(symcoll_comm_t world, const th_buf_ops_t *ops, void *arg)
   R.comm[0] = world;
   const int n = symcoll_comm_nranks(world);
   R.slot = (max_bytes * (size_t)n + 4096 + 255) & ~(size_t)255;
-  R.shared = seed0 | 1;
-  R.own = (seed0 ^ 0x5bd1e995u * (uint32_t)(R.world_rank + 1)) | 1;
+  R.shared = th_rng_start(seed0);
+  R.own = th_rng_start(seed0 ^ 0x5bd1e995u * (uint32_t)(R.world_rank + 1));
   R.plain_send = ops->alloc(R.slot * BATCH);
   R.plain_recv = ops->alloc(R.slot * BATCH);
   R.h_in = malloc(R.slot), R.h_out = malloc(2 * R.slot), R.h_want = malloc(2 * R.slot);
