@@ -45,9 +45,8 @@ typedef struct {
   size_t rows, hidden;
 } shape_t;
 /* 5 x 6152: 16-bit rows of 769 packs, two a thread for some threads of the GPU's blocks and one
- * for others. */
-/* {200, 1304}: more rows than a GPU has SMs, in lanes that fill pairs of warps (the local pass's
- * blocks of a thread per two lanes; fp32: three packs for some threads) */
+ * for others. 200 x 1304: more rows than a GPU has SMs, in lanes that fill pairs of warps (the
+ * local pass's blocks of a thread per two lanes; fp32: three packs for some threads). */
 static const shape_t shapes[] = {{1, 64},     {3, 100},   {8, 4096},  {5, 6152},  {33, 257},
                                  {128, 1024}, {2, 16384}, {4096, 64}, {200, 1304}};
 static const symcoll_dtype_t dtypes[] = {SYMCOLL_FLOAT32, SYMCOLL_FLOAT16, SYMCOLL_BFLOAT16};
