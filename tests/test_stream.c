@@ -9,9 +9,9 @@
  * rank to rank, as NCCL allows). Calls go in batches of 1 to 12, enqueued back to back with
  * no host synchronisation and no barrier between them; then the rank waits for its stream,
  * asks symcoll_comm_check, and compares every output (and guard elements around it) with the
- * reference. Calls: every plain collective (every dtype and op, roots, counts from 1
- * to a few MB, every algorithm the communicator runs and auto, in and out of place, plain or
- * symmetric buffers), the GEMM operations (fp32 / fp16 / bf16, odd shapes, overlap, sequential,
+ * reference. Calls: every plain collective (every dtype and op, roots, counts from 1 to 1 MiB
+ * a rank on CPUs and 4 MiB on GPUs, every algorithm the communicator runs and auto, in and out
+ * of place, plain or symmetric buffers), the GEMM operations (fp32 / fp16 / bf16, odd shapes, overlap, sequential,
  * auto, with and without the gathered A) and all_reduce_rmsnorm (fp32 / fp16 / bf16, 0 to 64
  * rows of odd and round hidden sizes (now and then 160 to 399 rows), every algorithm the
  * communicator runs and auto, residual or not, residual_out separate, in place or not asked for,
@@ -43,7 +43,9 @@
 static th_launch_t launch = {"host", "process", 2, 20000, 900};
 static long calls = 400;
 static bool with_gemm = true, with_norm = true, with_split = true, trace;
-static size_t max_bytes = (size_t)1 << 20; /* the most one rank's part of a call moves */
+/* The most one rank's part of a call moves (--max-bytes; 0: 4 MiB on GPUs, where the built-in
+ * table changes algorithm and block size above 1 and 2 MiB, and 1 MiB on CPUs). */
+static size_t max_bytes;
 static uint32_t seed0;
 
 #define LEVELS 3  /* the world, a split of it, a split of that */
@@ -1006,8 +1008,9 @@ int main(int argc, char **argv) {
   th_set_mode(launch.mode);
   if (th_skip_without_gpu(launch.backend)) return TH_SKIP;
   seed0 = th_seed();
-  printf("test_stream: seed %u (TH_SEED=%u replays it), %s, %s mode, %d ranks, %ld calls\n", seed0, seed0,
-         launch.backend, launch.mode, launch.nranks, calls);
+  if (max_bytes == 0) max_bytes = (size_t)(strcmp(launch.backend, "cuda") == 0 ? 4 : 1) << 20;
+  printf("test_stream: seed %u (TH_SEED=%u replays it), %s, %s mode, %d ranks, %ld calls of up to %zu bytes\n", seed0,
+         seed0, launch.backend, launch.mode, launch.nranks, calls, max_bytes);
   fflush(stdout);
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_stream)};
   return cmocka_run_group_tests_name("stream", tests, NULL, NULL);
