@@ -9,22 +9,21 @@
  * rank to rank, as NCCL allows). Calls go in batches of 1 to 12, enqueued back to back with
  * no host synchronisation and no barrier between them; then the rank waits for its stream,
  * asks symcoll_comm_check, and compares every output (and guard elements around it) with the
- * reference. Calls: every plain collective (every dtype and op, roots, counts from 1 to 1 MiB
- * a rank on CPUs and 4 MiB on GPUs, every algorithm the communicator runs and auto, in and out
- * of place, plain or symmetric buffers), the GEMM operations (fp32 / fp16 / bf16, odd shapes, overlap, sequential,
- * auto, with and without the gathered A) and all_reduce_rmsnorm (fp32 / fp16 / bf16, 0 to 64
- * rows of odd and round hidden sizes (now and then 160 to 399 rows), every algorithm the
+ * reference. Calls: every plain collective (every dtype and op, roots, counts from 1 to 1 MiB a
+ * rank on CPUs and 4 MiB on GPUs, every algorithm the communicator runs and auto, in and out of
+ * place, plain or symmetric buffers), the GEMM operations (fp32 / fp16 / bf16, odd shapes, overlap,
+ * sequential, auto, with and without the gathered A) and all_reduce_rmsnorm (fp32 / fp16 / bf16, 0
+ * to 64 rows of odd and round hidden sizes (now and then 160 to 399 rows), every algorithm the
  * communicator runs and auto, residual or not, residual_out separate, in place or not asked for,
- * out separate, in place over x or not asked for, x and the outputs plain or symmetric, fp8
- * outputs with a static scale or per-row scales), on the world communicator and on groups made
- * by symcoll_comm_split, and groups of those, all running at once; the groups are split again
- * now and then. Inputs are integers (exact.h; the GEMMs' entries -1, 0, 1), fresh for every call
- * and different on every rank and group (the norm's residual and weight: the same on every rank
- * of a group, as tensor parallelism has them), so every result is exact but the norm's out,
- * which is checked within a tolerance against an fp64 RMSNorm (its fp8 output bit for bit
- * against the quantisation of the out the call wrote). Every byte of a call's regions that is
- * not an output it asked for keeps what was put there (poison around and between the buffers,
- * the inputs).
+ * out separate, in place over x or not asked for, x and the outputs plain or symmetric, fp8 outputs
+ * with a static scale or per-row scales), on the world communicator and on groups made by
+ * symcoll_comm_split, and groups of those, all running at once; the groups are split again now and
+ * then. Inputs are integers (exact.h; the GEMMs' entries -1, 0, 1), fresh for every call and
+ * different on every rank and group (the norm's residual and weight: the same on every rank of a
+ * group, as tensor parallelism has them), so every result is exact but the norm's out, which is
+ * checked within a tolerance against an fp64 RMSNorm (its fp8 output bit for bit against the
+ * quantisation of the out the call wrote). Every byte of a call's regions that is not an output it
+ * asked for keeps what was put there (poison around and between the buffers, the inputs).
  */
 #include <math.h>
 #include <setjmp.h>
