@@ -17,6 +17,7 @@ import itertools
 import numbers
 import os
 import uuid
+import warnings
 
 from ._lib import (ALGOS, COLLS, DEVICE_HOST, DTYPES, OPS, SPLIT_NOCOLOR, AbortedError,  # noqa: F401
                    CollOpts, Config, CudaError, JobConfig, MatmulOpts, DeviceView, InternalError, InvalidArgumentError,
@@ -767,5 +768,8 @@ try:  # the torch custom ops, where torch is installed
     import torch  # noqa: F401
 
     from . import _torch as ops  # noqa: F401
-except ImportError:
+except (ImportError, OSError) as e:
+    if isinstance(e, OSError):  # torch is there but cannot load (a half-installed wheel)
+        warnings.warn(f"symcoll: torch is installed but cannot be imported ({e}); the torch ops are off",
+                      RuntimeWarning, stacklevel=2)
     ops = None
