@@ -768,8 +768,9 @@ try:  # the torch custom ops, where torch is installed
     import torch  # noqa: F401
 
     from . import _torch as ops  # noqa: F401
-except (ImportError, OSError) as e:
-    if isinstance(e, OSError):  # torch is there but cannot load (a half-installed wheel)
-        warnings.warn(f"symcoll: torch is installed but cannot be imported ({e}); the torch ops are off",
-                      RuntimeWarning, stacklevel=2)
+except ImportError:
+    ops = None
+except OSError as e:  # torch is there but cannot load (a half-installed wheel)
+    warnings.warn(f"symcoll: torch is installed but cannot be imported ({e}); the torch ops are off",
+                  RuntimeWarning, stacklevel=2)
     ops = None
