@@ -50,7 +50,8 @@ typedef struct {
  * the all-reduce's sum in out keeps its stores there; and two-shot's records, which peers read
  * next, stay in cache. 2 ranks of a 2-vCPU Xeon: fp32 one-shot 0.66-0.78x from 128 x 4096,
  * bf16 and fp16 0.77-0.96x from 4 MiB; a whole row through the bounce, then its stores, gained
- * nothing (bench/results/host/stream). */
+ * nothing (bench/results/host/stream). Two-shot's copies out of the records stream from twice
+ * that: bf16 0.93-0.97x at 4-32 MiB of results, 1.08-1.13x at 2 MiB (2 ranks, 2-vCPU AMD EPYC). */
 #define STREAM_BLOCK 1024
 
 /* dst <- n bytes of src: 16-byte non-temporal stores (x86-64) from dst's first aligned byte,
@@ -77,6 +78,11 @@ static void stream_fence(void) {
 #if defined(__x86_64__)
   _mm_sfence();
 #endif
+}
+
+/* memcpy, where a function of stream_copy's type is chosen. */
+static void copy(void *dst, const void *src, size_t n) {
+  memcpy(dst, src, n);
 }
 
 /* Whether [p, p + n) and [q, q + m) share a byte. */
@@ -164,18 +170,26 @@ static void fused_row(const symcoll__norm_args_t *a, const row_work_t *wk, const
   norm_tail(a, wk, d);
 }
 
+/* Which of the call's results go out streamed (above) where it writes `from` bytes of results or
+ * more; whether any do. x_rows as row_work's. */
+static bool streams(const symcoll__norm_args_t *a, size_t x_rows, size_t from, row_work_t *wk) {
+  const size_t h = a->hidden, rb = h * symcoll_dtype_size(a->dtype);
+  const size_t results = a->rows * ((a->residual_out ? rb : 0) + (a->out ? rb : 0) + (a->fp8_out ? h : 0));
+  const bool stream = x_rows > 0 && results >= from;
+  wk->stream_res = stream && !overlap(a->residual_out, a->rows * rb, a->residual, a->rows * rb);
+  wk->stream_out = stream && !overlap(a->out, a->rows * rb, a->x, x_rows * rb);
+  wk->stream_fp8 = stream;
+  return stream;
+}
+
 /* The call's row work: its loops, and in scratch the weight as floats, then a row as floats,
  * then the bounce block (64-byte aligned). x_rows: the rows x holds (reduce_scatter_rmsnorm's
  * pull: every rank's block); 0 where the rows' results go to records peers read next (two-shot),
  * which stay in this core's cache. */
 static symcoll_status_t row_work(host_state_t *hs, const symcoll__norm_args_t *a, size_t x_rows, row_work_t *wk) {
   const size_t h = a->hidden, rb = h * symcoll_dtype_size(a->dtype);
-  const size_t results = a->rows * ((a->residual_out ? rb : 0) + (a->out ? rb : 0) + (a->fp8_out ? h : 0));
-  const bool stream = x_rows > 0 && results >= hs->stream_bytes;
+  const bool stream = streams(a, x_rows, hs->stream_bytes, wk);
   wk->rb = rb;
-  wk->stream_res = stream && !overlap(a->residual_out, a->rows * rb, a->residual, a->rows * rb);
-  wk->stream_out = stream && !overlap(a->out, a->rows * rb, a->x, x_rows * rb);
-  wk->stream_fp8 = stream;
   const size_t need = 2 * h + (stream ? STREAM_BLOCK + 16 : 0); /* the bounce block, aligned */
   if (hs->norm_elems < need) {
     float *p = realloc(hs->norm_f32, need * sizeof(float));
@@ -310,8 +324,9 @@ static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const sy
                  rb, hs->half);
     return SYMCOLL_ERR_UNSUPPORTED;
   }
-  row_work_t wk;
+  row_work_t wk, gather;                  /* gather: which copies out of the records stream */
   SYMCOLL_CHECK(row_work(hs, a, 0, &wk)); /* results into records: not streamed */
+  const bool stream_gather = streams(a, a->rows, 2 * hs->stream_bytes, &gather);
   const symcoll__coll_args_t rec = call_record(a);
   const void *srcs[SYMCOLL_MAX_RANKS];
   host_pad_t *pad = hs->pad[me];
@@ -340,12 +355,13 @@ static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const sy
       share(rows, n, q, &q_lo, &q_n);
       for (size_t r = q_lo; r < q_lo + q_n; r++) {
         const row_dst_t from = record_dst(&rc, hs->data[q] + results + (r - q_lo) * rc.bytes), to = dst_of(a, lo + r);
-        if (to.res_out) memcpy(to.res_out, from.res_out, rb);
-        if (to.out) memcpy(to.out, from.out, rb);
-        if (to.fp8) memcpy(to.fp8, from.fp8, h);
+        if (to.res_out) (gather.stream_res ? stream_copy : copy)(to.res_out, from.res_out, rb);
+        if (to.out) (gather.stream_out ? stream_copy : copy)(to.out, from.out, rb);
+        if (to.fp8) (gather.stream_fp8 ? stream_copy : copy)(to.fp8, from.fp8, h);
         if (to.scale_out) *to.scale_out = *from.scale_out;
       }
     }
+    if (stream_gather) stream_fence();
     SYMCOLL_CHECK(symcoll__host_epoch_end(comm, hs, &ep, false));
   }
   return SYMCOLL_OK;
