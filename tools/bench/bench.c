@@ -52,6 +52,7 @@ void bench_bcast(bctx_t *c, void *buf, size_t bytes) {
 /* ---- the run on one rank ------------------------------------------------------------------ */
 
 static double total_wrong; /* rank 0: wrong elements over all columns and sizes */
+static bool bad_usage;     /* a fused operation's table refused its options (exit 2) */
 
 typedef struct {
   symcoll_mem_t send_mem; /* --send-symmetric: send lies in it */
@@ -128,11 +129,15 @@ static void run_matmul(bctx_t *c) {
                               .calls = o->iters,
                               .csv = o->csv,
                               .mode = o->mode,
-                              .machine = bench_report_machine(c->gpu)};
-  const int wrong = o->mm == 4   ? bench_barrier_rank(c, &mo)
-                    : o->mm >= 3 ? bench_norm_rank(c, &mo)
-                                 : bench_matmul_rank(c, &mo);
-  if (wrong != 0) total_wrong += 1;
+                              .machine = bench_report_machine(c->gpu),
+                              .algos = o->algos_set ? o->algos : NULL};
+  const int rc = o->mm == 4   ? bench_barrier_rank(c, &mo)
+                 : o->mm >= 3 ? bench_norm_rank(c, &mo)
+                              : bench_matmul_rank(c, &mo);
+  if (rc == 2)
+    bad_usage = true;
+  else if (rc != 0)
+    total_wrong += 1;
 }
 
 static void run_rank(bctx_t *c) {
@@ -174,10 +179,11 @@ static void run_rank(bctx_t *c) {
   buffers_free(c, &b);
 }
 
-/* One rank's run; 3 where a column gave a wrong result (rank 0 counts them). */
+/* One rank's run; 2 where a fused operation's table refused its options, 3 where a column gave
+ * a wrong result (rank 0 counts them). */
 static int rank_body(bctx_t *c) {
   run_rank(c);
-  return total_wrong > 0 ? 3 : 0;
+  return bad_usage ? 2 : total_wrong > 0 ? 3 : 0;
 }
 
 /* ---- the ranks (bench_launch.c) ------------------------------------------------------------ */

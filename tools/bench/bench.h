@@ -100,8 +100,10 @@ typedef struct {
   int reps;
   int calls; /* the norm table on GPU ranks: calls a graph (-n) */
   const char *csv, *mode, *machine;
+  const char *algos; /* the norms' fused columns to run (--algo), NULL: all of them */
 } bench_mm_opts_t;
-/* Runs the table on this rank; 0, or non-zero when a result was wrong. */
+/* Runs the table on this rank: 0; 2 where its options are refused (said on rank 0); 3 where a
+ * result was wrong. */
 int bench_matmul_rank(bctx_t *c, const bench_mm_opts_t *o);
 /* all_reduce_rmsnorm and reduce_scatter_rmsnorm (coll_rmsnorm.c): the same options (all_gather
  * unused), rows x hidden shapes. */
@@ -147,6 +149,7 @@ typedef struct {
   const char *shapes;
   const char *fp8; /* --fp8 static|rows (all_reduce_rmsnorm) */
   bool reps_set;
+  bool algos_set; /* --algo given (the fused norms' tables run only the columns it names) */
 } bench_opts_t;
 extern bench_opts_t bench_opts;
 

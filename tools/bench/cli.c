@@ -56,7 +56,9 @@ static void usage(const char *argv0) {
       "  -G 0|1             CUDA-graph mode (default 1)\n"
       "  --enqueue          GPU: time on the host clock what issuing -n eager calls costs the caller\n"
       "                     (the launch path: checks, tuning, kernel launch), not the GPU's work\n"
-      "  --algo LIST        symcoll columns: auto and the collective's algorithms (default: all of them)\n"
+      "  --algo LIST        symcoll columns: auto and the collective's algorithms (default: all of them);\n"
+      "                     the norms' fused columns (oneshot|pull, twoshot, lamport, auto; the chain\n"
+      "                     and the all-reduce always run)\n"
       "  --peers LIST       peer columns: nccl (GPU), mpi (CPU, under mpirun)\n"
       "  --backend cuda|host  --ranks N  --mode process|thread  --inplace\n"
       "  --no-bind          do not pin rank r to the r-th allowed CPU\n"
@@ -172,7 +174,7 @@ static int value_option(const char *a, const char *v, bench_args_t *x) {
   } else if (!strcmp(a, "--root")) {
     if (!parse_root(v)) return -2;
   } else if (!strcmp(a, "--algo"))
-    snprintf(o->algos, sizeof o->algos, "%s", v), x->algos_set = 1;
+    snprintf(o->algos, sizeof o->algos, "%s", v), x->algos_set = 1, o->algos_set = true;
   else if (!strcmp(a, "--peers"))
     snprintf(o->peers, sizeof o->peers, "%s", v), x->peers_set = 1;
   else if (!strcmp(a, "--backend"))

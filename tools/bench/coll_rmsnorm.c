@@ -84,6 +84,7 @@ typedef struct {
   float *row32;         /* CPU: a row as floats, scratch of the chain's quantisation */
   column_t nccl;
   bool nccl_ok;
+  bool asked[NORM_COLS]; /* --algo: the fused columns named (every other column: true) */
 } nx_t;
 
 static symcoll_coll_t coll_of(const nx_t *x) {
@@ -95,9 +96,31 @@ static const char *col_name(const nx_t *x, int k) {
 static symcoll_algo_t algo_of(const nx_t *x, int k) {
   return x->scatter && k == COL_ONESHOT ? SYMCOLL_ALGO_PULL : col_algo[k];
 }
-/* Whether column k belongs to the table (the reduce-scatter form has no two-shot or lamport). */
+/* Whether column k belongs to the table (the reduce-scatter form has no two-shot or lamport;
+ * --algo leaves out the fused columns it does not name). */
 static bool in_table(const nx_t *x, int k) {
-  return !x->scatter || (k != COL_TWOSHOT && k != COL_LAMPORT);
+  return (!x->scatter || (k != COL_TWOSHOT && k != COL_LAMPORT)) && x->asked[k];
+}
+
+/* x->asked from --algo (NULL: every column): false, saying why on rank 0, for a name that is
+ * not one of the table's fused columns. */
+static bool ask_columns(nx_t *x, const char *algos) {
+  for (int k = 0; k < NORM_COLS; k++) x->asked[k] = !algos || k > COL_AUTO;
+  if (!algos) return true;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", algos);
+  for (char *save = NULL, *a = strtok_r(buf, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+    int k = 0;
+    while (k <= COL_AUTO && (strcmp(a, col_name(x, k)) || (x->scatter && (k == COL_TWOSHOT || k == COL_LAMPORT)))) k++;
+    if (k > COL_AUTO) {
+      if (x->c->rank == 0)
+        fprintf(stderr, "--algo %s: %s's fused columns are %s\n", a, symcoll_coll_name(coll_of(x)),
+                x->scatter ? "pull, auto" : "oneshot, twoshot, lamport, auto");
+      return false;
+    }
+    x->asked[k] = true;
+  }
+  return true;
 }
 /* Rows of x: every rank's (the reduce-scatter form), or the call's. */
 static size_t x_rows(const nx_t *x) {
@@ -327,7 +350,8 @@ static void run_shape(nx_t *x, norm_shape_t sh, int reps, int calls, norm_row_t 
   x->row32 = x->fp8 && !c->gpu ? malloc(sh.hidden * sizeof(float)) : NULL;
   fill_inputs(x);
   for (int k = 0; k < NORM_COLS; k++)
-    row->usable[k] = k == COL_NCCL   ? x->nccl_ok
+    row->usable[k] = !in_table(x, k) ? false
+                     : k == COL_NCCL ? x->nccl_ok
                      : k <= COL_AUTO ? algo_of(x, k) == SYMCOLL_ALGO_AUTO ||
                                            symcoll_coll_algo_supported(c->comm, coll_of(x), algo_of(x, k)) == SYMCOLL_OK
                                      : true;
@@ -416,7 +440,10 @@ static size_t print_row(const nx_t *x, norm_shape_t sh, const norm_row_t *row, c
     else
       printf(" %11s", "n/a");
   }
-  printf(" %9.3f %6zu\n", row->us[COL_AUTO] / row->us[COL_SEQUENTIAL], wrong);
+  if (row->usable[COL_AUTO])
+    printf(" %9.3f %6zu\n", row->us[COL_AUTO] / row->us[COL_SEQUENTIAL], wrong);
+  else
+    printf(" %9s %6zu\n", "n/a", wrong);
   fflush(stdout);
   if (csv) {
     fprintf(csv, "%s%s%s,%s,%d,%zu,%zu", symcoll_coll_name(coll_of(x)), x->fp8 ? "+fp8_" : "", fp8_names[x->fp8],
@@ -436,6 +463,7 @@ int bench_norm_rank(bctx_t *c, const bench_mm_opts_t *o) {
     if (c->rank == 0) fprintf(stderr, "unknown --shapes %s (all, small, or ROWS,HIDDEN)\n", o->shapes);
     return 2;
   }
+  if (!ask_columns(&x, o->algos)) return 2;
   if (x.dt != SYMCOLL_FLOAT32 && x.dt != SYMCOLL_FLOAT16 && x.dt != SYMCOLL_BFLOAT16) {
     if (c->rank == 0) fprintf(stderr, "%s takes fp32, fp16 or bf16 (-d)\n", symcoll_coll_name(coll_of(&x)));
     return 2;
