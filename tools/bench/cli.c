@@ -58,7 +58,7 @@ static void usage(const char *argv0) {
       "                     (the launch path: checks, tuning, kernel launch), not the GPU's work\n"
       "  --algo LIST        symcoll columns: auto and the collective's algorithms (default: all of them);\n"
       "                     the norms' fused columns (oneshot|pull, twoshot, lamport, auto; the chain\n"
-      "                     and the all-reduce always run)\n"
+      "                     and the all-reduce always run); the matmul tables run all theirs\n"
       "  --peers LIST       peer columns: nccl (GPU), mpi (CPU, under mpirun)\n"
       "  --backend cuda|host  --ranks N  --mode process|thread  --inplace\n"
       "  --no-bind          do not pin rank r to the r-th allowed CPU\n"
