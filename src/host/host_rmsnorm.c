@@ -51,7 +51,7 @@ typedef struct {
  * next, stay in cache. 2 ranks of a 2-vCPU Xeon: fp32 one-shot 0.66-0.78x from 128 x 4096,
  * bf16 and fp16 0.77-0.96x from 4 MiB; a whole row through the bounce, then its stores, gained
  * nothing (bench/results/host/stream). Two-shot's copies out of the records stream from twice
- * that: bf16 0.93-0.97x at 4-32 MiB of results, 1.08-1.13x at 2 MiB (2 ranks, 2-vCPU AMD EPYC). */
+ * that: bf16 0.88-1.00x at 4-64 MiB of results, 1.04-1.18x at 2 MiB (2 ranks, 2-vCPU AMD EPYC). */
 #define STREAM_BLOCK 1024
 
 /* dst <- n bytes of src: 16-byte non-temporal stores (x86-64) from dst's first aligned byte,
