@@ -17,6 +17,11 @@
 
 /* ---- one row ------------------------------------------------------------------------------ */
 
+/* Which of a call's results go out with non-temporal stores (below: results past the caches). */
+typedef struct {
+  bool res, out, fp8; /* residual_out, out, fp8_out */
+} streamed_t;
+
 /* A call's row work: the loops (the reduce loops' build in use, row_loops.h), looked up once a
  * call, the weight as floats and a row of floats of scratch; and which results the call
  * streams, through `bounce` (a block of them: STREAM_BLOCK elements of the dtype). */
@@ -25,8 +30,8 @@ typedef struct {
   const symcoll__row_loops_t *rows; /* the call's dtype */
   const float *w32;
   float *r32;
-  size_t rb;                               /* bytes a row of the dtype */
-  bool stream_res, stream_out, stream_fp8; /* residual_out, out, fp8_out */
+  size_t rb; /* bytes a row of the dtype */
+  streamed_t streamed;
   char *bounce;
 } row_work_t;
 
@@ -80,9 +85,12 @@ static void stream_fence(void) {
 #endif
 }
 
-/* memcpy, where a function of stream_copy's type is chosen. */
-static void copy(void *dst, const void *src, size_t n) {
-  memcpy(dst, src, n);
+/* dst <- n bytes of src: streamed (stream_copy) or plain. */
+static void put(bool stream, void *dst, const void *src, size_t n) {
+  if (stream)
+    stream_copy(dst, src, n);
+  else
+    memcpy(dst, src, n);
 }
 
 /* Whether [p, p + n) and [q, q + m) share a byte. */
@@ -94,7 +102,7 @@ static bool overlap(const void *p, size_t n, const void *q, size_t m) {
 /* r32 <- the sum of n rows (+ res), rounded; res_out <- it (rows->sum), streamed if the call
  * streams residual_out. */
 static void sum_row(const row_work_t *wk, const void *const *srcs, int n, const void *res, void *res_out, size_t h) {
-  if (!res_out || !wk->stream_res) {
+  if (!res_out || !wk->streamed.res) {
     wk->rows->sum(wk->r32, srcs, n, res, res_out, h);
     return;
   }
@@ -110,7 +118,7 @@ static void sum_row(const row_work_t *wk, const void *const *srcs, int n, const 
 
 /* r32 <- r32 x inv x w rounded; out <- it (rows->scale_round), streamed if the call streams out. */
 static void scale_row(const row_work_t *wk, float inv, void *out, size_t h) {
-  if (!out || !wk->stream_out) {
+  if (!out || !wk->streamed.out) {
     wk->rows->scale_round(wk->r32, inv, wk->w32, out, h);
     return;
   }
@@ -124,7 +132,7 @@ static void scale_row(const row_work_t *wk, float inv, void *out, size_t h) {
 
 /* q <- e4m3(r32 x rcp), streamed if the call streams fp8_out. */
 static void fp8_row(const row_work_t *wk, float rcp, uint8_t *q, size_t h) {
-  if (!wk->stream_fp8) {
+  if (!wk->streamed.fp8) {
     wk->t->to_e4m3(q, wk->r32, rcp, h);
     return;
   }
@@ -154,10 +162,7 @@ static void norm_row(const symcoll__norm_args_t *a, const row_work_t *wk, const 
     sum_row(wk, &s, 1, res, d.res_out, h);
   } else {
     wk->rows->load(wk->r32, s, h);
-    if (d.res_out && wk->stream_res) /* its bits, NaNs' included */
-      stream_copy(d.res_out, s, wk->rb);
-    else if (d.res_out)
-      memcpy(d.res_out, s, wk->rb);
+    if (d.res_out) put(wk->streamed.res, d.res_out, s, wk->rb); /* its bits, NaNs' included */
   }
   norm_tail(a, wk, d);
 }
@@ -172,13 +177,13 @@ static void fused_row(const symcoll__norm_args_t *a, const row_work_t *wk, const
 
 /* Which of the call's results go out streamed (above) where it writes `from` bytes of results or
  * more; whether any do. x_rows as row_work's. */
-static bool streams(const symcoll__norm_args_t *a, size_t x_rows, size_t from, row_work_t *wk) {
+static bool streams(const symcoll__norm_args_t *a, size_t x_rows, size_t from, streamed_t *st) {
   const size_t h = a->hidden, rb = h * symcoll_dtype_size(a->dtype);
   const size_t results = a->rows * ((a->residual_out ? rb : 0) + (a->out ? rb : 0) + (a->fp8_out ? h : 0));
   const bool stream = x_rows > 0 && results >= from;
-  wk->stream_res = stream && !overlap(a->residual_out, a->rows * rb, a->residual, a->rows * rb);
-  wk->stream_out = stream && !overlap(a->out, a->rows * rb, a->x, x_rows * rb);
-  wk->stream_fp8 = stream;
+  st->res = stream && !overlap(a->residual_out, a->rows * rb, a->residual, a->rows * rb);
+  st->out = stream && !overlap(a->out, a->rows * rb, a->x, x_rows * rb);
+  st->fp8 = stream;
   return stream;
 }
 
@@ -188,7 +193,7 @@ static bool streams(const symcoll__norm_args_t *a, size_t x_rows, size_t from, r
  * which stay in this core's cache. */
 static symcoll_status_t row_work(host_state_t *hs, const symcoll__norm_args_t *a, size_t x_rows, row_work_t *wk) {
   const size_t h = a->hidden, rb = h * symcoll_dtype_size(a->dtype);
-  const bool stream = streams(a, x_rows, hs->stream_bytes, wk);
+  const bool stream = streams(a, x_rows, hs->stream_bytes, &wk->streamed);
   wk->rb = rb;
   const size_t need = 2 * h + (stream ? STREAM_BLOCK + 16 : 0); /* the bounce block, aligned */
   if (hs->norm_elems < need) {
@@ -324,8 +329,9 @@ static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const sy
                  rb, hs->half);
     return SYMCOLL_ERR_UNSUPPORTED;
   }
-  row_work_t wk, gather;                  /* gather: which copies out of the records stream */
+  row_work_t wk;
   SYMCOLL_CHECK(row_work(hs, a, 0, &wk)); /* results into records: not streamed */
+  streamed_t gather;                      /* the copies out of the records */
   const bool stream_gather = streams(a, a->rows, 2 * hs->stream_bytes, &gather);
   const symcoll__coll_args_t rec = call_record(a);
   const void *srcs[SYMCOLL_MAX_RANKS];
@@ -355,9 +361,9 @@ static symcoll_status_t two_shot(symcoll_comm_t comm, host_state_t *hs, const sy
       share(rows, n, q, &q_lo, &q_n);
       for (size_t r = q_lo; r < q_lo + q_n; r++) {
         const row_dst_t from = record_dst(&rc, hs->data[q] + results + (r - q_lo) * rc.bytes), to = dst_of(a, lo + r);
-        if (to.res_out) (gather.stream_res ? stream_copy : copy)(to.res_out, from.res_out, rb);
-        if (to.out) (gather.stream_out ? stream_copy : copy)(to.out, from.out, rb);
-        if (to.fp8) (gather.stream_fp8 ? stream_copy : copy)(to.fp8, from.fp8, h);
+        if (to.res_out) put(gather.res, to.res_out, from.res_out, rb);
+        if (to.out) put(gather.out, to.out, from.out, rb);
+        if (to.fp8) put(gather.fp8, to.fp8, from.fp8, h);
         if (to.scale_out) *to.scale_out = *from.scale_out;
       }
     }

@@ -96,10 +96,13 @@ static const char *col_name(const nx_t *x, int k) {
 static symcoll_algo_t algo_of(const nx_t *x, int k) {
   return x->scatter && k == COL_ONESHOT ? SYMCOLL_ALGO_PULL : col_algo[k];
 }
-/* Whether column k belongs to the table (the reduce-scatter form has no two-shot or lamport;
- * --algo leaves out the fused columns it does not name). */
+/* Whether column k is one of the operation's (the reduce-scatter form has no two-shot or lamport). */
+static bool of_form(const nx_t *x, int k) {
+  return !x->scatter || (k != COL_TWOSHOT && k != COL_LAMPORT);
+}
+/* Whether column k belongs to the table: the form's, unless --algo leaves it out. */
 static bool in_table(const nx_t *x, int k) {
-  return (!x->scatter || (k != COL_TWOSHOT && k != COL_LAMPORT)) && x->asked[k];
+  return of_form(x, k) && x->asked[k];
 }
 
 /* x->asked from --algo (NULL: every column): false, saying why on rank 0, for a name that is
@@ -111,7 +114,7 @@ static bool ask_columns(nx_t *x, const char *algos) {
   snprintf(buf, sizeof buf, "%s", algos);
   for (char *save = NULL, *a = strtok_r(buf, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
     int k = 0;
-    while (k <= COL_AUTO && (strcmp(a, col_name(x, k)) || (x->scatter && (k == COL_TWOSHOT || k == COL_LAMPORT)))) k++;
+    while (k <= COL_AUTO && (!of_form(x, k) || strcmp(a, col_name(x, k)))) k++;
     if (k > COL_AUTO) {
       if (x->c->rank == 0)
         fprintf(stderr, "--algo %s: %s's fused columns are %s\n", a, symcoll_coll_name(coll_of(x)),
